@@ -1,0 +1,439 @@
+//! The backlog verbs: add, edit, state changes, the board and `next`. They compose the store's
+//! records into what a person or an agent asks for, and never print.
+
+pub mod import;
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use crate::context::Context;
+use crate::error::{refused, usage, Refusal};
+use crate::git;
+use crate::ids::{ClaimKey, Priority, TaskId, WriterId};
+use crate::refs;
+use crate::store::claim::{self, Held};
+use crate::store::journal::{self, NewEvent};
+use crate::store::task::{self, Change, Completion, Create, Fields, Lists, Snapshot, State, StateChange, Task};
+use crate::store::{clone_writer, index, notes, Store};
+
+/// Find the task a user means: an exact id, or a unique prefix of one (with or without
+/// the `t-`).
+pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
+    if let Ok(id) = given.parse::<TaskId>() {
+        if git::ref_target(&store.repo, &refs::task(&id))?.is_some() {
+            return Ok(id);
+        }
+    }
+    let mut matches: Vec<String> = task::list_refs(&store.repo)?
+        .into_iter()
+        .filter_map(|r| refs::task_id_of(&r.name).map(ToOwned::to_owned))
+        .filter(|id| {
+            !given.is_empty() && (id.starts_with(given) || id.strip_prefix("t-").is_some_and(|s| s.starts_with(given)))
+        })
+        .collect();
+    matches.sort();
+    match matches.len() {
+        0 => Err(usage(format!("no task matches '{}'", given.escape_debug()))
+            .hint("list tasks with 'git loop list'")
+            .into()),
+        1 => Ok(matches.remove(0).parse()?),
+        n => Err(usage(format!(
+            "'{}' matches {n} tasks: {}",
+            given.escape_debug(),
+            matches.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        ))
+        .hint("type more of the id")
+        .into()),
+    }
+}
+
+/// The journal writer for this invocation: the agent session when run inside one, else one
+/// of this clone's shards.
+pub fn writer(store: &Store, ctx: &Context) -> Result<WriterId> {
+    if let Some(session) = &ctx.session.session {
+        if let Ok(writer) = session.parse() {
+            return Ok(writer);
+        }
+    }
+    clone_writer(store, ctx)
+}
+
+/// Journal an event, attributing it to this invocation's writer.
+pub fn record(store: &Store, ctx: &Context, kind: &str, task: Option<&TaskId>, data: serde_json::Value) -> Result<()> {
+    let data = match data {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let event = NewEvent {
+        kind: kind.to_owned(),
+        task: task.map(ToString::to_string),
+        session: ctx.session.session.clone(),
+        data,
+    };
+    journal::append(store, ctx, &writer(store, ctx)?, event)?;
+    Ok(())
+}
+
+/// The fields `add` and `edit` take.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFields {
+    pub title: Option<String>,
+    pub body: Option<String>,
+    pub priority: Option<Priority>,
+    pub after: Vec<String>,
+    pub labels: Vec<String>,
+    pub agents: Vec<String>,
+    pub together: Vec<String>,
+    pub pick: Option<String>,
+}
+
+/// Check a label or agent name given on the command line.
+fn check_word(what: &str, value: &str) -> Result<(), Refusal> {
+    if value.trim().is_empty() || value.len() > 100 || value.chars().any(|c| c.is_control() || c == ',') {
+        return Err(usage(format!("{what} '{}' is not valid", value.escape_debug()))
+            .hint(format!("a {what} is 1 to 100 characters, without commas or control characters")));
+    }
+    Ok(())
+}
+
+fn check_pick(pick: &str) -> Result<(), Refusal> {
+    if matches!(pick, "first" | "judge" | "") {
+        Ok(())
+    } else {
+        Err(usage(format!("pick mode '{}' is not valid", pick.escape_debug())).hint("use 'first' or 'judge'"))
+    }
+}
+
+/// Resolve dependency ids (unique prefixes allowed) to existing tasks.
+fn resolve_all(store: &Store, given: &[String]) -> Result<Vec<String>> {
+    given.iter().map(|g| resolve(store, g).map(|id| id.to_string())).collect()
+}
+
+/// Add a task; returns it as stored.
+pub fn add(store: &Store, ctx: &Context, fields: TaskFields) -> Result<Snapshot> {
+    let title = fields.title.clone().unwrap_or_default();
+    if title.trim().is_empty() {
+        return Err(usage("a task needs a title").hint("git loop add \"Write the parser\"").into());
+    }
+    let change = creation_change(store, &fields)?;
+    for _ in 0..16 {
+        let id = TaskId::generate();
+        if let task::Created::Stored(snapshot) = task::create(store, ctx, &id, change.clone())? {
+            record(store, ctx, "task_added", Some(&id), serde_json::json!({ "title": snapshot.task.title }))?;
+            return Ok(*snapshot);
+        }
+    }
+    anyhow::bail!("could not find a free task id after 16 attempts")
+}
+
+/// The creating operation for `fields` (dependencies resolved and checked).
+pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Change> {
+    for label in &fields.labels {
+        check_word("label", label)?;
+    }
+    for agent in fields.agents.iter().chain(&fields.together) {
+        check_word("agent", agent)?;
+    }
+    if let Some(pick) = &fields.pick {
+        check_pick(pick)?;
+    }
+    Ok(Change {
+        create: Some(Create { origin: None, created_at: None }),
+        set: Fields {
+            title: fields.title.clone(),
+            body: Some(fields.body.clone().unwrap_or_default()),
+            priority: Some(fields.priority.unwrap_or_default()),
+            pick: fields.pick.clone(),
+        },
+        add: Lists {
+            after: resolve_all(store, &fields.after)?,
+            labels: fields.labels.clone(),
+            agents: fields.agents.clone(),
+            together: fields.together.clone(),
+        },
+        ..Default::default()
+    })
+}
+
+/// What `edit` removes, besides what it sets and adds.
+#[derive(Debug, Clone, Default)]
+pub struct Removals {
+    pub after: Vec<String>,
+    pub labels: Vec<String>,
+    pub agents: Vec<String>,
+}
+
+/// Edit a task's fields.
+pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remove: Removals) -> Result<Snapshot> {
+    if let Some(title) = &fields.title {
+        if title.trim().is_empty() {
+            return Err(usage("a task's title cannot be empty").into());
+        }
+    }
+    for label in &fields.labels {
+        check_word("label", label)?;
+    }
+    for agent in fields.agents.iter().chain(&fields.together) {
+        check_word("agent", agent)?;
+    }
+    if let Some(pick) = &fields.pick {
+        check_pick(pick)?;
+    }
+    let after = resolve_all(store, &fields.after)?;
+    if after.iter().any(|a| a == id.as_str()) {
+        return Err(usage(format!("task '{id}' cannot depend on itself")).into());
+    }
+    // Refuse a dependency that would close a cycle.
+    if !after.is_empty() {
+        let board = Board::load(store, ctx)?;
+        for dep in &after {
+            if board.depends_on(dep, id.as_str()) {
+                return Err(usage(format!("'{dep}' already depends on '{id}'; adding it would make a cycle")).into());
+            }
+        }
+    }
+    let change = Change {
+        set: Fields { title: fields.title, body: fields.body, priority: fields.priority, pick: fields.pick },
+        add: Lists { after, labels: fields.labels, agents: fields.agents, together: fields.together },
+        remove: Lists { after: remove.after, labels: remove.labels, agents: remove.agents, together: Vec::new() },
+        ..Default::default()
+    };
+    if change.is_empty() {
+        return Err(usage(format!("nothing to change in task '{id}'"))
+            .hint("give at least one option, e.g. -p p1 or --label bug")
+            .into());
+    }
+    let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
+    record(store, ctx, "task_edited", Some(id), serde_json::json!({}))?;
+    Ok(snapshot)
+}
+
+/// Evidence for `done`.
+#[derive(Debug, Clone, Default)]
+pub struct DoneOptions {
+    /// A revision naming the completing commit; defaults to the task branch's head.
+    pub commit: Option<String>,
+    pub message: Option<String>,
+    pub try_number: Option<u32>,
+    pub checks: Option<serde_json::Value>,
+}
+
+/// Mark a task done, with a completion note on the commit that completed it.
+pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Result<Snapshot> {
+    let Some(current) = task::read(store, id)? else {
+        return Err(usage(format!("task '{id}' does not exist")).into());
+    };
+    let commit = match &opts.commit {
+        Some(rev) => Some(git::resolve_commit(&store.repo, rev)?),
+        None => git::ref_target(&store.repo, &refs::task_branch(id))?,
+    };
+    let at = ctx.now();
+    let by = store.identity.to_string();
+    let completion = Completion {
+        commit: commit.map(|c| c.to_string()),
+        session: ctx.session.session.clone(),
+        try_number: opts.try_number.or(ctx.session.try_number),
+        message: opts.message.clone(),
+        checks: opts.checks.clone(),
+        at,
+        by: by.clone(),
+    };
+    if let Some(commit) = commit {
+        // Evidence first: if we stop after this, the task is simply not done yet, and doing it
+        // again replaces the note. The anchor keeps the commit alive through gc.
+        crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
+        notes::write(
+            store,
+            commit,
+            &notes::CompletionNote {
+                version: notes::NOTE_VERSION,
+                task: id.to_string(),
+                title: current.task.title.clone(),
+                state: "done".into(),
+                commit: commit.to_string(),
+                session: completion.session.clone(),
+                try_number: completion.try_number,
+                checks: completion.checks.clone(),
+                message: completion.message.clone(),
+                at,
+                by,
+            },
+        )?;
+    }
+    let change = Change {
+        state: Some(StateChange { state: State::Done, reason: None, completion: Some(completion) }),
+        ..Default::default()
+    };
+    let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
+    record(
+        store,
+        ctx,
+        "task_done",
+        Some(id),
+        serde_json::json!({ "commit": commit.map(|c| c.to_string()), "message": opts.message }),
+    )?;
+    Ok(snapshot)
+}
+
+/// Park, cancel or reopen a task.
+pub fn set_state(store: &Store, ctx: &Context, id: &TaskId, state: State, reason: Option<String>) -> Result<Snapshot> {
+    let check = move |task: &Task| -> Result<(), Refusal> {
+        match (task.state, state) {
+            (from, to) if from == to => Err(refused(format!("task '{}' is already {}", task.id, to.as_str()))),
+            (State::Done, State::Parked | State::Cancelled) => Err(refused(format!("task '{}' is done", task.id))
+                .hint(format!("reopen it first with 'git loop reopen {}'", task.id))),
+            _ => Ok(()),
+        }
+    };
+    let change =
+        Change { state: Some(StateChange { state, reason: reason.clone(), completion: None }), ..Default::default() };
+    let snapshot = task::update(store, ctx, id, change, &check)?;
+    let kind = match state {
+        State::Open => "task_reopened",
+        State::Parked => "task_parked",
+        State::Cancelled => "task_cancelled",
+        State::Done => "task_done",
+    };
+    record(store, ctx, kind, Some(id), serde_json::json!({ "reason": reason }))?;
+    Ok(snapshot)
+}
+
+/// Why a task is or is not ready to work on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    Ready,
+    /// Not open.
+    Closed,
+    /// These dependencies are not done (or do not exist).
+    Blocked(Vec<String>),
+    /// Someone holds a live claim on it.
+    Claimed,
+}
+
+/// Every task and every node claim, read once: what `next`, `list`, `show` and `status` see.
+pub struct Board {
+    pub tasks: BTreeMap<String, Snapshot>,
+    /// Live or stale node claims by task id.
+    pub claims: HashMap<String, Held>,
+    /// Records that could not be read: (ref name, problem).
+    pub corrupt: Vec<(String, String)>,
+    pub now: DateTime<Utc>,
+}
+
+impl Board {
+    pub fn load(store: &Store, ctx: &Context) -> Result<Board> {
+        let loaded = index::load_tasks(store)?;
+        let mut corrupt = loaded.corrupt;
+        let mut claims = HashMap::new();
+        for listed in claim::list(store, "node:")? {
+            match listed {
+                claim::Listed::Claim { key, held } => {
+                    claims.insert(key.name().to_owned(), *held);
+                }
+                claim::Listed::Corrupt { name, problem } => corrupt.push((name, problem)),
+            }
+        }
+        Ok(Board {
+            tasks: loaded.tasks.into_iter().map(|s| (s.task.id.clone(), s)).collect(),
+            claims,
+            corrupt,
+            now: ctx.now(),
+        })
+    }
+
+    /// The live claim on a task, if any.
+    pub fn live_claim(&self, id: &str) -> Option<&Held> {
+        self.claims.get(id).filter(|h| !h.record.is_stale(self.now))
+    }
+
+    pub fn readiness(&self, task: &Task) -> Readiness {
+        if task.state != State::Open {
+            return Readiness::Closed;
+        }
+        let blocked: Vec<String> = task
+            .after
+            .iter()
+            .filter(|dep| self.tasks.get(*dep).is_none_or(|d| d.task.state != State::Done))
+            .cloned()
+            .collect();
+        if !blocked.is_empty() {
+            return Readiness::Blocked(blocked);
+        }
+        if self.live_claim(&task.id).is_some() {
+            return Readiness::Claimed;
+        }
+        Readiness::Ready
+    }
+
+    /// Ready tasks in the order `next` hands them out: priority, then age, then id.
+    pub fn ready(&self, labels: &[String]) -> Vec<&Task> {
+        let mut ready: Vec<&Task> = self
+            .tasks
+            .values()
+            .map(|s| &s.task)
+            .filter(|t| labels.iter().all(|l| t.labels.contains(l)))
+            .filter(|t| self.readiness(t) == Readiness::Ready)
+            .collect();
+        ready.sort_by(|a, b| (a.priority, a.created_at, &a.id).cmp(&(b.priority, b.created_at, &b.id)));
+        ready
+    }
+
+    /// Whether `from` depends, directly or not, on `to`.
+    pub fn depends_on(&self, from: &str, to: &str) -> bool {
+        let mut stack = vec![from.to_owned()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = stack.pop() {
+            if id == to {
+                return true;
+            }
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if let Some(s) = self.tasks.get(&id) {
+                stack.extend(s.task.after.iter().cloned());
+            }
+        }
+        false
+    }
+}
+
+/// What `next --claim` got.
+pub enum NextClaimed {
+    Claimed { task: Box<Task>, held: Box<Held> },
+    /// Nothing ready (or every ready task was taken by others first).
+    Nothing,
+}
+
+/// Claim the first ready task that nobody else wins first: on losing a task to another
+/// claimant, move on to the next ready one.
+pub fn next_claim(
+    store: &Store,
+    ctx: &Context,
+    labels: &[String],
+    opts: &claim::AcquireOptions,
+) -> Result<NextClaimed> {
+    let board = Board::load(store, ctx)?;
+    for task in board.ready(labels) {
+        let key = ClaimKey::node(&task.task_id());
+        match claim::acquire(store, ctx, &key, opts)? {
+            claim::Acquire::Acquired(held)
+            | claim::Acquire::TookOver { held, .. }
+            | claim::Acquire::Refreshed(held) => {
+                // The claim is ours; make sure the task did not close meanwhile.
+                match task::read(store, &task.task_id())? {
+                    Some(now) if now.task.state == State::Open => {
+                        return Ok(NextClaimed::Claimed { task: Box::new(now.task), held: Box::new(held) });
+                    }
+                    _ => {
+                        claim::release(store, ctx, &key, &opts.holder, false)?;
+                        continue;
+                    }
+                }
+            }
+            claim::Acquire::HeldByOther(_) => continue,
+        }
+    }
+    Ok(NextClaimed::Nothing)
+}

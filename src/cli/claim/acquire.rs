@@ -1,0 +1,92 @@
+//! `git loop claim acquire`.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::human::{clock, relative};
+use crate::cli::output::{claim_json, Out};
+use crate::cli::Env;
+use crate::error::refused;
+use crate::ids::{ClaimKey, Span};
+use crate::store::claim::{self, Acquire, AcquireOptions};
+
+/// Take a claim, refresh one you hold, or take over one whose lease ran out.
+///
+/// Exit 0 acquired (or refreshed: re-acquiring your own claim extends its lease), 1 held by
+/// another live holder, 2 bad input, 3 the claim record is corrupt.
+///
+/// Example: git loop claim acquire node:t-4f2a --holder agent-7 --ttl 2h --reason "fixing the parser"
+#[derive(Args)]
+pub struct AcquireArgs {
+    /// The claim key: node:<task-id>, walker:<name>, fleet:<mission>, or <kind>:<name>.
+    key: ClaimKey,
+    /// Who takes it (defaults to $GIT_LOOP_SESSION).
+    #[arg(long, value_name = "NAME")]
+    holder: Option<String>,
+    /// How long it lasts unless refreshed.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    ttl: Span,
+    /// Why, shown in 'claim list'.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: AcquireArgs) -> Result<u8> {
+    let holder = super::holder(env, args.holder)?;
+    let store = env.open()?;
+    let opts =
+        AcquireOptions { holder, ttl: args.ttl.0, reason: args.reason, session: env.ctx.session.session.clone() };
+    let outcome = claim::acquire(&store, &env.ctx, &args.key, &opts)?;
+    let now = env.ctx.now();
+    let mut out = Out::new();
+    let (word, held, previous) = match &outcome {
+        Acquire::Acquired(held) => ("acquired", held, None),
+        Acquire::Refreshed(held) => ("refreshed", held, None),
+        Acquire::TookOver { held, previous } => ("taken_over", held, Some(previous)),
+        Acquire::HeldByOther(held) => ("held", held, None),
+    };
+    if args.json {
+        out.json(&json!({
+            "outcome": word,
+            "key": args.key.to_string(),
+            "claim": claim_json(held, now),
+            "previous_holder": previous.map(|p| p.holder.clone()),
+        }))?;
+    }
+    let r = &held.record;
+    let until = format!("until {} ({})", clock(r.expires_at, now), relative(r.expires_at, now));
+    match &outcome {
+        Acquire::HeldByOther(_) => {
+            let reason = r.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
+            Err(refused(format!("claim '{}' is held by {}{reason} {until}", args.key, r.holder))
+                .hint(if args.key.kind() == "node" {
+                    "pick another task with 'git loop next'"
+                } else {
+                    "wait for it to be released or to expire"
+                })
+                .into())
+        }
+        _ if args.json => Ok(0),
+        Acquire::TookOver { previous, .. } => {
+            out.line(format!(
+                "took over {} from {} (expired {}), held {until}",
+                args.key,
+                previous.holder,
+                relative(previous.expires_at, now)
+            ))?;
+            Ok(0)
+        }
+        Acquire::Refreshed(_) => {
+            out.line(format!("refreshed {}, held {until}", args.key))?;
+            Ok(0)
+        }
+        Acquire::Acquired(_) => {
+            out.line(format!("acquired {}, held {until}", args.key))?;
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `git loop done`.
+
+use anyhow::Result;
+use clap::Args;
+
+use super::output::Out;
+use super::Env;
+use crate::backlog::{self, DoneOptions};
+
+/// Mark a task done. The evidence (who, when, which commit, the message) is recorded in the
+/// task and as a note on the completing commit: 'git notes --ref=loop show <commit>'.
+///
+/// Example: git loop done t-4f2a --commit HEAD --message "parser lands"
+#[derive(Args)]
+pub struct DoneArgs {
+    /// The task (id or unique prefix).
+    id: String,
+    /// The commit that completed it (default: the head of its task branch loop/<id>, if any).
+    #[arg(long, value_name = "REV")]
+    commit: Option<String>,
+    /// What was done.
+    #[arg(long, short, value_name = "TEXT")]
+    message: Option<String>,
+}
+
+pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
+    let store = env.open()?;
+    let id = backlog::resolve(&store, &args.id)?;
+    let opts = DoneOptions { commit: args.commit, message: args.message, ..Default::default() };
+    let snapshot = backlog::done(&store, &env.ctx, &id, opts)?;
+    let commit = snapshot.task.completion.as_ref().and_then(|c| c.commit.clone());
+    let mut out = Out::new();
+    match commit {
+        Some(commit) => out.line(format!("{id} done at {}", &commit[..12]))?,
+        None => out.line(format!("{id} done"))?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,56 @@
+//! `git loop edit`: change a task's fields.
+
+use anyhow::Result;
+use clap::Args;
+
+use super::add::FieldArgs;
+use super::output::{task_json, Out};
+use super::Env;
+use crate::backlog::{self, Board, Removals};
+
+/// Change a task's title, priority, dependencies, labels, agents or body.
+///
+/// Example: git loop edit t-4f2a -p p0 --after t-9k2m --remove-label later
+#[derive(Args)]
+pub struct EditArgs {
+    /// The task (id or unique prefix).
+    id: String,
+    /// A new title, stored exactly as given.
+    #[arg(long)]
+    title: Option<String>,
+    #[command(flatten)]
+    fields: FieldArgs,
+    /// Drop a dependency; repeat for several.
+    #[arg(long, value_name = "ID")]
+    remove_after: Vec<String>,
+    /// Drop a label; repeat for several.
+    #[arg(long, value_name = "LABEL")]
+    remove_label: Vec<String>,
+    /// Drop a preferred agent; repeat for several.
+    #[arg(long, value_name = "PRESET")]
+    remove_agent: Vec<String>,
+    /// Print the task as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
+    let store = env.open()?;
+    let id = backlog::resolve(&store, &args.id)?;
+    let remove_after = args
+        .remove_after
+        .iter()
+        .map(|a| backlog::resolve(&store, a).map(|i| i.to_string()).or_else(|_| Ok::<_, anyhow::Error>(a.clone())))
+        .collect::<Result<Vec<_>>>()?;
+    let fields = args.fields.into_fields(args.title)?;
+    let removals = Removals { after: remove_after, labels: args.remove_label, agents: args.remove_agent };
+    let snapshot = backlog::edit(&store, &env.ctx, &id, fields, removals)?;
+    let mut out = Out::new();
+    if args.json {
+        let board = Board::load(&store, &env.ctx)?;
+        out.json(&task_json(&board, &snapshot))?;
+    } else {
+        out.line(&snapshot.task.id)?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,47 @@
+//! Times for people: local and relative ("3 min ago", "in 27 min", "until 14:05").
+
+use chrono::{DateTime, Local, Utc};
+
+/// "just now", "42 s", "3 min", "2 h", "5 d": the length of `d`.
+fn span(d: chrono::Duration) -> String {
+    let s = d.num_seconds().abs();
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min", s / 60),
+        3600..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+/// "3 min ago", or "in 3 min" for a time in the future.
+pub fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let d = at - now;
+    if d.num_seconds().abs() < 1 {
+        "just now".into()
+    } else if d.num_seconds() < 0 {
+        format!("{} ago", span(d))
+    } else {
+        format!("in {}", span(d))
+    }
+}
+
+/// The local wall-clock time: "14:05", or "Mar 3 14:05" when not today.
+pub fn clock(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let local = at.with_timezone(&Local);
+    if local.date_naive() == now.with_timezone(&Local).date_naive() {
+        local.format("%H:%M").to_string()
+    } else {
+        local.format("%b %-d %H:%M").to_string()
+    }
+}
+
+/// The first line of a title, shortened to `width` characters.
+pub fn short(text: &str, width: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= width && !text.contains('\n') {
+        return line.to_owned();
+    }
+    let mut out: String = line.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}

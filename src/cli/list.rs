@@ -1,0 +1,88 @@
+//! `git loop list`: the backlog, filtered.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::human::short;
+use super::output::{task_json, warn_corrupt, Out};
+use super::Env;
+use crate::backlog::{Board, Readiness};
+use crate::error::usage;
+use crate::store::task::State;
+
+/// List tasks: open ones first (ready, then blocked or claimed), then parked, done, cancelled.
+///
+/// Example: git loop list --ready --label api
+#[derive(Args)]
+pub struct ListArgs {
+    /// Only tasks that `next` could hand out now.
+    #[arg(long)]
+    ready: bool,
+    /// Only tasks in this state: open, done, parked or cancelled.
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+    /// Only tasks with this label; repeat to require several.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    /// Print {"tasks": [...]} as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
+    let state =
+        match &args.state {
+            Some(s) => Some(State::parse(s).ok_or_else(|| {
+                usage(format!("state '{s}' is not valid")).hint("use open, done, parked or cancelled")
+            })?),
+            None => None,
+        };
+    let store = env.open()?;
+    let board = Board::load(&store, &env.ctx)?;
+    warn_corrupt(&board.corrupt);
+    let mut rows: Vec<_> = board
+        .tasks
+        .values()
+        .filter(|s| state.is_none_or(|st| s.task.state == st))
+        .filter(|s| args.label.iter().all(|l| s.task.labels.contains(l)))
+        .map(|s| (s, board.readiness(&s.task)))
+        .filter(|(_, r)| !args.ready || *r == Readiness::Ready)
+        .collect();
+    let rank = |r: &Readiness, st: State| match (r, st) {
+        (Readiness::Ready, _) => 0,
+        (Readiness::Claimed, _) => 1,
+        (Readiness::Blocked(_), _) => 2,
+        (_, State::Parked) => 3,
+        (_, State::Done) => 4,
+        _ => 5,
+    };
+    rows.sort_by(|(a, ra), (b, rb)| {
+        (rank(ra, a.task.state), a.task.priority, a.task.created_at, &a.task.id).cmp(&(
+            rank(rb, b.task.state),
+            b.task.priority,
+            b.task.created_at,
+            &b.task.id,
+        ))
+    });
+    let mut out = Out::new();
+    if args.json {
+        let tasks: Vec<_> = rows.iter().map(|(s, _)| task_json(&board, s)).collect();
+        out.json(&json!({ "tasks": tasks }))?;
+        return Ok(0);
+    }
+    for (s, readiness) in rows {
+        let t = &s.task;
+        let (status, note) = match &readiness {
+            Readiness::Ready => ("ready", String::new()),
+            Readiness::Claimed => {
+                let holder = board.claims.get(&t.id).map(|h| h.record.holder.as_str()).unwrap_or("?");
+                ("claimed", format!("  ({holder})"))
+            }
+            Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
+            Readiness::Closed => (t.state.as_str(), String::new()),
+        };
+        out.line(format!("{:<12} {}  {:<9} {}{note}", t.id, t.priority, status, short(&t.title, 72)))?;
+    }
+    Ok(0)
+}

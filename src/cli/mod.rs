@@ -1,0 +1,194 @@
+//! The command line: argv to options, options to a library call, the outcome to human or
+//! JSON output, and the exit code. The only code that knows clap, stdout/stderr, environment
+//! variables and exit codes. One file per subcommand; groups are folders.
+
+mod add;
+mod cancel;
+mod claim;
+mod done;
+mod edit;
+mod human;
+mod import;
+mod init;
+mod journal;
+mod list;
+mod log;
+mod next;
+mod output;
+mod park;
+mod reopen;
+mod show;
+mod sync;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::context::{Clock, Context, GitIdentityEnv, SessionEnv};
+use crate::error::find_refusal;
+use crate::store::Store;
+
+/// Run coding agents over a backlog kept in git refs: tasks, claims, completion and the
+/// journal live in the repository, and clones coordinate through the shared remote.
+#[derive(Parser)]
+#[command(name = "git-loop", bin_name = "git loop", version, max_term_width = 100)]
+#[command(after_help = "Start with 'git loop add \"Write the parser\"' and 'git loop next'. Docs: docs/cli.md")]
+pub struct Cli {
+    /// Run as if started in this directory.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Init(init::InitArgs),
+    Add(add::AddArgs),
+    Import(import::ImportArgs),
+    Edit(edit::EditArgs),
+    Show(show::ShowArgs),
+    List(list::ListArgs),
+    Next(next::NextArgs),
+    #[command(subcommand)]
+    Claim(claim::ClaimCommand),
+    Done(done::DoneArgs),
+    Park(park::ParkArgs),
+    Reopen(reopen::ReopenArgs),
+    Cancel(cancel::CancelArgs),
+    Log(log::LogArgs),
+    #[command(subcommand)]
+    Journal(journal::JournalCommand),
+    Sync(sync::SyncArgs),
+}
+
+/// What every command gets: the ambient context and where it runs.
+pub struct Env {
+    pub ctx: Context,
+    pub cwd: PathBuf,
+}
+
+impl Env {
+    pub fn open(&self) -> Result<Store> {
+        Store::open(&self.ctx, &self.cwd)
+    }
+}
+
+/// Parse argv, run the command, report any error, and return the exit code.
+pub fn main() -> ExitCode {
+    // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
+    let _ = gix::interrupt::init_handler_default(0);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { 2 } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    let env = match environment(cli.dir) {
+        Ok(env) => env,
+        Err(err) => return report(err),
+    };
+    let outcome = match cli.command {
+        Command::Init(args) => init::run(&env, args),
+        Command::Add(args) => add::run(&env, args),
+        Command::Import(args) => import::run(&env, args),
+        Command::Edit(args) => edit::run(&env, args),
+        Command::Show(args) => show::run(&env, args),
+        Command::List(args) => list::run(&env, args),
+        Command::Next(args) => next::run(&env, args),
+        Command::Claim(cmd) => claim::run(&env, cmd),
+        Command::Done(args) => done::run(&env, args),
+        Command::Park(args) => park::run(&env, args),
+        Command::Reopen(args) => reopen::run(&env, args),
+        Command::Cancel(args) => cancel::run(&env, args),
+        Command::Log(args) => log::run(&env, args),
+        Command::Journal(cmd) => journal::run(&env, cmd),
+        Command::Sync(args) => sync::run(&env, args),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => report(err),
+    }
+}
+
+/// Print an error as one `error:` line (and a `hint:` line when there is one) and pick the
+/// exit code from its class. A closed stdout (`| head`) is not an error.
+fn report(err: anyhow::Error) -> ExitCode {
+    if err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return ExitCode::SUCCESS;
+    }
+    match find_refusal(&err) {
+        Some(refusal) => {
+            eprintln!("error: {}", refusal.message);
+            if let Some(hint) = &refusal.hint {
+                eprintln!("hint: {hint}");
+            }
+            ExitCode::from(refusal.class.exit_code())
+        }
+        None => {
+            let text = format!("{err:#}").replace('\n', " ");
+            eprintln!("error: {text}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Build the context from the process environment. `GIT_LOOP_NOW` pins the clock (tests and
+/// reproducible demos).
+fn environment(dir: Option<PathBuf>) -> Result<Env> {
+    let clock = match std::env::var("GIT_LOOP_NOW") {
+        Ok(text) if !text.is_empty() => {
+            let at = chrono::DateTime::parse_from_rfc3339(&text).map_err(|_| {
+                crate::error::usage(format!("GIT_LOOP_NOW '{text}' is not an RFC 3339 time"))
+                    .hint("e.g. GIT_LOOP_NOW=2026-01-02T03:04:05Z, or unset it")
+            })?;
+            Clock::Fixed(at.with_timezone(&chrono::Utc))
+        }
+        _ => Clock::System,
+    };
+    let read = |path: &str| std::fs::read_to_string(path).map(|s| s.trim().to_owned()).unwrap_or_default();
+    let host = Some(read("/proc/sys/kernel/hostname"))
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let ctx = Context {
+        clock,
+        host,
+        pid: std::process::id(),
+        boot_id: read("/proc/sys/kernel/random/boot_id"),
+        session: SessionEnv {
+            session: var("GIT_LOOP_SESSION"),
+            task: var("GIT_LOOP_TASK"),
+            try_number: var("GIT_LOOP_TRY").and_then(|t| t.parse().ok()),
+        },
+        git_identity: GitIdentityEnv {
+            name: var("GIT_COMMITTER_NAME"),
+            email: var("GIT_COMMITTER_EMAIL"),
+            fallback_email: var("EMAIL"),
+        },
+    };
+    let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the current directory: {e}"))?;
+    let cwd = match dir {
+        Some(dir) if dir.is_absolute() => dir,
+        Some(dir) => cwd.join(dir),
+        None => cwd,
+    };
+    Ok(Env { ctx, cwd })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,107 @@
+//! `git loop next`: the task to work on now, optionally claimed in the same call.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::Value;
+
+use super::output::{claim_json, task_json, warn_corrupt, Out};
+use super::Env;
+use crate::backlog::{self, Board, NextClaimed, Readiness};
+use crate::error::usage;
+use crate::ids::Span;
+use crate::store::claim::AcquireOptions;
+
+/// Print the highest-priority, then oldest, open task whose dependencies are done and that
+/// nobody holds a live claim on.
+///
+/// With --claim, claim it in the same call; when another agent wins that task first, move on
+/// to the next ready one. This is how an agent outside the loop takes work.
+///
+/// Example: git loop next --claim --holder agent-7 --ttl 1h --json
+#[derive(Args)]
+pub struct NextArgs {
+    /// Claim the task (node:<id>) for --holder.
+    #[arg(long)]
+    claim: bool,
+    /// Who takes the claim (defaults to $GIT_LOOP_SESSION).
+    #[arg(long, value_name = "NAME")]
+    holder: Option<String>,
+    /// How long the claim lasts unless refreshed.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    ttl: Span,
+    /// Why the claim is taken, shown in 'claim list'.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// Only tasks with this label; repeat to require several.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    /// Print the task as JSON, or null when nothing is ready.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
+    let store = env.open()?;
+    let mut out = Out::new();
+    if args.claim {
+        let holder = args.holder.clone().or_else(|| env.ctx.session.session.clone()).filter(|h| !h.trim().is_empty());
+        let Some(holder) = holder else {
+            return Err(usage("--claim needs a holder").hint("pass --holder <name>").into());
+        };
+        let opts = AcquireOptions {
+            holder,
+            ttl: args.ttl.0,
+            reason: args.reason.clone(),
+            session: env.ctx.session.session.clone(),
+        };
+        return match backlog::next_claim(&store, &env.ctx, &args.label, &opts)? {
+            NextClaimed::Claimed { task, held } => {
+                if args.json {
+                    let mut value = serde_json::to_value(&task)?;
+                    value["claim"] = claim_json(&held, env.ctx.now());
+                    out.json(&value)?;
+                } else {
+                    out.line(format!("{}  {}  {}", task.id, task.priority, super::human::short(&task.title, 72)))?;
+                }
+                Ok(0)
+            }
+            NextClaimed::Nothing => {
+                if args.json {
+                    out.json(&Value::Null)?;
+                } else {
+                    eprintln!("nothing is ready to claim");
+                }
+                Ok(0)
+            }
+        };
+    }
+    let board = Board::load(&store, &env.ctx)?;
+    warn_corrupt(&board.corrupt);
+    let ready = board.ready(&args.label);
+    match ready.first() {
+        Some(task) => {
+            let snapshot = &board.tasks[&task.id];
+            if args.json {
+                out.json(&task_json(&board, snapshot))?;
+            } else {
+                out.line(format!("{}  {}  {}", task.id, task.priority, super::human::short(&task.title, 72)))?;
+            }
+        }
+        None => {
+            if args.json {
+                out.json(&Value::Null)?;
+            } else {
+                let open = board.tasks.values().filter(|s| !s.task.state.is_closed()).count();
+                let blocked =
+                    board.tasks.values().filter(|s| matches!(board.readiness(&s.task), Readiness::Blocked(_))).count();
+                let claimed = board.tasks.values().filter(|s| board.readiness(&s.task) == Readiness::Claimed).count();
+                if open == 0 {
+                    eprintln!("nothing is ready: no open tasks (add one with 'git loop add <title>')");
+                } else {
+                    eprintln!("nothing is ready: {open} open, {blocked} blocked by dependencies, {claimed} claimed");
+                }
+            }
+        }
+    }
+    Ok(0)
+}

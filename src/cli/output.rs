@@ -1,0 +1,75 @@
+//! Writing to stdout: data only (everything else goes to stderr). A closed pipe surfaces as
+//! an `io::Error` of kind BrokenPipe, which the reporter turns into exit 0.
+
+use std::fmt::Display;
+use std::io::{self, Write};
+
+use anyhow::Result;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::backlog::{Board, Readiness};
+use crate::store::claim::Held;
+use crate::store::task::Snapshot;
+
+/// Locked stdout.
+pub struct Out {
+    out: io::StdoutLock<'static>,
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out { out: io::stdout().lock() }
+    }
+
+    pub fn line(&mut self, text: impl Display) -> Result<()> {
+        writeln!(self.out, "{text}")?;
+        Ok(())
+    }
+
+    /// One JSON document, pretty-printed.
+    pub fn json(&mut self, value: &impl Serialize) -> Result<()> {
+        // serde_json wraps io errors; unwrap them so a closed pipe is seen as one.
+        serde_json::to_writer_pretty(&mut self.out, value).map_err(io::Error::from)?;
+        writeln!(self.out)?;
+        Ok(())
+    }
+
+    /// One JSON value on one line (for streams of events).
+    pub fn json_line(&mut self, value: &impl Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.out, value).map_err(io::Error::from)?;
+        writeln!(self.out)?;
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+/// A claim record as JSON, with its status at `now`.
+pub fn claim_json(held: &Held, now: chrono::DateTime<chrono::Utc>) -> Value {
+    let mut value = serde_json::to_value(&held.record).expect("claim records serialize");
+    value["status"] = json!(if held.record.is_stale(now) { "stale" } else { "live" });
+    value["object"] = json!(held.oid.to_string());
+    value
+}
+
+/// A task as JSON: the stored record plus what the board says about it.
+pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
+    let mut value = serde_json::to_value(&snapshot.task).expect("tasks serialize");
+    value["tip"] = json!(snapshot.tip.to_string());
+    let (ready, blocked_by) = match board.readiness(&snapshot.task) {
+        Readiness::Ready => (true, Vec::new()),
+        Readiness::Blocked(deps) => (false, deps),
+        Readiness::Closed | Readiness::Claimed => (false, Vec::new()),
+    };
+    value["ready"] = json!(ready);
+    value["blocked_by"] = json!(blocked_by);
+    value["claim"] = board.claims.get(&snapshot.task.id).map_or(Value::Null, |h| claim_json(h, board.now));
+    value
+}
+
+/// Corrupt records found while reading, one warning line each on stderr.
+pub fn warn_corrupt(corrupt: &[(String, String)]) {
+    for (name, problem) in corrupt {
+        eprintln!("warning: skipped '{name}': {problem}");
+    }
+}

@@ -1,0 +1,29 @@
+//! `git loop reopen`.
+
+use anyhow::Result;
+use clap::Args;
+
+use super::output::Out;
+use super::Env;
+use crate::backlog;
+use crate::store::task::State;
+
+/// Reopen a done, parked or cancelled task.
+///
+/// Example: git loop reopen t-4f2a
+#[derive(Args)]
+pub struct ReopenArgs {
+    /// The task (id or unique prefix).
+    id: String,
+    /// Why it is reopened.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+pub fn run(env: &Env, args: ReopenArgs) -> Result<u8> {
+    let store = env.open()?;
+    let id = backlog::resolve(&store, &args.id)?;
+    backlog::set_state(&store, &env.ctx, &id, State::Open, args.reason)?;
+    Out::new().line(format!("{id} reopened"))?;
+    Ok(0)
+}

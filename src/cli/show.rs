@@ -1,0 +1,95 @@
+//! `git loop show`: one task in full.
+
+use anyhow::Result;
+use clap::Args;
+
+use super::human::{clock, relative};
+use super::output::{task_json, Out};
+use super::Env;
+use crate::backlog::{self, Board, Readiness};
+use crate::store::task;
+
+/// Show one task: its fields, dependencies, claim, completion and plan.
+///
+/// Example: git loop show t-4f2a
+#[derive(Args)]
+pub struct ShowArgs {
+    /// The task (id or unique prefix).
+    id: String,
+    /// Print the task as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
+    let store = env.open()?;
+    let id = backlog::resolve(&store, &args.id)?;
+    // Read this task directly, so a corrupt record is reported as such (exit 3).
+    let snapshot = task::read(&store, &id)?.expect("resolve found the ref");
+    let board = Board::load(&store, &env.ctx)?;
+    let mut out = Out::new();
+    if args.json {
+        out.json(&task_json(&board, &snapshot))?;
+        return Ok(0);
+    }
+    let t = &snapshot.task;
+    let now = board.now;
+    let status = match board.readiness(t) {
+        Readiness::Ready => "open, ready".to_owned(),
+        Readiness::Blocked(_) => "open, blocked".to_owned(),
+        Readiness::Claimed => "open, claimed".to_owned(),
+        Readiness::Closed => t.state.as_str().to_owned(),
+    };
+    out.line(format!("{}  {}  {}", t.id, t.priority, t.title))?;
+    out.line(format!("  state:   {status}"))?;
+    if let Some(reason) = &t.reason {
+        out.line(format!("  reason:  {reason}"))?;
+    }
+    if !t.after.is_empty() {
+        let deps: Vec<String> = t
+            .after
+            .iter()
+            .map(|d| match board.tasks.get(d) {
+                Some(s) => format!("{d} ({})", s.task.state.as_str()),
+                None => format!("{d} (missing)"),
+            })
+            .collect();
+        out.line(format!("  after:   {}", deps.join(", ")))?;
+    }
+    if !t.labels.is_empty() {
+        out.line(format!("  labels:  {}", t.labels.join(", ")))?;
+    }
+    if !t.agents.is_empty() {
+        out.line(format!("  agents:  {}", t.agents.join(", ")))?;
+    }
+    if !t.together.is_empty() {
+        out.line(format!("  race:    {} (pick {})", t.together.join(", "), t.pick.as_deref().unwrap_or("first")))?;
+    }
+    if let Some(held) = board.claims.get(&t.id) {
+        let r = &held.record;
+        let when = if r.is_stale(now) {
+            format!("stale since {}", relative(r.expires_at, now))
+        } else {
+            format!("until {} ({})", clock(r.expires_at, now), relative(r.expires_at, now))
+        };
+        out.line(format!("  claim:   {} {when}", r.holder))?;
+    }
+    if let Some(c) = &t.completion {
+        let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();
+        out.line(format!("  done:    {} by {}{commit}", relative(c.at, now), c.by))?;
+        if let Some(message) = &c.message {
+            out.line(format!("           {message}"))?;
+        }
+    }
+    if let Some(origin) = &t.origin {
+        out.line(format!("  from:    {} {}", origin.format, origin.id))?;
+    }
+    out.line(format!("  created: {} by {}", relative(t.created_at, now), t.created_by))?;
+    if !t.body.trim().is_empty() {
+        out.line("")?;
+        for line in t.body.lines() {
+            out.line(format!("  {line}"))?;
+        }
+    }
+    Ok(0)
+}

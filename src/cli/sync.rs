@@ -1,0 +1,77 @@
+//! `git loop sync`.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::output::Out;
+use super::Env;
+use crate::store::sync::{self, Change};
+
+/// Exchange loop state with a remote: fetch its tasks, journal, notes, claims and task
+/// branches, merge them with ours (nothing is lost, nothing forced), and push what it lacks.
+///
+/// Example: git loop sync --remote origin
+#[derive(Args)]
+pub struct SyncArgs {
+    /// The remote (default: loop.remote, else origin).
+    #[arg(long, value_name = "NAME")]
+    remote: Option<String>,
+    /// Print {"remote": ..., "refs": [...]} as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn word(change: &Change) -> &'static str {
+    match change {
+        Change::Fetched => "fetched",
+        Change::FastForwarded => "fast-forwarded",
+        Change::Merged => "merged",
+        Change::Pushed => "pushed",
+        Change::Removed => "removed",
+        Change::Diverged(_) => "diverged",
+        Change::Problem(_) => "problem",
+    }
+}
+
+pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
+    let store = env.open()?;
+    let remote = sync::choose_remote(&store, args.remote.as_deref())?;
+    let report = sync::sync(&store, &remote)?;
+    let mut out = Out::new();
+    let troubled =
+        report.changes.iter().filter(|c| matches!(c.change, Change::Diverged(_) | Change::Problem(_))).count();
+    if args.json {
+        let refs: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| {
+                let detail = match &c.change {
+                    Change::Diverged(d) | Change::Problem(d) => Some(d.clone()),
+                    _ => None,
+                };
+                json!({ "ref": c.name, "change": word(&c.change), "detail": detail })
+            })
+            .collect();
+        out.json(&json!({ "remote": report.remote, "refs": refs }))?;
+    } else {
+        for c in &report.changes {
+            match &c.change {
+                Change::Diverged(d) | Change::Problem(d) => {
+                    out.line(format!("{:<15} {}  ({d})", word(&c.change), c.name))?
+                }
+                other => out.line(format!("{:<15} {}", word(other), c.name))?,
+            }
+        }
+        if report.changes.is_empty() {
+            eprintln!("already in sync with '{}'", report.remote);
+        } else {
+            eprintln!("synced with '{}': {} refs changed", report.remote, report.changes.len() - troubled);
+        }
+    }
+    if troubled > 0 {
+        eprintln!("warning: {troubled} refs could not be synced; see above");
+        return Ok(1);
+    }
+    Ok(0)
+}

@@ -1,0 +1,54 @@
+//! What the library may not find out for itself: the time, who and where we are, and the
+//! session we run in. The CLI builds one `Context` from the process environment; tests pin
+//! the time through it, so nothing below `cli` reads the clock or the environment.
+
+use chrono::{DateTime, Utc};
+
+/// Where the current time comes from.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    /// The system clock.
+    System,
+    /// A pinned instant (tests, reproducible demos).
+    Fixed(DateTime<Utc>),
+}
+
+/// The session an invocation runs inside, when an agent calls back into `git loop`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionEnv {
+    pub session: Option<String>,
+    pub task: Option<String>,
+    pub try_number: Option<u32>,
+}
+
+/// The identity git takes from the environment (`GIT_COMMITTER_NAME`, `GIT_COMMITTER_EMAIL`,
+/// and `EMAIL` as a last resort for the address).
+#[derive(Debug, Clone, Default)]
+pub struct GitIdentityEnv {
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub fallback_email: Option<String>,
+}
+
+/// Time, identity of the machine and process, and session: everything ambient.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub clock: Clock,
+    /// Host name, recorded in claims.
+    pub host: String,
+    /// This process's id, recorded in claims.
+    pub pid: u32,
+    /// The kernel's boot id, so a pid from another boot is never mistaken for a live one.
+    pub boot_id: String,
+    pub session: SessionEnv,
+    pub git_identity: GitIdentityEnv,
+}
+
+impl Context {
+    pub fn now(&self) -> DateTime<Utc> {
+        match &self.clock {
+            Clock::System => Utc::now(),
+            Clock::Fixed(at) => *at,
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Thin helpers over gix: opening the repository the way git-loop needs it, and reading and
+//! writing the few object shapes the store uses. Nothing here knows what a task or a claim
+//! is. `program` is the only module that runs the `git` executable.
+
+pub mod program;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+use crate::error::usage;
+
+/// The committer git-loop uses when the repository has none configured. gix, unlike git,
+/// refuses to write reflogs or fetch without one, so an identity always exists.
+const FALLBACK_NAME: &str = "git-loop";
+
+/// Open the repository that contains `dir`, refusing the kinds git-loop cannot serve.
+///
+/// Honours `GIT_DIR` and the other discovery variables as git does. Refuses a bare repository
+/// (agents need a working tree) and a reftable one (gix would write loose refs that git never
+/// sees, and `git gc` would then prune what they point to).
+pub fn open(dir: &Path, host: &str) -> Result<gix::Repository> {
+    use gix::sec::trust::DefaultForLevel;
+    // Set at open, not later: touching gix's committer identity ("personas") makes it read the
+    // local time zone, which scans the whole zoneinfo database (milliseconds per process).
+    let overrides = [
+        // Our own ref locks are held for well under a millisecond; wait a little longer than
+        // gix's default 100 ms so that bursts of claimers queue instead of failing.
+        "core.filesRefLockTimeout=1000".to_owned(),
+        // gix, unlike git, refuses to write reflogs, notes or fetch without an identity.
+        format!("gitoxide.committer.nameFallback={FALLBACK_NAME}"),
+        format!("gitoxide.committer.emailFallback=loop@{host}"),
+        format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
+        format!("gitoxide.author.emailFallback=loop@{host}"),
+    ];
+    let level = |trust| gix::open::Options::default_for_level(trust).config_overrides(overrides.clone());
+    let trust =
+        gix::sec::trust::Mapping { full: level(gix::sec::Trust::Full), reduced: level(gix::sec::Trust::Reduced) };
+    let repo =
+        match gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust) {
+            Ok(repo) => repo.to_thread_local(),
+            Err(err) => {
+                if is_reftable_dir(dir) {
+                    return Err(reftable_refusal(dir).into());
+                }
+                if err.is_not_found() {
+                    return Err(usage(format!("'{}' is not in a git repository", dir.display()))
+                        .hint("run 'git init' first, or cd into a clone")
+                        .into());
+                }
+                return Err(anyhow::Error::from(err)
+                    .context(format!("could not open the git repository at '{}'", dir.display())));
+            }
+        };
+    if repo.config_snapshot().string("extensions.refStorage").is_some_and(|v| v.eq_ignore_ascii_case(b"reftable")) {
+        return Err(reftable_refusal(repo.git_dir()).into());
+    }
+    if repo.workdir().is_none() {
+        return Err(usage(format!("'{}' is a bare repository", repo.git_dir().display()))
+            .hint("git loop needs a working tree: run it in a clone of this repository")
+            .into());
+    }
+    Ok(repo)
+}
+
+fn reftable_refusal(dir: &Path) -> crate::error::Refusal {
+    usage(format!("'{}' stores its refs in reftable format, which git-loop cannot use yet", dir.display()))
+        .hint("use a repository with the files ref backend ('git init --ref-format=files', or 'git refs migrate --ref-format=files')")
+}
+
+/// gix cannot open a reftable repository at all; look for the tell-tale directory ourselves.
+fn is_reftable_dir(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join(".git/reftable").is_dir() || d.join("reftable").is_dir() && d.join("HEAD").is_file())
+}
+
+/// Machine-local runtime state that is not shared: `<common-dir>/loop`. Deleting it loses
+/// nothing that the refs do not hold.
+pub fn loop_dir(repo: &gix::Repository) -> PathBuf {
+    repo.common_dir().join("loop")
+}
+
+/// Who loop writes are made as.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+    /// False when neither the environment nor the configuration names anyone.
+    pub configured: bool,
+}
+
+impl Identity {
+    /// Resolve as git does for a committer: `GIT_COMMITTER_*` (passed in by the caller),
+    /// then `committer.*`, then `user.*`, then `EMAIL`; else git-loop's fallback.
+    pub fn resolve(repo: &gix::Repository, env: &crate::context::GitIdentityEnv, host: &str) -> Identity {
+        let config = repo.config_snapshot();
+        let get =
+            |key: &str| config.string(key).map(|v| v.to_str_lossy().into_owned()).filter(|v| !v.trim().is_empty());
+        let name = env.name.clone().or_else(|| get("committer.name")).or_else(|| get("user.name"));
+        let email = env
+            .email
+            .clone()
+            .or_else(|| get("committer.email"))
+            .or_else(|| get("user.email"))
+            .or_else(|| env.fallback_email.clone());
+        Identity {
+            configured: name.is_some() && email.is_some(),
+            name: name.unwrap_or_else(|| FALLBACK_NAME.to_owned()),
+            email: email.unwrap_or_else(|| format!("loop@{host}")),
+        }
+    }
+
+    /// The signature at `at` (UTC).
+    pub fn signature(&self, at: DateTime<Utc>) -> gix::actor::Signature {
+        gix::actor::Signature {
+            name: self.name.as_str().into(),
+            email: self.email.as_str().into(),
+            time: gix::date::Time { seconds: at.timestamp(), offset: 0 },
+        }
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} <{}>", self.name, self.email)
+    }
+}
+
+pub fn write_blob(repo: &gix::Repository, bytes: &[u8]) -> Result<ObjectId> {
+    Ok(repo.write_blob(bytes).context("could not write a blob")?.detach())
+}
+
+/// Write a tree of plain files (name, blob id); names must be valid and unique.
+pub fn write_tree(repo: &gix::Repository, files: &[(&str, ObjectId)]) -> Result<ObjectId> {
+    let mut entries: Vec<gix::objs::tree::Entry> = files
+        .iter()
+        .map(|(name, oid)| gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Blob.into(),
+            filename: (*name).into(),
+            oid: *oid,
+        })
+        .collect();
+    entries.sort();
+    let tree = gix::objs::Tree { entries };
+    Ok(repo.write_object(&tree).context("could not write a tree")?.detach())
+}
+
+/// The empty tree, written once so that packs and fsck never miss it.
+pub fn empty_tree(repo: &gix::Repository) -> Result<ObjectId> {
+    Ok(repo.write_object(gix::objs::Tree::empty()).context("could not write the empty tree")?.detach())
+}
+
+/// Write a commit with an explicit signature (author = committer = `sig`).
+pub fn write_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    message: &str,
+    sig: &gix::actor::Signature,
+) -> Result<ObjectId> {
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parents.iter().copied().collect(),
+        author: sig.clone(),
+        committer: sig.clone(),
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(repo.write_object(&commit).context("could not write a commit")?.detach())
+}
+
+/// What a ref points to, if it exists and is a direct ref.
+pub fn ref_target(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {
+    let found = repo.try_find_reference(name).with_context(|| format!("could not read ref '{name}'"))?;
+    Ok(found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+}
+
+/// Read a blob's bytes.
+pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
+    let blob = repo.find_blob(id).with_context(|| format!("could not read blob {id}"))?;
+    Ok(blob.data.clone())
+}
+
+/// Read one file of a commit's tree (top level only).
+pub fn read_commit_file(repo: &gix::Repository, commit: ObjectId, file: &str) -> Result<Option<Vec<u8>>> {
+    let commit = repo.find_commit(commit).with_context(|| format!("could not read commit {commit}"))?;
+    let tree = commit.tree().context("could not read the commit's tree")?;
+    let Some(entry) = tree.find_entry(file) else {
+        return Ok(None);
+    };
+    let oid = entry.object_id();
+    Ok(Some(read_blob(repo, oid)?))
+}
+
+/// A commit's parents and message.
+pub fn read_commit(repo: &gix::Repository, id: ObjectId) -> Result<(Vec<ObjectId>, String)> {
+    let commit = repo.find_commit(id).with_context(|| format!("could not read commit {id}"))?;
+    let decoded = commit.decode().with_context(|| format!("could not decode commit {id}"))?;
+    let parents = decoded.parents().collect();
+    Ok((parents, decoded.message.to_str_lossy().into_owned()))
+}
+
+/// Resolve a revision such as `HEAD~2` or a branch name to a commit id.
+pub fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
+    let id = repo.rev_parse_single(rev).map_err(|_| {
+        usage(format!("revision '{rev}' does not name a commit")).hint("use a branch name, tag or commit id")
+    })?;
+    let object = id.object().with_context(|| format!("could not read the object '{rev}' names"))?;
+    let commit = object.peel_to_commit().map_err(|_| {
+        usage(format!("revision '{rev}' does not name a commit")).hint("use a branch name, tag or commit id")
+    })?;
+    Ok(commit.id)
+}

@@ -1,0 +1,145 @@
+//! The only module that runs the `git` program, used where gix cannot do the job: pushing
+//! (gix 0.90 has no push). One function per invocation; stdin closed; hooks, fsmonitor and
+//! prompts disabled; errors name the argv, the exit status and stderr.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, Result};
+use gix::ObjectId;
+
+use crate::error::{Class, Refusal};
+
+/// One ref to push: `src` (None deletes) to `dst`, with the lease `expect`
+/// (`Some(None)`: must not exist on the remote; `Some(Some(id))`: must hold `id`).
+#[derive(Debug, Clone)]
+pub struct PushUpdate {
+    pub dst: String,
+    pub src: Option<ObjectId>,
+    pub expect: Option<Option<ObjectId>>,
+}
+
+/// What the remote said about one ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefStatus {
+    /// Updated, created, deleted, or already up to date.
+    Ok,
+    /// Refused because the lease did not hold or it was not a fast-forward: someone else
+    /// changed it first. Read the remote again.
+    Stale(String),
+    /// Refused by the remote's policy (a hook, a locked ref, denyDeletes...).
+    Refused(String),
+}
+
+/// The outcome of one push.
+#[derive(Debug, Clone)]
+pub struct PushReport {
+    pub refs: Vec<(String, RefStatus)>,
+}
+
+impl PushReport {
+    pub fn all_ok(&self) -> bool {
+        self.refs.iter().all(|(_, s)| *s == RefStatus::Ok)
+    }
+}
+
+/// `git push --porcelain --atomic --force-with-lease=... <remote> <src>:<dst>...`, run in
+/// `dir`. Never a `+` refspec: that would silently override the lease.
+///
+/// Returns the per-ref report when git gave one. An error means the outcome is unknown (the
+/// remote may or may not have applied the push): callers must read the remote back.
+pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<PushReport> {
+    let mut args: Vec<String> = vec![
+        "-c".into(),
+        "core.hooksPath=/dev/null".into(),
+        "-c".into(),
+        "core.fsmonitor=false".into(),
+        "push".into(),
+        "--porcelain".into(),
+        "--atomic".into(),
+        "--no-verify".into(),
+    ];
+    for update in updates {
+        if let Some(expect) = &update.expect {
+            let value = expect.map(|id| id.to_string()).unwrap_or_default();
+            args.push(format!("--force-with-lease={}:{value}", update.dst));
+        }
+    }
+    args.push("--".into());
+    args.push(remote.to_owned());
+    for update in updates {
+        let src = update.src.map(|id| id.to_string()).unwrap_or_default();
+        args.push(format!("{src}:{}", update.dst));
+    }
+    let output = Command::new("git")
+        .args(&args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .output()
+        .with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if stderr.contains("does not support --atomic") {
+        return Err(Refusal::new(
+            Class::Failure,
+            format!("remote '{remote}' does not support atomic pushes, which git-loop needs to arbitrate claims"),
+        )
+        .hint("enable it on the server with 'git config receive.advertiseAtomic true' (git's default)")
+        .into());
+    }
+    let refs = parse_porcelain(&stdout);
+    if refs.is_empty() {
+        anyhow::bail!(
+            "'git {}' failed ({}): {}",
+            args.join(" "),
+            output.status,
+            stderr.trim().lines().last().unwrap_or("no output")
+        );
+    }
+    Ok(PushReport { refs })
+}
+
+/// Parse `git push --porcelain` status lines: `<flag>\t<src>:<dst>\t<summary> (<reason>)`.
+fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
+    let mut out = Vec::new();
+    for line in stdout.lines() {
+        let mut fields = line.splitn(3, '\t');
+        let (Some(flag), Some(spec), summary) = (fields.next(), fields.next(), fields.next().unwrap_or("")) else {
+            continue;
+        };
+        if flag.len() != 1 {
+            continue;
+        }
+        let dst = spec.rsplit_once(':').map_or(spec, |(_, dst)| dst).to_owned();
+        let status = match flag {
+            " " | "+" | "-" | "*" | "=" => RefStatus::Ok,
+            "!" => {
+                let stale = ["stale info", "fetch first", "non-fast-forward", "atomic push failed", "already exists"];
+                if stale.iter().any(|s| summary.contains(s)) {
+                    RefStatus::Stale(summary.to_owned())
+                } else {
+                    RefStatus::Refused(summary.to_owned())
+                }
+            }
+            _ => continue,
+        };
+        out.push((dst, status));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_lines_are_read() {
+        let out = "To ../r.git\n*\tabc:refs/loop/claims/node/t1\t[new reference]\n!\tdef:refs/loop/x\t[rejected] (stale info)\n!\t:refs/loop/y\t[remote rejected] (pre-receive hook declined)\nDone\n";
+        let refs = parse_porcelain(out);
+        assert_eq!(refs[0], ("refs/loop/claims/node/t1".into(), RefStatus::Ok));
+        assert!(matches!(refs[1].1, RefStatus::Stale(_)));
+        assert!(matches!(refs[2].1, RefStatus::Refused(_)));
+    }
+}

@@ -1,0 +1,322 @@
+//! Validated names: task ids, claim keys, priorities, durations, writer ids.
+//!
+//! Every id that ends up inside a ref name is a newtype checked in `FromStr`, so bad input is
+//! a usage error before any work is done. The rules are stricter than git's
+//! check-ref-format on purpose: lowercase only (no two ids that collide on a case-insensitive
+//! file system), no `/` (no directory/file conflicts between `a` and `a/b`), nothing that
+//! git treats specially (`..`, `.lock`, a leading `.` or `-`).
+
+use std::fmt;
+use std::io::Read;
+use std::str::FromStr;
+
+use crate::error::{usage, Refusal};
+
+/// The longest id or key component accepted, so ref names stay well below path limits.
+const MAX_COMPONENT_LEN: usize = 64;
+
+/// Check one component that will be part of a ref name.
+fn check_component(what: &str, value: &str) -> Result<(), Refusal> {
+    let bad = |why: &str| {
+        usage(format!("{what} '{}' is not valid: {why}", value.escape_debug()))
+            .hint("use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")
+    };
+    if value.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if value.len() > MAX_COMPONENT_LEN {
+        return Err(bad(&format!("it is longer than {MAX_COMPONENT_LEN} characters")));
+    }
+    if let Some(c) =
+        value.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(bad(&format!("it contains {c:?}")));
+    }
+    let first = value.chars().next().expect("not empty, checked above");
+    if !first.is_ascii_alphanumeric() {
+        return Err(bad("it must start with a letter or digit"));
+    }
+    if value.contains("..") || value.ends_with('.') || value.ends_with(".lock") {
+        return Err(bad("git does not allow '..', a trailing '.' or '.lock' in ref names"));
+    }
+    Ok(())
+}
+
+/// A task id, e.g. `t-4f2a9k3m`, or an imported one such as `bd-a1b2`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    /// A fresh id: `t-` and eight base-32 characters from the OS random source.
+    pub fn generate() -> TaskId {
+        TaskId(format!("t-{}", random_base32(8)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for TaskId {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        check_component("task id", s)?;
+        Ok(TaskId(s.to_owned()))
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A claim key `<kind>:<name>`, e.g. `node:t-4f2a9k3m`, `walker:main`, `fleet:m1`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClaimKey {
+    kind: String,
+    name: String,
+}
+
+impl ClaimKey {
+    pub fn new(kind: &str, name: &str) -> Result<ClaimKey, Refusal> {
+        format!("{kind}:{name}").parse()
+    }
+
+    /// The claim that excludes other workers from a task.
+    pub fn node(task: &TaskId) -> ClaimKey {
+        ClaimKey { kind: "node".into(), name: task.as_str().to_owned() }
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl FromStr for ClaimKey {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let Some((kind, name)) = s.split_once(':') else {
+            return Err(usage(format!("claim key '{}' has no kind", s.escape_debug()))
+                .hint("keys look like 'node:<task-id>', 'walker:<name>' or 'fleet:<mission>'"));
+        };
+        let kind_ok = !kind.is_empty()
+            && kind.len() <= 32
+            && kind.starts_with(|c: char| c.is_ascii_lowercase())
+            && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !kind_ok {
+            return Err(usage(format!("claim kind '{}' is not valid", kind.escape_debug()))
+                .hint("a kind is lowercase letters, digits and '-', such as 'node' or 'walker'"));
+        }
+        check_component("claim name", name)?;
+        Ok(ClaimKey { kind: kind.to_owned(), name: name.to_owned() })
+    }
+}
+
+impl fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.name)
+    }
+}
+
+/// A journal writer: one chain of events per writer, so appends never contend.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriterId(String);
+
+impl FromStr for WriterId {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        check_component("journal writer", s)?;
+        Ok(WriterId(s.to_owned()))
+    }
+}
+
+impl fmt::Display for WriterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Task priority, p0 (most urgent) to p3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    P0,
+    P1,
+    #[default]
+    P2,
+    P3,
+}
+
+impl Priority {
+    pub fn rank(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_rank(rank: u8) -> Priority {
+        match rank {
+            0 => Priority::P0,
+            1 => Priority::P1,
+            2 => Priority::P2,
+            _ => Priority::P3,
+        }
+    }
+}
+
+impl FromStr for Priority {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().trim_start_matches('p') {
+            "0" => Ok(Priority::P0),
+            "1" => Ok(Priority::P1),
+            "2" => Ok(Priority::P2),
+            "3" => Ok(Priority::P3),
+            _ => Err(usage(format!("priority '{}' is not valid", s.escape_debug()))
+                .hint("use p0 (most urgent), p1, p2 or p3")),
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "p{}", self.rank())
+    }
+}
+
+impl serde::Serialize for Priority {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Priority {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A length of time given on the command line: `90s`, `30m`, `2h`, `1d`, or plain seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span(pub chrono::Duration);
+
+impl FromStr for Span {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            usage(format!("duration '{}' is not valid", s.escape_debug()))
+                .hint("write a number with a unit, such as 90s, 30m, 2h or 1d")
+        };
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (digits, unit) = s.split_at(split);
+        let n: i64 = digits.parse().map_err(|_| bad())?;
+        let seconds = match unit {
+            "" | "s" => n,
+            "m" => n.checked_mul(60).ok_or_else(bad)?,
+            "h" => n.checked_mul(3600).ok_or_else(bad)?,
+            "d" => n.checked_mul(86_400).ok_or_else(bad)?,
+            _ => return Err(bad()),
+        };
+        if seconds <= 0 || seconds > 366 * 86_400 {
+            return Err(bad());
+        }
+        Ok(Span(chrono::Duration::seconds(seconds)))
+    }
+}
+
+/// The alphabet of generated ids: Crockford base 32, lowercase (no i, l, o, u).
+const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// `n` random base-32 characters from the OS random source.
+pub fn random_base32(n: usize) -> String {
+    let bytes = random_bytes(n);
+    bytes.iter().map(|b| BASE32[(*b & 31) as usize] as char).collect()
+}
+
+/// Random bytes from the kernel. Falls back to hashing time and pid, which is unique enough
+/// for nonces, if /dev/urandom cannot be read (it always can on Linux).
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; n];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf));
+    if read.is_err() {
+        use std::hash::{BuildHasher, Hasher};
+        for (i, b) in buf.iter_mut().enumerate() {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(i);
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default(),
+            );
+            *b = h.finish() as u8;
+        }
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_that_are_not_safe_ref_components_are_refused() {
+        for bad in [
+            "",
+            "A",
+            "a/b",
+            "a..b",
+            "x.lock",
+            ".a",
+            "-a",
+            "a ",
+            "a\n",
+            "é",
+            "a:b",
+            "a~1",
+            "a^",
+            "a@{1}",
+            "a*",
+            "a?",
+            "a[",
+            "a\\b",
+            "trailing.",
+        ] {
+            assert!(bad.parse::<TaskId>().is_err(), "{bad:?} must be refused");
+        }
+        for good in ["t-4f2a", "bd-a1b2", "bd-a1b2.1", "x_y", "0"] {
+            assert!(good.parse::<TaskId>().is_ok(), "{good:?} must be accepted");
+        }
+        assert!("a".repeat(65).parse::<TaskId>().is_err(), "overlong ids are refused");
+    }
+
+    #[test]
+    fn claim_keys_need_a_kind_and_a_valid_name() {
+        let key: ClaimKey = "node:t-1".parse().expect("valid");
+        assert_eq!((key.kind(), key.name()), ("node", "t-1"));
+        for bad in ["node", ":x", "Node:x", "node:", "node:a/b", "no de:x", "node:X"] {
+            assert!(bad.parse::<ClaimKey>().is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn spans_read_units() {
+        assert_eq!("2h".parse::<Span>().expect("valid").0, chrono::Duration::hours(2));
+        assert_eq!("90".parse::<Span>().expect("valid").0, chrono::Duration::seconds(90));
+        for bad in ["", "0", "-1m", "2w", "h", "1.5h"] {
+            assert!(bad.parse::<Span>().is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn generated_ids_are_valid_and_distinct() {
+        let a = TaskId::generate();
+        let b = TaskId::generate();
+        assert_ne!(a, b);
+        assert!(a.as_str().parse::<TaskId>().is_ok());
+    }
+}

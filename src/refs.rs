@@ -1,0 +1,84 @@
+//! The one home for ref names: nobody else formats `refs/loop/...`.
+//!
+//! The namespace (docs/storage.md describes every record stored under it):
+//!
+//! | ref | what |
+//! |---|---|
+//! | `refs/loop/tasks/<id>` | the task's operation chain; the tip's tree holds the folded `task.json` |
+//! | `refs/loop/claims/<kind>/<name>` | a claim record (a blob, unique per attempt) |
+//! | `refs/loop/journal/<writer>` | one event chain per writer |
+//! | `refs/loop/tries/<id>/<n>` | the last head of try `n` of a task: keeps it alive, numbers never reused |
+//! | `refs/loop/done/<id>` | the commit that completed a task (keeps it alive through gc) |
+//! | `refs/notes/loop` | completion evidence, a note on the completing commit |
+//! | `refs/heads/loop/<id>` | the task branch: the accepted work |
+//! | `refs/heads/loop-try/<id>/<n>` | try branch `n` of a task |
+//! | `refs/loop-remotes/<remote>/...` | what `sync` last fetched from a remote, mirrored |
+//!
+//! Try branches live beside, not below, `refs/heads/loop/<id>`, because git cannot have both
+//! `loop/<id>` and `loop/<id>/...` (a file and a directory of the same name).
+
+use crate::ids::{ClaimKey, TaskId, WriterId};
+
+pub const LOOP: &str = "refs/loop/";
+pub const TASKS: &str = "refs/loop/tasks/";
+pub const CLAIMS: &str = "refs/loop/claims/";
+pub const JOURNAL: &str = "refs/loop/journal/";
+pub const TRIES: &str = "refs/loop/tries/";
+pub const DONE: &str = "refs/loop/done/";
+pub const NOTES: &str = "refs/notes/loop";
+pub const TASK_BRANCHES: &str = "refs/heads/loop/";
+pub const TRY_BRANCHES: &str = "refs/heads/loop-try/";
+pub const REMOTES: &str = "refs/loop-remotes/";
+
+pub fn task(id: &TaskId) -> String {
+    format!("{TASKS}{id}")
+}
+
+/// The task id a task ref names, if it is one.
+pub fn task_id_of(name: &str) -> Option<&str> {
+    name.strip_prefix(TASKS).filter(|rest| !rest.contains('/'))
+}
+
+pub fn claim(key: &ClaimKey) -> String {
+    format!("{CLAIMS}{}/{}", key.kind(), key.name())
+}
+
+/// The claim key a claim ref names, if it is one.
+pub fn claim_key_of(name: &str) -> Option<ClaimKey> {
+    let rest = name.strip_prefix(CLAIMS)?;
+    let (kind, key) = rest.split_once('/')?;
+    ClaimKey::new(kind, key).ok()
+}
+
+pub fn journal(writer: &WriterId) -> String {
+    format!("{JOURNAL}{writer}")
+}
+
+pub fn task_branch(id: &TaskId) -> String {
+    format!("{TASK_BRANCHES}{id}")
+}
+
+pub fn done_anchor(id: &TaskId) -> String {
+    format!("{DONE}{id}")
+}
+
+/// Where `sync` mirrors a ref fetched from `remote`: `refs/loop/x` becomes
+/// `refs/loop-remotes/<remote>/loop/x`.
+pub fn mirror(remote: &str, name: &str) -> String {
+    format!("{REMOTES}{remote}/{}", name.strip_prefix("refs/").unwrap_or(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let id: TaskId = "t-1".parse().expect("valid");
+        assert_eq!(task_id_of(&task(&id)), Some("t-1"));
+        let key: ClaimKey = "walker:main".parse().expect("valid");
+        assert_eq!(claim(&key), "refs/loop/claims/walker/main");
+        assert_eq!(claim_key_of(&claim(&key)), Some(key));
+        assert_eq!(mirror("origin", "refs/loop/tasks/t-1"), "refs/loop-remotes/origin/loop/tasks/t-1");
+    }
+}

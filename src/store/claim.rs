@@ -1,0 +1,296 @@
+//! Claims: one ref per key, `refs/loop/claims/<kind>/<name>`, pointing at a JSON blob that
+//! records who holds it and until when.
+//!
+//! Every attempt writes a record with a fresh nonce, so no two attempts ever write the same
+//! object: gix's create-if-absent succeeds when the ref already holds exactly the new id, and
+//! identical records would let two claimants both "win".
+//!
+//! The decision (create, refresh, take over a stale record, or refuse) is made against the
+//! record as read, and the write is a compare-and-swap against that same record, so of any
+//! number of concurrent claimants exactly one succeeds from a given state; the others read
+//! again and decide again. With `loop.remote` set the swap is a push with a lease to the
+//! remote (see `remote`), and the local ref is only a mirror of what the remote said.
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Duration, Utc};
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use super::cas::{Cas, Expect};
+use super::{remote, Store};
+use crate::context::Context;
+use crate::error::{corrupt, Refusal};
+use crate::git;
+use crate::ids::{random_base32, ClaimKey};
+use crate::refs;
+
+/// Version of a claim record; readers refuse newer ones.
+pub const CLAIM_VERSION: u32 = 1;
+
+/// A claim record: the content of the blob a claim ref points to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub key: String,
+    pub holder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub host: String,
+    pub pid: u32,
+    pub boot_id: String,
+    /// Unique per attempt: no two attempts write the same object.
+    pub nonce: String,
+    pub acquired_at: DateTime<Utc>,
+    pub refreshed_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// The holder this record took the claim over from, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_over_from: Option<String>,
+}
+
+impl Record {
+    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
+        now >= self.expires_at
+    }
+}
+
+/// A claim as found: its record and the object id the ref held.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub record: Record,
+    pub oid: ObjectId,
+}
+
+/// How `acquire` went.
+#[derive(Debug, Clone)]
+pub enum Acquire {
+    /// The claim was free and is ours now.
+    Acquired(Held),
+    /// We held it already; the lease is refreshed.
+    Refreshed(Held),
+    /// Its holder's lease had run out; it is ours now.
+    TookOver { held: Held, previous: Box<Record> },
+    /// Someone else holds it and their lease is live.
+    HeldByOther(Held),
+}
+
+/// What `acquire` needs besides the key.
+#[derive(Debug, Clone)]
+pub struct AcquireOptions {
+    pub holder: String,
+    pub ttl: Duration,
+    pub reason: Option<String>,
+    pub session: Option<String>,
+}
+
+/// The refusal for an unreadable claim record, naming its ref and the repair.
+pub fn corrupt_claim(key: &ClaimKey, why: impl std::fmt::Display) -> Refusal {
+    corrupt(format!("claim record '{}' is corrupt: {why}", refs::claim(key)))
+        .hint(format!("remove it with 'git loop claim release {key} --force'"))
+}
+
+/// Parse a claim record blob.
+pub fn parse(key: &ClaimKey, bytes: &[u8]) -> Result<Record, Refusal> {
+    let record: Record = serde_json::from_slice(bytes).map_err(|err| corrupt_claim(key, err))?;
+    if record.version > CLAIM_VERSION {
+        return Err(corrupt_claim(key, format!("record version {} was written by a newer git-loop", record.version)));
+    }
+    if record.key != key.to_string() {
+        return Err(corrupt_claim(key, format!("it records key '{}'", record.key.escape_debug())));
+    }
+    Ok(record)
+}
+
+/// Read the record behind object `oid` of claim `key`.
+pub fn read_at(repo: &gix::Repository, key: &ClaimKey, oid: ObjectId) -> Result<Held, Refusal> {
+    let object = repo.find_object(oid).map_err(|_| corrupt_claim(key, format!("object {oid} is missing")))?;
+    if object.kind != gix::object::Kind::Blob {
+        return Err(corrupt_claim(key, format!("it points to a {}, not a blob", object.kind)));
+    }
+    Ok(Held { record: parse(key, &object.data)?, oid })
+}
+
+/// Read claim `key`: `None` when nobody holds it.
+pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
+    let name = refs::claim(key);
+    let target = match store.repo.try_find_reference(name.as_str()) {
+        Ok(found) => found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)),
+        Err(err) => return Err(corrupt_claim(key, format!("the ref cannot be read: {err}")).into()),
+    };
+    match target {
+        None => Ok(None),
+        Some(oid) => Ok(Some(read_at(&store.repo, key, oid)?)),
+    }
+}
+
+/// Take claim `key` for `opts.holder`: create it, refresh our own, or take over a stale one.
+pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptions) -> Result<Acquire> {
+    let name = refs::claim(key);
+    let arbiter = store.arbiter();
+    // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
+    // record we would refuse on is still the remote's.
+    let mut confirmed = arbiter.is_none();
+    for _attempt in 0..50 {
+        let current = read(store, key)?;
+        let now = ctx.now();
+        let (acquired_at, previous) = match &current {
+            None => (now, None),
+            Some(held) if held.record.holder == opts.holder => (held.record.acquired_at, None),
+            Some(held) if held.record.is_stale(now) => (now, Some(held.record.clone())),
+            Some(_) if !confirmed => {
+                remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
+                confirmed = true;
+                continue;
+            }
+            Some(held) => return Ok(Acquire::HeldByOther(held.clone())),
+        };
+        let record = Record {
+            version: CLAIM_VERSION,
+            key: key.to_string(),
+            holder: opts.holder.clone(),
+            session: opts.session.clone(),
+            reason: opts.reason.clone(),
+            host: ctx.host.clone(),
+            pid: ctx.pid,
+            boot_id: ctx.boot_id.clone(),
+            nonce: random_base32(16),
+            acquired_at,
+            refreshed_at: now,
+            expires_at: now + opts.ttl,
+            took_over_from: previous.as_ref().map(|p| p.holder.clone()),
+        };
+        let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
+        let expect = Expect::from_current(current.as_ref().map(|h| h.oid));
+        match swap(store, arbiter.as_deref(), &name, expect, Some(oid))? {
+            Cas::Applied => {
+                let held = Held { record, oid };
+                return Ok(match (current, previous) {
+                    (None, _) => Acquire::Acquired(held),
+                    (Some(_), Some(previous)) => Acquire::TookOver { held, previous: Box::new(previous) },
+                    (Some(_), None) => Acquire::Refreshed(held),
+                });
+            }
+            Cas::Lost { .. } => continue,
+        }
+    }
+    anyhow::bail!("claim '{key}' kept changing under this attempt (50 tries); try again")
+}
+
+/// How `release` went.
+#[derive(Debug, Clone)]
+pub enum Release {
+    Released(Record),
+    /// Nobody held it.
+    NotHeld,
+    /// Someone else holds it.
+    HeldByOther(Record),
+}
+
+/// Release claim `key` held by `holder`. With `force`, also removes a corrupt record or a
+/// stale one of another holder (never a live one of another holder).
+pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force: bool) -> Result<Release> {
+    let name = refs::claim(key);
+    let arbiter = store.arbiter();
+    if arbiter.is_some() {
+        // The local mirror may be behind the remote (another clone's claim, or our own push
+        // whose outcome we never learned): decide on the remote's current record.
+        remote::refresh_mirror(store, arbiter.as_deref().expect("checked"), &name)?;
+    }
+    for _attempt in 0..50 {
+        let current = match read(store, key) {
+            Ok(current) => current,
+            Err(err)
+                if force
+                    && crate::error::find_refusal(&err).is_some_and(|r| r.class == crate::error::Class::Corrupt) =>
+            {
+                let Some(oid) = git::ref_target(&store.repo, &name).ok().flatten() else {
+                    return remove_unreadable_ref(store, &name);
+                };
+                match swap(store, arbiter.as_deref(), &name, Expect::Is(oid), None)? {
+                    Cas::Applied => return Ok(Release::NotHeld),
+                    Cas::Lost { .. } => continue,
+                }
+            }
+            Err(err) => return Err(err),
+        };
+        let Some(held) = current else {
+            return Ok(Release::NotHeld);
+        };
+        let stale = held.record.is_stale(ctx.now());
+        if held.record.holder != holder && !(force && stale) {
+            return Ok(Release::HeldByOther(held.record));
+        }
+        match swap(store, arbiter.as_deref(), &name, Expect::Is(held.oid), None)? {
+            Cas::Applied => return Ok(Release::Released(held.record)),
+            Cas::Lost { .. } => continue,
+        }
+    }
+    anyhow::bail!("claim '{key}' kept changing under this release (50 tries); try again")
+}
+
+/// A loose ref file that is not even a ref (empty, garbage): remove the file itself.
+fn remove_unreadable_ref(store: &Store, name: &str) -> Result<Release> {
+    let path = store.repo.common_dir().join(name);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(Release::NotHeld),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Release::NotHeld),
+        Err(err) => Err(err).with_context(|| format!("could not remove '{}'", path.display())),
+    }
+}
+
+/// Write or delete claim ref `name`: locally by compare-and-swap, or through the arbiter.
+fn swap(store: &Store, arbiter: Option<&str>, name: &str, expect: Expect, new: Option<ObjectId>) -> Result<Cas> {
+    match arbiter {
+        Some(remote_name) => remote::swap(store, remote_name, name, expect, new),
+        None => match (expect, new) {
+            (expect, Some(new)) => super::cas::update(store, name, expect, new, "loop: claim"),
+            (Expect::Is(old), None) => super::cas::delete(store, name, old),
+            (Expect::Absent, None) => Ok(Cas::Applied),
+        },
+    }
+}
+
+/// One row of `claim list`.
+#[derive(Debug, Clone)]
+pub enum Listed {
+    Claim { key: ClaimKey, held: Box<Held> },
+    /// A claim ref whose record cannot be read.
+    Corrupt {
+        name: String,
+        problem: String,
+    },
+}
+
+/// Every claim whose key starts with `prefix` (e.g. `node:`), in key order.
+pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
+    let mut out = Vec::new();
+    let platform = store.repo.references().context("could not list refs")?;
+    for item in platform.prefixed(refs::CLAIMS).context("could not list claim refs")? {
+        let reference = match item {
+            Ok(r) => r,
+            Err(err) => {
+                out.push(Listed::Corrupt { name: format!("{}(unreadable)", refs::CLAIMS), problem: err.to_string() });
+                continue;
+            }
+        };
+        let name = reference.name().as_bstr().to_string();
+        let Some(key) = refs::claim_key_of(&name) else {
+            out.push(Listed::Corrupt { name, problem: "not a valid claim key".into() });
+            continue;
+        };
+        if !key.to_string().starts_with(prefix) {
+            continue;
+        }
+        let Some(oid) = reference.target().try_id().map(ToOwned::to_owned) else {
+            out.push(Listed::Corrupt { name, problem: "it is a symbolic ref".into() });
+            continue;
+        };
+        match read_at(&store.repo, &key, oid) {
+            Ok(held) => out.push(Listed::Claim { key, held: Box::new(held) }),
+            Err(refusal) => out.push(Listed::Corrupt { name, problem: refusal.message }),
+        }
+    }
+    Ok(out)
+}

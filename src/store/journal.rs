@@ -1,0 +1,230 @@
+//! The journal: an append-only, mergeable event log.
+//!
+//! Each writer (an agent session, a loop process, or a shard of the commands run by hand in
+//! one clone) appends to its own chain `refs/loop/journal/<writer>`, so appends never contend
+//! across writers. An event is one commit over the empty tree whose message is a readable
+//! subject line, a blank line, and the event as one line of JSON, so `git log` on a journal
+//! ref reads as a timeline too. The global timeline is the union of every chain, ordered by
+//! (time, writer, sequence number); chains only ever grow, so merging two clones' journals
+//! is taking the union of commits, and nothing is lost or duplicated whatever order clones
+//! sync in. A session's termination is found by reading its own short chain.
+
+use std::collections::{HashSet, VecDeque};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use super::cas::{self, Cas, Expect};
+use super::Store;
+use crate::context::Context;
+use crate::error::usage;
+use crate::git;
+use crate::ids::WriterId;
+use crate::refs;
+
+/// Version of an event record; readers skip (and report) newer ones.
+pub const EVENT_VERSION: u32 = 1;
+
+/// One event, as stored in the commit message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub version: u32,
+    pub kind: String,
+    pub at: DateTime<Utc>,
+    pub writer: String,
+    /// Position in its writer's chain, from 1.
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub by: String,
+    #[serde(default)]
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An event with the id of the commit that holds it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: ObjectId,
+    pub event: Event,
+}
+
+/// What a caller appends; the store fills in time, writer, sequence and identity.
+#[derive(Debug, Clone, Default)]
+pub struct NewEvent {
+    pub kind: String,
+    pub task: Option<String>,
+    pub session: Option<String>,
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Check an event kind: lowercase letters, digits and `_`, starting with a letter.
+pub fn check_kind(kind: &str) -> Result<(), crate::error::Refusal> {
+    let ok = !kind.is_empty()
+        && kind.len() <= 64
+        && kind.starts_with(|c: char| c.is_ascii_lowercase())
+        && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(format!("event kind '{}' is not valid", kind.escape_debug()))
+            .hint("use lowercase letters, digits and '_', such as 'termination' or 'note'"))
+    }
+}
+
+/// Append `new` to `writer`'s chain.
+pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) -> Result<Entry> {
+    check_kind(&new.kind)?;
+    let name = refs::journal(writer);
+    let empty = git::empty_tree(&store.repo)?;
+    let by = store.identity.to_string();
+    for _attempt in 0..200 {
+        let tip = git::ref_target(&store.repo, &name)?;
+        let seq = match tip {
+            Some(tip) => parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
+            None => 1,
+        };
+        let at = ctx.now();
+        let event = Event {
+            version: EVENT_VERSION,
+            kind: new.kind.clone(),
+            at,
+            writer: writer.to_string(),
+            seq,
+            task: new.task.clone(),
+            session: new.session.clone(),
+            by: by.clone(),
+            data: new.data.clone(),
+        };
+        let message = format_message(&event)?;
+        let parents: Vec<ObjectId> = tip.into_iter().collect();
+        let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
+        match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
+            Cas::Applied => return Ok(Entry { id: commit, event }),
+            Cas::Lost { .. } => {
+                // Another process of the same writer appended first: back off a little.
+                std::thread::sleep(std::time::Duration::from_micros(200 + (ctx.pid as u64 % 7) * 150));
+                continue;
+            }
+        }
+    }
+    anyhow::bail!("could not append to journal '{name}': it kept changing (200 attempts)")
+}
+
+fn format_message(event: &Event) -> Result<String> {
+    let mut subject = event.kind.clone();
+    if let Some(task) = &event.task {
+        subject.push(' ');
+        subject.push_str(task);
+    }
+    if let Some(summary) = summary(event) {
+        subject.push_str(": ");
+        subject.push_str(&summary);
+    }
+    Ok(format!("{subject}\n\n{}\n", serde_json::to_string(event)?))
+}
+
+/// A short human summary of an event's data, for subjects and listings.
+pub fn summary(event: &Event) -> Option<String> {
+    let text = ["message", "summary", "verdict", "reason", "outcome"]
+        .iter()
+        .find_map(|k| event.data.get(*k).and_then(|v| v.as_str()))?;
+    let line = text.lines().next().unwrap_or("").trim();
+    let mut out: String = line.chars().take(72).collect();
+    if line.chars().count() > 72 {
+        out.push('…');
+    }
+    Some(out)
+}
+
+/// Parse the event held by journal commit `id`.
+pub fn parse_commit(repo: &gix::Repository, id: ObjectId) -> Result<Entry> {
+    let (_, message) = git::read_commit(repo, id)?;
+    let json = message.split_once("\n\n").map(|(_, rest)| rest.trim()).context("no event in the commit message")?;
+    let event: Event = serde_json::from_str(json).with_context(|| format!("event {id} is not valid JSON"))?;
+    if event.version > EVENT_VERSION {
+        anyhow::bail!("event {id} has version {}, written by a newer git-loop", event.version);
+    }
+    Ok(Entry { id, event })
+}
+
+/// Every event of one chain (including chains merged into it), oldest first.
+pub fn read_chain(repo: &gix::Repository, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let mut queue = VecDeque::from([tip]);
+    let mut seen = HashSet::from([tip]);
+    while let Some(id) = queue.pop_front() {
+        let parents = match git::read_commit(repo, id) {
+            Ok((parents, _)) => parents,
+            Err(err) => {
+                problems.push(format!("journal commit {id} cannot be read: {err:#}"));
+                continue;
+            }
+        };
+        match parse_commit(repo, id) {
+            Ok(entry) => out.push(entry),
+            Err(err) if parents.len() > 1 => {
+                // A merge of two copies of a chain carries no event of its own.
+                let _ = err;
+            }
+            Err(err) => problems.push(format!("{err:#}")),
+        }
+        for parent in parents {
+            if seen.insert(parent) {
+                queue.push_back(parent);
+            }
+        }
+    }
+    out.sort_by_key(|e| e.event.seq);
+    out
+}
+
+/// The journal refs: (writer ref name, tip).
+pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
+    let mut out = Vec::new();
+    let platform = repo.references().context("could not list refs")?;
+    for item in platform.prefixed(refs::JOURNAL).context("could not list journal refs")? {
+        let Ok(reference) = item else { continue };
+        if let Some(id) = reference.target().try_id() {
+            out.push((reference.name().as_bstr().to_string(), id.to_owned()));
+        }
+    }
+    Ok(out)
+}
+
+/// Which events a timeline read keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub task: Option<String>,
+    pub session: Option<String>,
+}
+
+/// The merged timeline of every chain, ordered by (time, writer, seq), and any records that
+/// could not be read (reported, never fatal).
+pub struct Timeline {
+    pub entries: Vec<Entry>,
+    pub problems: Vec<String>,
+}
+
+pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
+    let mut problems = Vec::new();
+    let mut seen = HashSet::new();
+    let mut entries = Vec::new();
+    for (_, tip) in chains(&store.repo)? {
+        for entry in read_chain(&store.repo, tip, &mut problems) {
+            if seen.insert(entry.id) && keep(&entry.event, filter) {
+                entries.push(entry);
+            }
+        }
+    }
+    entries.sort_by(|a, b| (a.event.at, &a.event.writer, a.event.seq).cmp(&(b.event.at, &b.event.writer, b.event.seq)));
+    Ok(Timeline { entries, problems })
+}
+
+fn keep(event: &Event, filter: &Filter) -> bool {
+    filter.task.as_ref().is_none_or(|t| event.task.as_ref() == Some(t))
+        && filter.session.as_ref().is_none_or(|s| event.session.as_ref() == Some(s))
+}

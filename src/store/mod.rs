@@ -1,0 +1,148 @@
+//! The store: the only code that writes refs and objects. Tasks, claims, the journal and
+//! completion notes each have a module; `cas` is the transaction type every ref write goes
+//! through; `remote` arbitrates claims through the shared remote; `sync` exchanges state with
+//! it. Record formats are documented once, in docs/storage.md.
+
+pub mod cas;
+pub mod claim;
+pub mod index;
+pub mod journal;
+pub mod notes;
+pub mod remote;
+pub mod sync;
+pub mod task;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use gix::bstr::ByteSlice;
+
+use crate::context::Context;
+use crate::error::usage;
+use crate::git;
+use crate::ids::{random_base32, WriterId};
+
+/// The repository, opened for loop work.
+pub struct Store {
+    pub repo: gix::Repository,
+    /// Who loop writes are made as.
+    pub identity: git::Identity,
+    /// The host name, for the fallback committer identity.
+    host: String,
+    /// Where "now" comes from (pinned in tests).
+    clock: crate::context::Clock,
+    git_identity: crate::context::GitIdentityEnv,
+}
+
+impl Store {
+    /// Open the repository containing `dir` (see `git::open` for what is refused).
+    pub fn open(ctx: &Context, dir: &Path) -> Result<Store> {
+        let repo = git::open(dir, &ctx.host)?;
+        let identity = git::Identity::resolve(&repo, &ctx.git_identity, &ctx.host);
+        Ok(Store {
+            repo,
+            identity,
+            host: ctx.host.clone(),
+            clock: ctx.clock.clone(),
+            git_identity: ctx.git_identity.clone(),
+        })
+    }
+
+    /// The current time, as the context's clock says.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        match &self.clock {
+            crate::context::Clock::System => chrono::Utc::now(),
+            crate::context::Clock::Fixed(at) => *at,
+        }
+    }
+
+    /// The signature loop writes carry, now.
+    pub fn signature(&self) -> gix::actor::Signature {
+        self.identity.signature(self.now())
+    }
+
+    /// The main working tree (linked worktrees share the same loop state).
+    pub fn workdir(&self) -> &Path {
+        self.repo.workdir().expect("bare repositories are refused when opening")
+    }
+
+    /// `<common-dir>/loop`, machine-local runtime state, created on demand.
+    pub fn loop_dir(&self) -> Result<PathBuf> {
+        let dir = git::loop_dir(&self.repo);
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// This clone's id: random, made once, kept in `.git/loop/clone-id`. It names this clone's
+    /// journal writers and breaks ties when operations from two clones are ordered.
+    pub fn clone_id(&self) -> Result<String> {
+        let path = self.loop_dir()?.join("clone-id");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let id = text.trim();
+            if id.len() == 8 && id.parse::<WriterId>().is_ok() {
+                return Ok(id.to_owned());
+            }
+        }
+        // Write aside, then link into place: of two processes racing here, one link wins
+        // and both read the winner's id.
+        let fresh = random_base32(8);
+        let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
+        std::fs::write(&aside, format!("{fresh}\n"))
+            .with_context(|| format!("could not write '{}'", aside.display()))?;
+        let linked = std::fs::hard_link(&aside, &path);
+        let _ = std::fs::remove_file(&aside);
+        if linked.is_err() {
+            // Someone else's id is in place (or it was corrupt: replace it).
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let id = text.trim();
+            if id.len() == 8 && id.parse::<WriterId>().is_ok() {
+                return Ok(id.to_owned());
+            }
+            std::fs::write(&path, format!("{fresh}\n"))
+                .with_context(|| format!("could not write '{}'", path.display()))?;
+        }
+        Ok(fresh)
+    }
+
+    /// A git configuration value, as a string.
+    pub fn config(&self, key: &str) -> Option<String> {
+        self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().into_owned())
+    }
+
+    /// The remote that arbitrates claims (`loop.remote`), if one is configured.
+    pub fn arbiter(&self) -> Option<String> {
+        self.config("loop.remote").filter(|r| !r.is_empty())
+    }
+
+    /// Set `key` in the repository's own config file (`.git/config`), as `git config` would:
+    /// under `config.lock`, replacing the file in one rename.
+    pub fn set_local_config(&mut self, key: &str, value: &str) -> Result<()> {
+        let path = self.repo.common_dir().join("config");
+        let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+            .with_context(|| format!("could not read '{}'", path.display()))?;
+        file.set_raw_value(key, value).with_context(|| format!("could not set '{key}'"))?;
+        let lock = path.with_extension("lock");
+        let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).map_err(|_| {
+            usage(format!("'{}' is locked by another git process", lock.display()))
+                .hint(format!("wait for it to finish, or remove '{}' if none is running", lock.display()))
+        })?;
+        let written = file.write_to(&mut out).and_then(|()| out.flush());
+        if let Err(err) = written.and_then(|()| std::fs::rename(&lock, &path)) {
+            let _ = std::fs::remove_file(&lock);
+            return Err(err).with_context(|| format!("could not write '{}'", path.display()));
+        }
+        // Re-open so the new value is visible to this process too.
+        let workdir = self.workdir().to_owned();
+        self.repo = git::open(&workdir, &self.host)?;
+        self.identity = git::Identity::resolve(&self.repo, &self.git_identity, &self.host);
+        Ok(())
+    }
+}
+
+/// The journal writer for commands run by hand in this clone: one of a few shards per clone,
+/// chosen by process id, so concurrent commands rarely contend on one ref.
+pub fn clone_writer(store: &Store, ctx: &Context) -> Result<WriterId> {
+    let shard = ctx.pid % 4;
+    format!("c-{}-{shard}", store.clone_id()?).parse().map_err(Into::into)
+}

@@ -1,0 +1,146 @@
+//! Talking to the shared remote: reading refs (gix fetch) and changing them (git push with a
+//! lease, the only use of the git program).
+//!
+//! A claim counts only once the remote accepted the push with
+//! `--atomic --force-with-lease=<ref>:<expected>`. A push that fails on the client may still
+//! have been applied on the server (the client was killed, the connection dropped after the
+//! server committed), so any outcome other than a clean accept or a clean lease rejection is
+//! "unknown" and settled by reading the remote ref back.
+
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context as _, Result};
+use gix::ObjectId;
+
+use super::cas::{self, Cas, Expect};
+use super::Store;
+use crate::error::{Class, Refusal};
+use crate::git::program::{self, PushUpdate, RefStatus};
+
+/// Change `name` on the remote from `expect` to `new` (None deletes), then mirror the
+/// remote's value locally. `Lost` carries the remote's actual value.
+pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option<ObjectId>) -> Result<Cas> {
+    let lease = match expect {
+        Expect::Absent => None,
+        Expect::Is(id) => Some(id),
+    };
+    let update = PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) };
+    match program::push(store.workdir(), remote, &[update]) {
+        Ok(report) if report.all_ok() => {
+            set_local(store, name, new)?;
+            Ok(Cas::Applied)
+        }
+        Ok(report) => {
+            if let Some((dst, RefStatus::Refused(why))) =
+                report.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
+            {
+                // Policy, not a race: make the local mirror equal the remote, then say so.
+                refresh_mirror(store, remote, name)?;
+                return Err(Refusal::new(
+                    Class::Refused,
+                    format!("remote '{remote}' refused the update of '{dst}': {why}"),
+                )
+                .hint("the remote's hooks or settings forbid it; ask its administrator, or see 'git loop sync'")
+                .into());
+            }
+            let actual = refresh_mirror(store, remote, name)?;
+            Ok(Cas::Lost { actual })
+        }
+        Err(err) => {
+            if crate::error::find_refusal(&err).is_some() {
+                return Err(err);
+            }
+            // Unknown outcome: the server is the judge.
+            let actual = refresh_mirror(store, remote, name).with_context(|| {
+                format!("the push to '{remote}' failed and the remote could not be read back: {err:#}")
+            })?;
+            if actual == new {
+                Ok(Cas::Applied)
+            } else {
+                Ok(Cas::Lost { actual })
+            }
+        }
+    }
+}
+
+/// Make the local ref `name` hold what the remote holds (fetching the object), and return it.
+pub fn refresh_mirror(store: &Store, remote: &str, name: &str) -> Result<Option<ObjectId>> {
+    let spec = format!("+{name}:{name}");
+    let fetched = fetch(store, remote, &[spec])?;
+    let actual = fetched.remote_refs.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
+    if actual.is_none() {
+        set_local(store, name, None)?;
+    }
+    Ok(actual)
+}
+
+/// Set the local ref `name` to `value` whatever it holds now (it mirrors the remote, which
+/// decided already).
+pub fn set_local(store: &Store, name: &str, value: Option<ObjectId>) -> Result<()> {
+    for _ in 0..20 {
+        let current = crate::git::ref_target(&store.repo, name)?;
+        if current == value {
+            return Ok(());
+        }
+        let outcome = match (current, value) {
+            (current, Some(new)) => {
+                cas::update(store, name, Expect::from_current(current), new, "loop: mirror remote")?
+            }
+            (Some(old), None) => cas::delete(store, name, old)?,
+            (None, None) => return Ok(()),
+        };
+        if outcome == Cas::Applied {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("could not mirror '{name}' locally: it kept changing")
+}
+
+/// What a fetch saw on the remote: every advertised ref that matched the refspecs.
+pub struct Fetched {
+    pub remote_refs: Vec<(String, ObjectId)>,
+}
+
+/// Fetch `refspecs` (which say where each ref lands locally) from `remote`, through gix.
+/// Tags are not fetched and nothing is pruned.
+pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
+    let repo = &store.repo;
+    let mut handle = repo
+        .find_remote(remote)
+        .map_err(|_| {
+            Refusal::new(Class::Usage, format!("remote '{remote}' is not configured")).hint(
+                "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
+            )
+        })?
+        .with_fetch_tags(gix::remote::fetch::Tags::None);
+    handle
+        .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
+        .context("invalid fetch refspec")?;
+    let connection = handle
+        .connect(gix::remote::Direction::Fetch)
+        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    let prepare = connection
+        .prepare_fetch(gix::progress::Discard, gix::remote::ref_map::Options::default())
+        .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
+    let remote_refs = prepare
+        .ref_map()
+        .mappings
+        .iter()
+        .filter_map(|m| {
+            let (name, id, _) = match &m.remote {
+                gix::remote::fetch::refmap::Source::Ref(r) => r.unpack(),
+                gix::remote::fetch::refmap::Source::ObjectId(_) => return None,
+            };
+            Some((name.to_string(), id?.to_owned()))
+        })
+        .collect();
+    if prepare.ref_map().is_missing_required_mapping() {
+        // The remote has none of these refs (yet): nothing to receive.
+        return Ok(Fetched { remote_refs });
+    }
+    let interrupt = AtomicBool::new(false);
+    prepare
+        .receive(gix::progress::Discard, &interrupt)
+        .with_context(|| format!("could not fetch from remote '{remote}'"))?;
+    Ok(Fetched { remote_refs })
+}

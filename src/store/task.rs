@@ -1,0 +1,655 @@
+//! Tasks as operation chains: `refs/loop/tasks/<id>` points at a chain of commits, one per
+//! operation (create, edit, state change). Each operation commit's tree holds `op.json` (the
+//! operation) and `task.json` (the task folded up to and including it), so reading a task is
+//! one blob.
+//!
+//! Two clones that change a task offline end with divergent tips. `merge` folds the union of
+//! both sides' operations in one total order — Lamport clock, then the writer's clone id, then
+//! the operation's commit id — and writes a merge commit whose content and signature are a
+//! function of its parents alone, so two clones merging the same pair make the same commit.
+//! Nothing conflicts and nothing is lost: for a plain field the later operation in that order
+//! wins; list fields (dependencies, labels, agents) change by add/remove, so concurrent
+//! additions both survive; the state is a field like any other, and an edit never touches it
+//! (so a task marked done on one clone and re-titled on another ends done, re-titled).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use super::cas::{self, Cas, Expect};
+use super::Store;
+use crate::context::Context;
+use crate::error::{corrupt, Refusal};
+use crate::git;
+use crate::ids::{Priority, TaskId};
+use crate::refs;
+
+/// Version of `task.json`; readers refuse newer ones.
+pub const TASK_VERSION: u32 = 1;
+/// Version of `op.json`; readers refuse newer ones.
+pub const OP_VERSION: u32 = 1;
+
+const TASK_FILE: &str = "task.json";
+const OP_FILE: &str = "op.json";
+
+/// Where a task stands. Kebab-case in JSON and on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Open,
+    Done,
+    Parked,
+    Cancelled,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Open => "open",
+            State::Done => "done",
+            State::Parked => "parked",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<State> {
+        [State::Open, State::Done, State::Parked, State::Cancelled].into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Done, parked and cancelled tasks are closed: nothing works on them until reopened.
+    pub fn is_closed(self) -> bool {
+        self != State::Open
+    }
+}
+
+/// What completed a task: the evidence also written as a note on `commit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "try")]
+    pub try_number: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<serde_json::Value>,
+    pub at: DateTime<Utc>,
+    pub by: String,
+}
+
+/// Where an imported task came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    pub format: String,
+    pub id: String,
+}
+
+/// A task, folded from its operations: the content of `task.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub version: u32,
+    pub id: String,
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    pub priority: Priority,
+    pub state: State,
+    /// Ids of the tasks that must be done first.
+    #[serde(default)]
+    pub after: Vec<String>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Preferred agent presets, in order.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Agents to race on this task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<String>,
+    /// How a race picks its winner: `first` or `judge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<String>,
+    /// Why the task was parked or cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    pub created_at: DateTime<Utc>,
+    pub created_by: String,
+    pub updated_at: DateTime<Utc>,
+    /// The highest Lamport clock among the operations folded in.
+    pub lamport: u64,
+}
+
+impl Task {
+    fn blank(id: &str) -> Task {
+        Task {
+            version: TASK_VERSION,
+            id: id.to_owned(),
+            title: String::new(),
+            body: String::new(),
+            priority: Priority::default(),
+            state: State::Open,
+            after: Vec::new(),
+            labels: Vec::new(),
+            agents: Vec::new(),
+            together: Vec::new(),
+            pick: None,
+            reason: None,
+            completion: None,
+            origin: None,
+            created_at: DateTime::<Utc>::UNIX_EPOCH,
+            created_by: String::new(),
+            updated_at: DateTime::<Utc>::UNIX_EPOCH,
+            lamport: 0,
+        }
+    }
+
+    pub fn task_id(&self) -> TaskId {
+        self.id.parse().expect("ids are validated before a task is stored or read")
+    }
+}
+
+/// Plain fields an operation sets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    /// `Some("")` clears the pick mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<String>,
+}
+
+/// List fields an operation adds to or removes from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lists {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<String>,
+}
+
+impl Lists {
+    fn is_empty(&self) -> bool {
+        self.after.is_empty() && self.labels.is_empty() && self.agents.is_empty() && self.together.is_empty()
+    }
+}
+
+/// A change of state, with its reason and evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateChange {
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+}
+
+/// Marks the operation that creates a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Create {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// When the task was really created, if before this operation (imports keep it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// What an operation changes; the caller's part of an [`Op`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create: Option<Create>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub set: Fields,
+    #[serde(default, skip_serializing_if = "Lists::is_empty")]
+    pub add: Lists,
+    #[serde(default, skip_serializing_if = "Lists::is_empty")]
+    pub remove: Lists,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateChange>,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+impl Change {
+    pub fn is_empty(&self) -> bool {
+        *self == Change::default()
+    }
+
+    /// A one-line description for the operation commit's subject.
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.create.is_some() {
+            parts.push("create".to_owned());
+        }
+        if let Some(title) = &self.set.title {
+            if self.create.is_none() {
+                parts.push(format!("title {:?}", title));
+            }
+        }
+        if self.set.body.is_some() && self.create.is_none() {
+            parts.push("body".into());
+        }
+        if let Some(p) = self.set.priority {
+            parts.push(format!("priority {p}"));
+        }
+        for (what, list) in [("after", &self.add.after), ("label", &self.add.labels), ("agent", &self.add.agents)] {
+            if !list.is_empty() {
+                parts.push(format!("+{what} {}", list.join(",")));
+            }
+        }
+        for (what, list) in
+            [("after", &self.remove.after), ("label", &self.remove.labels), ("agent", &self.remove.agents)]
+        {
+            if !list.is_empty() {
+                parts.push(format!("-{what} {}", list.join(",")));
+            }
+        }
+        if let Some(state) = &self.state {
+            parts.push(state.state.as_str().to_owned());
+        }
+        if parts.is_empty() {
+            parts.push("edit".into());
+        }
+        parts.join(", ")
+    }
+}
+
+/// One operation on a task: the content of `op.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    pub version: u32,
+    /// One more than the highest clock among the operations it follows.
+    pub lamport: u64,
+    /// The clone that wrote it (ties in the order are broken by this, then the commit id).
+    pub writer: String,
+    pub at: DateTime<Utc>,
+    pub by: String,
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// Fold one operation into a task.
+fn fold(task: &mut Task, op: &Op) {
+    if let Some(create) = &op.change.create {
+        task.created_at = create.created_at.unwrap_or(op.at);
+        task.created_by = op.by.clone();
+        if create.origin.is_some() {
+            task.origin = create.origin.clone();
+        }
+    }
+    let set = &op.change.set;
+    if let Some(title) = &set.title {
+        task.title = title.clone();
+    }
+    if let Some(body) = &set.body {
+        task.body = body.clone();
+    }
+    if let Some(priority) = set.priority {
+        task.priority = priority;
+    }
+    if let Some(pick) = &set.pick {
+        task.pick = (!pick.is_empty()).then(|| pick.clone());
+    }
+    add_all(&mut task.after, &op.change.add.after);
+    add_all(&mut task.labels, &op.change.add.labels);
+    add_all(&mut task.agents, &op.change.add.agents);
+    add_all(&mut task.together, &op.change.add.together);
+    remove_all(&mut task.after, &op.change.remove.after);
+    remove_all(&mut task.labels, &op.change.remove.labels);
+    remove_all(&mut task.agents, &op.change.remove.agents);
+    remove_all(&mut task.together, &op.change.remove.together);
+    if let Some(change) = &op.change.state {
+        task.state = change.state;
+        task.reason = change.reason.clone();
+        task.completion = match change.state {
+            State::Done => change.completion.clone(),
+            _ => None,
+        };
+    }
+    task.updated_at = task.updated_at.max(op.at);
+    task.lamport = task.lamport.max(op.lamport);
+}
+
+fn add_all(list: &mut Vec<String>, items: &[String]) {
+    for item in items {
+        if !list.contains(item) {
+            list.push(item.clone());
+        }
+    }
+}
+
+fn remove_all(list: &mut Vec<String>, items: &[String]) {
+    list.retain(|x| !items.contains(x));
+}
+
+/// A task as read from its ref.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub task: Task,
+    /// The commit the task ref pointed to when read.
+    pub tip: ObjectId,
+}
+
+/// The refusal for an unreadable task record, naming its ref.
+pub fn corrupt_task(name: &str, why: impl std::fmt::Display) -> Refusal {
+    corrupt(format!("task record '{name}' is corrupt: {why}")).hint(format!(
+        "see its history with 'git log {name}'; point it at a good commit with 'git update-ref {name} <commit>', or delete it with 'git update-ref -d {name}'"
+    ))
+}
+
+/// Read the task at commit `tip` of ref `name`; a bad record is a corrupt-class error.
+pub fn read_at(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<Task> {
+    let bytes = match git::read_commit_file(repo, tip, TASK_FILE) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Err(corrupt_task(name, format!("commit {tip} has no {TASK_FILE}")).into()),
+        Err(err) => return Err(corrupt_task(name, format!("{err:#}")).into()),
+    };
+    parse_task(name, &bytes)
+}
+
+/// Parse and check a `task.json`.
+pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
+    let task: Task = serde_json::from_slice(bytes).map_err(|err| corrupt_task(name, format!("{TASK_FILE}: {err}")))?;
+    if task.version > TASK_VERSION {
+        return Err(
+            corrupt_task(name, format!("record version {} was written by a newer git-loop", task.version)).into()
+        );
+    }
+    if refs::task_id_of(name).is_some_and(|id| id != task.id) || task.id.parse::<TaskId>().is_err() {
+        return Err(corrupt_task(name, format!("it holds task '{}'", task.id.escape_debug())).into());
+    }
+    Ok(task)
+}
+
+/// Read a task; `None` if no such task exists.
+pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
+    let name = refs::task(id);
+    let Some(tip) = git::ref_target(&store.repo, &name)? else {
+        return Ok(None);
+    };
+    Ok(Some(Snapshot { task: read_at(&store.repo, &name, tip)?, tip }))
+}
+
+/// One entry of the task refs: its id and tip, or why the ref itself cannot be read.
+pub struct TaskRef {
+    pub name: String,
+    pub tip: Result<ObjectId, String>,
+}
+
+/// Every ref under `refs/loop/tasks/`, without reading the tasks.
+pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
+    let mut out = Vec::new();
+    let platform = repo.references().context("could not list refs")?;
+    for item in platform.prefixed(refs::TASKS).context("could not list task refs")? {
+        match item {
+            Ok(reference) => {
+                let name = reference.name().as_bstr().to_string();
+                let tip =
+                    reference.target().try_id().map(ToOwned::to_owned).ok_or_else(|| "it is a symbolic ref".to_owned());
+                out.push(TaskRef { name, tip });
+            }
+            Err(err) => out.push(TaskRef { name: unreadable_ref_name(&err), tip: Err(format!("{err}")) }),
+        }
+    }
+    Ok(out)
+}
+
+/// gix names the file it could not parse in its message; use it as the ref's name.
+fn unreadable_ref_name(err: &gix::Error) -> String {
+    let text = format!("{err:#}");
+    text.split(['"', '\''])
+        .find_map(|part| part.find("refs/loop/").map(|at| part[at..].to_owned()))
+        .unwrap_or_else(|| "refs/loop/tasks/(unreadable)".to_owned())
+}
+
+/// How a new task came to be stored.
+pub enum Created {
+    Stored(Box<Snapshot>),
+    /// A task with that id already exists (kept untouched).
+    Exists,
+}
+
+/// Store a new task `id` made by `change` (which must carry `create`).
+pub fn create(store: &Store, ctx: &Context, id: &TaskId, change: Change) -> Result<Created> {
+    debug_assert!(change.create.is_some());
+    let name = refs::task(id);
+    // gix's create-if-absent succeeds when the ref already holds exactly the new commit,
+    // which an identical re-import would produce: look first.
+    if git::ref_target(&store.repo, &name)?.is_some() {
+        return Ok(Created::Exists);
+    }
+    let op = new_op(store, ctx, 1, change)?;
+    let mut task = Task::blank(id.as_str());
+    fold(&mut task, &op);
+    let commit = write_op_commit(store, ctx, &task, &op, &[])?;
+    match cas::update(store, &name, Expect::Absent, commit, "loop: create task")? {
+        Cas::Applied => Ok(Created::Stored(Box::new(Snapshot { task, tip: commit }))),
+        Cas::Lost { .. } => Ok(Created::Exists),
+    }
+}
+
+/// Why an operation cannot be applied to the task as it stands now.
+pub type Precondition<'a> = &'a dyn Fn(&Task) -> Result<(), Refusal>;
+
+/// Append an operation to task `id`, retrying when another writer got there first.
+/// `check` decides against the task as it is at that moment (it runs again on each retry).
+pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: Precondition<'_>) -> Result<Snapshot> {
+    let name = refs::task(id);
+    for _attempt in 0..64 {
+        let Some(current) = read(store, id)? else {
+            return Err(crate::error::usage(format!("task '{id}' does not exist"))
+                .hint("list tasks with 'git loop list'")
+                .into());
+        };
+        check(&current.task)?;
+        let op = new_op(store, ctx, current.task.lamport + 1, change.clone())?;
+        let mut task = current.task.clone();
+        fold(&mut task, &op);
+        let commit = write_op_commit(store, ctx, &task, &op, &[current.tip])?;
+        match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update task")? {
+            Cas::Applied => return Ok(Snapshot { task, tip: commit }),
+            Cas::Lost { .. } => continue,
+        }
+    }
+    anyhow::bail!("task '{id}' kept changing under this update (64 attempts); try again")
+}
+
+fn new_op(store: &Store, ctx: &Context, lamport: u64, change: Change) -> Result<Op> {
+    Ok(Op {
+        version: OP_VERSION,
+        lamport,
+        writer: store.clone_id()?,
+        at: ctx.now(),
+        by: store.identity.to_string(),
+        change,
+    })
+}
+
+fn write_op_commit(store: &Store, ctx: &Context, task: &Task, op: &Op, parents: &[ObjectId]) -> Result<ObjectId> {
+    let repo = &store.repo;
+    let task_blob = git::write_blob(repo, &serde_json::to_vec_pretty(task)?)?;
+    let op_blob = git::write_blob(repo, &serde_json::to_vec_pretty(op)?)?;
+    let tree = git::write_tree(repo, &[(OP_FILE, op_blob), (TASK_FILE, task_blob)])?;
+    let message = format!("{}: {}\n", task.id, op.change.describe());
+    git::write_commit(repo, tree, parents, &message, &store.identity.signature(ctx.now()))
+}
+
+/// How two tips of one task ref relate, and what the merged tip is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// Both sides are the same commit.
+    Same,
+    /// The local tip already contains the other side.
+    LocalAhead,
+    /// The other side contains the local tip: fast-forward to it.
+    FastForward(ObjectId),
+    /// Both sides had operations the other lacked: this merge commit holds them all.
+    Merged(ObjectId),
+}
+
+/// Merge two tips of task ref `name` (see the module docs for the rule).
+pub fn merge(repo: &gix::Repository, name: &str, local: ObjectId, other: ObjectId) -> Result<Merge> {
+    if local == other {
+        return Ok(Merge::Same);
+    }
+    let local_ops = collect_ops(repo, name, local)?;
+    if local_ops.contains_key(&other) {
+        return Ok(Merge::LocalAhead);
+    }
+    let other_ops = collect_ops(repo, name, other)?;
+    if other_ops.contains_key(&local) {
+        return Ok(Merge::FastForward(other));
+    }
+    let id = refs::task_id_of(name).context("not a task ref")?;
+    let mut ops: Vec<(ObjectId, Op)> = local_ops
+        .into_iter()
+        .chain(other_ops)
+        .filter_map(|(commit, op)| op.map(|op| (commit, op)))
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
+    ops.sort_by(|(a_id, a), (b_id, b)| (a.lamport, &a.writer, a_id).cmp(&(b.lamport, &b.writer, b_id)));
+    let mut task = Task::blank(id);
+    for (_, op) in &ops {
+        fold(&mut task, op);
+    }
+    let task_blob = git::write_blob(repo, &serde_json::to_vec_pretty(&task)?)?;
+    let tree = git::write_tree(repo, &[(TASK_FILE, task_blob)])?;
+    // Deterministic: same parents give the same commit on every clone.
+    let mut parents = [local, other];
+    parents.sort();
+    let seconds = parents
+        .iter()
+        .map(|p| repo.find_commit(*p).ok().and_then(|c| c.time().ok()).map_or(0, |t| t.seconds))
+        .max()
+        .unwrap_or(0);
+    let sig = gix::actor::Signature {
+        name: "git-loop".into(),
+        email: "merge@git-loop".into(),
+        time: gix::date::Time { seconds, offset: 0 },
+    };
+    let message = format!("{id}: merge\n");
+    Ok(Merge::Merged(git::write_commit(repo, tree, &parents, &message, &sig)?))
+}
+
+/// Every commit reachable from `tip`, with its operation (merge commits have none).
+fn collect_ops(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<HashMap<ObjectId, Option<Op>>> {
+    let mut seen: HashMap<ObjectId, Option<Op>> = HashMap::new();
+    let mut queue = VecDeque::from([tip]);
+    let mut queued = HashSet::from([tip]);
+    while let Some(commit) = queue.pop_front() {
+        let (parents, _) = git::read_commit(repo, commit).map_err(|err| corrupt_task(name, format!("{err:#}")))?;
+        let op = match git::read_commit_file(repo, commit, OP_FILE) {
+            Ok(Some(bytes)) => {
+                let op: Op = serde_json::from_slice(&bytes)
+                    .map_err(|err| corrupt_task(name, format!("{OP_FILE} in {commit}: {err}")))?;
+                if op.version > OP_VERSION {
+                    return Err(corrupt_task(
+                        name,
+                        format!("operation version {} was written by a newer git-loop", op.version),
+                    )
+                    .into());
+                }
+                Some(op)
+            }
+            Ok(None) => None,
+            Err(err) => return Err(corrupt_task(name, format!("{err:#}")).into()),
+        };
+        seen.insert(commit, op);
+        for parent in parents {
+            if queued.insert(parent) {
+                queue.push_back(parent);
+            }
+        }
+    }
+    Ok(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(lamport: u64, writer: &str, change: Change) -> Op {
+        Op {
+            version: OP_VERSION,
+            lamport,
+            writer: writer.into(),
+            at: DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(lamport as i64),
+            by: "t <t@t>".into(),
+            change,
+        }
+    }
+
+    #[test]
+    fn folding_applies_sets_adds_and_removes_in_order() {
+        let mut task = Task::blank("t-1");
+        let create = Change {
+            create: Some(Create { origin: None, created_at: None }),
+            set: Fields { title: Some("a".into()), priority: Some(Priority::P2), ..Default::default() },
+            add: Lists { labels: vec!["x".into()], ..Default::default() },
+            ..Default::default()
+        };
+        fold(&mut task, &op(1, "a", create));
+        fold(
+            &mut task,
+            &op(
+                2,
+                "b",
+                Change {
+                    set: Fields { priority: Some(Priority::P0), ..Default::default() },
+                    add: Lists { after: vec!["t-0".into()], labels: vec!["y".into()], ..Default::default() },
+                    remove: Lists { labels: vec!["x".into()], ..Default::default() },
+                    ..Default::default()
+                },
+            ),
+        );
+        assert_eq!(task.title, "a");
+        assert_eq!(task.priority, Priority::P0);
+        assert_eq!(task.after, vec!["t-0".to_owned()]);
+        assert_eq!(task.labels, vec!["y".to_owned()]);
+        assert_eq!(task.lamport, 2);
+    }
+
+    #[test]
+    fn edits_never_change_the_state() {
+        let mut task = Task::blank("t-1");
+        fold(
+            &mut task,
+            &op(
+                2,
+                "a",
+                Change {
+                    state: Some(StateChange { state: State::Done, reason: None, completion: None }),
+                    ..Default::default()
+                },
+            ),
+        );
+        fold(
+            &mut task,
+            &op(
+                2,
+                "b",
+                Change { set: Fields { title: Some("renamed".into()), ..Default::default() }, ..Default::default() },
+            ),
+        );
+        assert_eq!((task.state, task.title.as_str()), (State::Done, "renamed"));
+    }
+}
