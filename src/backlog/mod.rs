@@ -22,7 +22,8 @@ use crate::store::{clone_writer, index, notes, Store};
 /// the `t-`).
 pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
     if let Ok(id) = given.parse::<TaskId>() {
-        if git::ref_target(&store.repo, &refs::task(&id))?.is_some() {
+        // An unreadable ref still names the task: let the reader report it as corrupt.
+        if git::ref_target(&store.repo, &refs::task(&id)).map_or(true, |tip| tip.is_some()) {
             return Ok(id);
         }
     }
@@ -401,7 +402,10 @@ impl Board {
 
 /// What `next --claim` got.
 pub enum NextClaimed {
-    Claimed { task: Box<Task>, held: Box<Held> },
+    Claimed {
+        task: Box<Task>,
+        held: Box<Held>,
+    },
     /// Nothing ready (or every ready task was taken by others first).
     Nothing,
 }

@@ -68,7 +68,8 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     let mut out = Out::new();
     if args.json {
         let tasks: Vec<_> = rows.iter().map(|(s, _)| task_json(&board, s)).collect();
-        out.json(&json!({ "tasks": tasks }))?;
+        let corrupt: Vec<_> = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
+        out.json(&json!({ "tasks": tasks, "corrupt": corrupt }))?;
         return Ok(0);
     }
     for (s, readiness) in rows {

@@ -67,9 +67,14 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     value
 }
 
-/// Corrupt records found while reading, one warning line each on stderr.
+/// Corrupt records found while reading, one warning line each on stderr (the problem text
+/// names the ref).
 pub fn warn_corrupt(corrupt: &[(String, String)]) {
     for (name, problem) in corrupt {
-        eprintln!("warning: skipped '{name}': {problem}");
+        if problem.contains(name.as_str()) {
+            eprintln!("warning: skipped: {problem}");
+        } else {
+            eprintln!("warning: skipped '{name}': {problem}");
+        }
     }
 }

@@ -178,6 +178,15 @@ pub fn ref_target(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>
     Ok(found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
 }
 
+/// The ref name gix gives in an error about a ref it could not parse (it names the file);
+/// `fallback` when it names none.
+pub fn unreadable_ref_name(err: &gix::Error, fallback: &str) -> String {
+    let text = format!("{err:#}");
+    text.split(['"', '\''])
+        .find_map(|part| part.find("refs/").map(|at| part[at..].to_owned()))
+        .unwrap_or_else(|| fallback.to_owned())
+}
+
 /// Read a blob's bytes.
 pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>> {
     let blob = repo.find_blob(id).with_context(|| format!("could not read blob {id}"))?;

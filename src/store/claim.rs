@@ -151,7 +151,10 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             key: key.to_string(),
             holder: opts.holder.clone(),
             session: opts.session.clone(),
-            reason: opts.reason.clone(),
+            // A refresh without a reason keeps the one given when the claim was taken.
+            reason: opts.reason.clone().or_else(|| {
+                current.as_ref().filter(|h| h.record.holder == opts.holder).and_then(|h| h.record.reason.clone())
+            }),
             host: ctx.host.clone(),
             pid: ctx.pid,
             boot_id: ctx.boot_id.clone(),
@@ -184,6 +187,8 @@ pub enum Release {
     Released(Record),
     /// Nobody held it.
     NotHeld,
+    /// Its record was corrupt and has been removed (`force`).
+    RemovedCorrupt,
     /// Someone else holds it.
     HeldByOther(Record),
 }
@@ -209,7 +214,7 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
                     return remove_unreadable_ref(store, &name);
                 };
                 match swap(store, arbiter.as_deref(), &name, Expect::Is(oid), None)? {
-                    Cas::Applied => return Ok(Release::NotHeld),
+                    Cas::Applied => return Ok(Release::RemovedCorrupt),
                     Cas::Lost { .. } => continue,
                 }
             }
@@ -234,7 +239,7 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
 fn remove_unreadable_ref(store: &Store, name: &str) -> Result<Release> {
     let path = store.repo.common_dir().join(name);
     match std::fs::remove_file(&path) {
-        Ok(()) => Ok(Release::NotHeld),
+        Ok(()) => Ok(Release::RemovedCorrupt),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Release::NotHeld),
         Err(err) => Err(err).with_context(|| format!("could not remove '{}'", path.display())),
     }
@@ -255,7 +260,10 @@ fn swap(store: &Store, arbiter: Option<&str>, name: &str, expect: Expect, new: O
 /// One row of `claim list`.
 #[derive(Debug, Clone)]
 pub enum Listed {
-    Claim { key: ClaimKey, held: Box<Held> },
+    Claim {
+        key: ClaimKey,
+        held: Box<Held>,
+    },
     /// A claim ref whose record cannot be read.
     Corrupt {
         name: String,
@@ -271,7 +279,12 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
         let reference = match item {
             Ok(r) => r,
             Err(err) => {
-                out.push(Listed::Corrupt { name: format!("{}(unreadable)", refs::CLAIMS), problem: err.to_string() });
+                let name = git::unreadable_ref_name(&err, "refs/loop/claims/(unreadable)");
+                let problem = match refs::claim_key_of(&name) {
+                    Some(key) => corrupt_claim(&key, "the ref file cannot be parsed").message,
+                    None => format!("claim ref '{name}' cannot be parsed"),
+                };
+                out.push(Listed::Corrupt { name, problem });
                 continue;
             }
         };

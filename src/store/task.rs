@@ -382,7 +382,8 @@ pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
 /// Read a task; `None` if no such task exists.
 pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     let name = refs::task(id);
-    let Some(tip) = git::ref_target(&store.repo, &name)? else {
+    let tip = git::ref_target(&store.repo, &name).map_err(|_| corrupt_task(&name, "the ref file cannot be parsed"))?;
+    let Some(tip) = tip else {
         return Ok(None);
     };
     Ok(Some(Snapshot { task: read_at(&store.repo, &name, tip)?, tip }))
@@ -406,18 +407,13 @@ pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
                     reference.target().try_id().map(ToOwned::to_owned).ok_or_else(|| "it is a symbolic ref".to_owned());
                 out.push(TaskRef { name, tip });
             }
-            Err(err) => out.push(TaskRef { name: unreadable_ref_name(&err), tip: Err(format!("{err}")) }),
+            Err(err) => {
+                let name = git::unreadable_ref_name(&err, "refs/loop/tasks/(unreadable)");
+                out.push(TaskRef { tip: Err(corrupt_task(&name, "the ref file cannot be parsed").message), name });
+            }
         }
     }
     Ok(out)
-}
-
-/// gix names the file it could not parse in its message; use it as the ref's name.
-fn unreadable_ref_name(err: &gix::Error) -> String {
-    let text = format!("{err:#}");
-    text.split(['"', '\''])
-        .find_map(|part| part.find("refs/loop/").map(|at| part[at..].to_owned()))
-        .unwrap_or_else(|| "refs/loop/tasks/(unreadable)".to_owned())
 }
 
 /// How a new task came to be stored.

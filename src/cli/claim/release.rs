@@ -40,6 +40,7 @@ pub fn run(env: &Env, args: ReleaseArgs) -> Result<u8> {
     let word = match &outcome {
         Release::Released(_) => "released",
         Release::NotHeld => "not_held",
+        Release::RemovedCorrupt => "removed_corrupt",
         Release::HeldByOther(_) => "held",
     };
     if args.json {
@@ -60,5 +61,6 @@ pub fn run(env: &Env, args: ReleaseArgs) -> Result<u8> {
             out.line(format!("released {} (taken {held})", args.key)).map(|()| 0)
         }
         Release::NotHeld => out.line(format!("{} was not held", args.key)).map(|()| 0),
+        Release::RemovedCorrupt => out.line(format!("removed the corrupt record of {}", args.key)).map(|()| 0),
     }
 }

@@ -1,0 +1,145 @@
+//! Claims in one repository: exit codes, leases, takeover, release, and the C1 race.
+
+use std::process::Stdio;
+
+use crate::harness::{Repo, TestEnv};
+
+fn at(t: &str) -> [(&str, &str); 1] {
+    [("GIT_LOOP_NOW", t)]
+}
+
+#[test]
+fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let got = repo.run(&["claim", "acquire", "node:t-1", "--holder", "ann", "--ttl", "30m", "--reason", "parser"]).ok();
+    assert_eq!(got.stdout, "acquired node:t-1, held until 12:30 (in 30 min)\n");
+    let again = repo
+        .run_with(&["claim", "acquire", "node:t-1", "--holder", "ann", "--ttl", "30m"], &at("2026-03-01T12:10:00Z"))
+        .ok();
+    assert_eq!(
+        again.stdout, "refreshed node:t-1, held until 12:40 (in 30 min)\n",
+        "a same-holder re-acquire refreshes the lease"
+    );
+    let refused =
+        repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "bob"], &at("2026-03-01T12:20:00Z")).code(1);
+    assert_eq!(
+        refused.stderr,
+        "error: claim 'node:t-1' is held by ann (parser) until 12:40 (in 20 min)\nhint: pick another task with 'git loop next'\n"
+    );
+    let json = repo
+        .run_with(&["claim", "acquire", "node:t-1", "--holder", "bob", "--json"], &at("2026-03-01T12:20:00Z"))
+        .code(1)
+        .json();
+    assert_eq!((json["outcome"].as_str(), json["claim"]["holder"].as_str()), (Some("held"), Some("ann")));
+    let not_yours = repo.run(&["claim", "release", "node:t-1", "--holder", "bob"]).code(1);
+    assert_eq!(
+        not_yours.stderr,
+        "error: claim 'node:t-1' is held by ann, not bob\nhint: only its holder can release a live claim\n"
+    );
+    repo.run(&["claim", "release", "node:t-1", "--holder", "ann"]).ok();
+    assert_eq!(repo.run(&["claim", "release", "node:t-1", "--holder", "ann"]).ok().stdout, "node:t-1 was not held\n");
+    assert!(repo.git(&["for-each-ref", "refs/loop/claims"]).is_empty(), "a released claim leaves no ref");
+}
+
+#[test]
+fn a_stale_claim_is_taken_over_and_listed_as_stale_until_then() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.run(&["claim", "acquire", "walker:main", "--holder", "old", "--ttl", "10m"]).ok();
+    let later = at("2026-03-01T12:30:00Z");
+    let hidden = repo.run_with(&["claim", "list"], &later).ok();
+    assert_eq!(hidden.stdout, "", "stale claims are hidden by default");
+    let listed = repo.run_with(&["claim", "list", "--include-stale", "--json"], &later).ok().json();
+    assert_eq!(listed["claims"][0]["status"], "stale");
+    let taken = repo.run_with(&["claim", "acquire", "walker:main", "--holder", "new", "--json"], &later).ok().json();
+    assert_eq!((taken["outcome"].as_str(), taken["previous_holder"].as_str()), (Some("taken_over"), Some("old")));
+    assert_eq!(taken["claim"]["took_over_from"], "old");
+}
+
+#[test]
+fn bad_keys_and_holders_are_usage_errors_before_any_work() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    for key in
+        ["node", "node:", "Node:x", "node:A", "node:a/b", "node:..", "node:x.lock", "node:-x", "node:a b", "node:é"]
+    {
+        let out = repo.run(&["claim", "acquire", key, "--holder", "h"]).code(2);
+        assert!(out.stderr.starts_with("error: "), "{key}: {}", out.stderr);
+    }
+    repo.run(&["claim", "acquire", "node:x"]).code(2);
+    repo.run(&["claim", "acquire", "node:x", "--holder", "h", "--ttl", "soon"]).code(2);
+    assert!(repo.git(&["for-each-ref", "refs/loop"]).is_empty(), "nothing was written");
+}
+
+/// Run `n` claimants of `key` at once; returns how many report each outcome.
+fn race(repo: &Repo<'_>, key: &str, holders: &[String]) -> (usize, usize, usize) {
+    let children: Vec<_> = holders
+        .iter()
+        .map(|h| {
+            repo.command(&["claim", "acquire", key, "--holder", h, "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a claimant")
+        })
+        .collect();
+    let (mut acquired, mut refreshed, mut held) = (0, 0, 0);
+    for child in children {
+        let out = child.wait_with_output().expect("claimant finishes");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("claimant printed no JSON: {}", String::from_utf8_lossy(&out.stderr)));
+        match json["outcome"].as_str() {
+            Some("acquired") => acquired += 1,
+            Some("refreshed") => refreshed += 1,
+            Some("held") => held += 1,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    (acquired, refreshed, held)
+}
+
+/// C1: 32 processes claim one key at once, 50 rounds, with distinct and with identical
+/// holders: exactly one creates the claim each round.
+#[test]
+fn c1_thirty_two_claimants_get_exactly_one_winner_per_round() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let distinct: Vec<String> = (0..32).map(|i| format!("agent-{i}")).collect();
+    let identical: Vec<String> = (0..32).map(|_| "same-agent".to_owned()).collect();
+    for round in 0..50 {
+        let key = format!("node:round-{round}");
+        let (acquired, _, held) = race(&repo, &key, &distinct);
+        assert_eq!((acquired, held), (1, 31), "round {round}, distinct holders: exactly one winner");
+        let key = format!("node:same-{round}");
+        let (acquired, refreshed, held) = race(&repo, &key, &identical);
+        assert_eq!((acquired, refreshed + held), (1, 31), "round {round}, identical holders: exactly one creates it");
+    }
+}
+
+/// The control for C1: claimants that write the ref without compare-and-swap (`git update-ref`
+/// with no old value) all "win". If this ever found a single winner, the race above would not
+/// be proving anything.
+#[test]
+fn c1_control_blind_writers_all_believe_they_won() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let blob = repo.git(&["hash-object", "-w", "README"]);
+    let mut winners_over_rounds = 0;
+    for round in 0..5 {
+        let name = format!("refs/loop/claims/node/blind-{round}");
+        let children: Vec<_> = (0..32)
+            .map(|_| {
+                let mut cmd = std::process::Command::new("git");
+                env.seal(&mut cmd).args(["update-ref", &name, &blob]).current_dir(&repo.dir).spawn().expect("spawn")
+            })
+            .collect();
+        let winners =
+            children.into_iter().map(|c| c.wait_with_output().expect("wait")).filter(|o| o.status.success()).count();
+        winners_over_rounds += winners;
+    }
+    assert!(
+        winners_over_rounds > 5,
+        "blind writers must produce double claims ({winners_over_rounds} winners in 5 rounds)"
+    );
+}

@@ -1,0 +1,8 @@
+//! The one integration-test binary: every module drives the real `git-loop` executable
+//! against real repositories in a sealed environment (see `harness`).
+
+mod backlog;
+mod claims;
+mod harness;
+mod robustness;
+mod sync;

@@ -1,0 +1,175 @@
+//! Bad state and bad input: corrupt records (D2), stale locks (L1, L2), reftable and bare
+//! repositories (L5), and text that tries to run code (S2).
+
+use std::time::{Duration, SystemTime};
+
+use crate::harness::TestEnv;
+
+/// D2: garbage, empty and missing-object task and claim refs are reported by name with exit
+/// 3 for that record; every other task keeps working.
+#[test]
+fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let good = repo.add(&["healthy"]);
+    let refs = repo.dir.join(".git/refs/loop");
+    std::fs::create_dir_all(refs.join("claims/node")).expect("mkdir");
+    let junk_blob = repo.git(&["hash-object", "-w", "--stdin", "--no-filters", "README"]);
+    let missing = "1234567890123456789012345678901234567890";
+    for (name, content) in
+        [("t-garbage", "garbage\n"), ("t-empty", ""), ("t-missing", missing), ("t-blob", junk_blob.as_str())]
+    {
+        std::fs::write(refs.join("tasks").join(name), format!("{content}\n").trim_start()).expect("write ref");
+    }
+    std::fs::write(refs.join("claims/node/c-garbage"), "garbage\n").expect("write ref");
+    std::fs::write(refs.join("claims/node/c-blob"), format!("{junk_blob}\n")).expect("write ref");
+
+    let list = repo.run(&["list"]).ok();
+    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n", "healthy tasks are listed");
+    for name in ["t-garbage", "t-empty", "t-missing", "t-blob"] {
+        assert!(
+            list.stderr.contains(&format!("task record 'refs/loop/tasks/{name}' is corrupt")),
+            "{name} named in:\n{}",
+            list.stderr
+        );
+    }
+    assert_eq!(repo.run(&["next", "--json"]).ok().json()["id"], good.as_str(), "next still works");
+    let listed = repo.run(&["list", "--json"]).ok().json();
+    assert_eq!(listed["corrupt"].as_array().map(Vec::len), Some(6), "four tasks and two claims");
+    for name in ["t-garbage", "t-empty", "t-missing", "t-blob"] {
+        let shown = repo.run(&["show", name]).code(3);
+        assert!(
+            shown.stderr.starts_with(&format!("error: task record 'refs/loop/tasks/{name}' is corrupt")),
+            "{}",
+            shown.stderr
+        );
+        assert!(shown.stderr.contains("hint: "), "a corrupt record comes with a repair hint");
+    }
+    let claim = repo.run(&["claim", "acquire", "node:c-blob", "--holder", "h"]).code(3);
+    assert_eq!(
+        claim.stderr.lines().last(),
+        Some("hint: remove it with 'git loop claim release node:c-blob --force'"),
+        "{}",
+        claim.stderr
+    );
+    repo.run(&["claim", "acquire", "node:c-garbage", "--holder", "h"]).code(3);
+    let removed = repo.run(&["claim", "release", "node:c-garbage", "--force"]).ok();
+    assert_eq!(removed.stdout, "removed the corrupt record of node:c-garbage\n");
+    repo.run(&["claim", "release", "node:c-blob", "--force"]).ok();
+    repo.run(&["claim", "acquire", "node:c-blob", "--holder", "h"]).ok();
+    let oversized = "x".repeat(2_000_000);
+    let big = repo.run(&["add", &oversized[..100_000]]).ok();
+    assert!(big.stdout.starts_with("t-"), "large titles are stored, not refused");
+}
+
+fn age(path: &std::path::Path, seconds: u64) {
+    let file = std::fs::File::options().write(true).open(path).expect("open lock");
+    file.set_modified(SystemTime::now() - Duration::from_secs(seconds)).expect("set mtime");
+}
+
+/// L1: a ref lock left by a writer killed with SIGKILL: a fresh one is reported with its
+/// path and the fix; one older than 30 s is recognised as abandoned and removed.
+#[test]
+fn l1_a_stale_ref_lock_is_recovered_and_a_fresh_one_is_named() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let dir = repo.dir.join(".git/refs/loop/claims/node");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let lock = dir.join("t-1.lock");
+    std::fs::write(&lock, "").expect("write lock");
+    let fresh = repo.run(&["claim", "acquire", "node:t-1", "--holder", "h"]).code(1);
+    assert!(
+        fresh.stderr.starts_with("error: ref 'refs/loop/claims/node/t-1' is locked by another writer (for ")
+            && fresh
+                .stderr
+                .contains("hint: if no git or git-loop process is running, a crashed one left it: remove it with 'rm "),
+        "{}",
+        fresh.stderr
+    );
+    assert!(lock.exists(), "a lock that may belong to a live writer is never removed");
+    age(&lock, 120);
+    repo.run(&["claim", "acquire", "node:t-1", "--holder", "h"]).ok();
+    assert!(!lock.exists(), "the abandoned lock is gone");
+}
+
+/// L2: a leftover packed-refs.lock blocks every gix ref write; the error names it and the fix.
+#[test]
+fn l2_a_leftover_packed_refs_lock_is_reported_with_the_fix() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let lock = repo.dir.join(".git/packed-refs.lock");
+    std::fs::write(&lock, "").expect("write lock");
+    let out = repo.run(&["add", "x"]).code(1);
+    assert!(out.stderr.starts_with("error: packed-refs.lock is held"), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("remove it with 'rm {}'", lock.display())), "{}", out.stderr);
+    std::fs::remove_file(&lock).expect("remove");
+    repo.run(&["add", "x"]).ok();
+    assert_eq!(
+        repo.run(&["list", "--json"]).ok().json()["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "nothing half-written"
+    );
+}
+
+/// L5: a reftable repository is refused (gix would write refs git never sees); so are bare
+/// repositories and directories outside any repository.
+#[test]
+fn l5_reftable_bare_and_missing_repositories_are_refused_clearly() {
+    let env = TestEnv::new();
+    let reftable = env.path("reftable");
+    env.git(env.root.path(), &["init", "-q", "--ref-format=reftable", reftable.to_str().expect("utf-8")]);
+    let repo = crate::harness::Repo { env: &env, dir: reftable };
+    let out = repo.run(&["add", "x"]).code(2);
+    assert!(out.stderr.contains("stores its refs in reftable format"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: use a repository with the files ref backend"), "{}", out.stderr);
+
+    let bare = env.remote("bare");
+    let repo = crate::harness::Repo { env: &env, dir: bare };
+    let out = repo.run(&["list"]).code(2);
+    assert!(out.stderr.contains("is a bare repository"), "{}", out.stderr);
+
+    let nowhere = env.path("nowhere");
+    std::fs::create_dir_all(&nowhere).expect("mkdir");
+    let repo = crate::harness::Repo { env: &env, dir: nowhere };
+    let out =
+        repo.run_with(&["list"], &[("GIT_CEILING_DIRECTORIES", env.root.path().to_str().expect("utf-8"))]).code(2);
+    assert!(out.stderr.contains("is not in a git repository"), "{}", out.stderr);
+}
+
+/// S2: titles and bodies with shell syntax, option-like text and newlines are stored verbatim
+/// through every way in (add, --body-file, import) and never run.
+#[test]
+fn s2_injected_text_round_trips_and_runs_nothing() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let canary = env.path("canary");
+    let nasty = format!(
+        "$(touch {c}) `touch {c}` ; touch {c} | touch {c} && touch {c}\n--upload-pack=touch {c}\n\"'\\\n\u{7}",
+        c = canary.display()
+    );
+    let body_file = env.path("body.txt");
+    std::fs::write(&body_file, &nasty).expect("write body");
+    let id = repo.add(&[
+        "--body-file",
+        body_file.to_str().expect("utf-8"),
+        "--label",
+        "$(x)",
+        "--",
+        "--upload-pack=touch x",
+    ]);
+    let shown = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (shown["title"].as_str(), shown["body"].as_str()),
+        (Some("--upload-pack=touch x"), Some(nasty.as_str()))
+    );
+    let line = serde_json::json!({ "title": nasty, "body": nasty }).to_string();
+    let file = env.path("in.jsonl");
+    std::fs::write(&file, format!("{line}\n")).expect("write");
+    let added = repo.run(&["import", file.to_str().expect("utf-8"), "--json"]).ok().json();
+    let imported = added["added"][0].as_str().expect("an id").to_owned();
+    assert_eq!(repo.run(&["show", &imported, "--json"]).ok().json()["title"], nasty.as_str());
+    repo.run(&["journal", "append", "note", "--data", &serde_json::json!({ "message": nasty }).to_string()]).ok();
+    let events = repo.run(&["log", "--json"]).ok().json();
+    assert!(events["events"].as_array().expect("events").iter().any(|e| e["data"]["message"] == nasty.as_str()));
+    assert!(!canary.exists(), "no text from a task was ever executed");
+}

@@ -1,0 +1,36 @@
+//! `sync` between clones of one remote: tasks merged without conflicts, in either order.
+
+use crate::harness::TestEnv;
+
+/// Two clones edit the same task offline (one changes the priority, the other adds a
+/// dependency) and sync in either order: both edits survive, both clones end identical.
+#[test]
+fn offline_edits_of_one_task_merge_the_same_way_whatever_the_sync_order() {
+    for a_first in [true, false] {
+        let env = TestEnv::new();
+        let remote = env.remote("origin");
+        let url = remote.to_str().expect("utf-8");
+        let a = env.clone_of(url, "a");
+        let b = env.clone_of(url, "b");
+        a.run(&["init", "--remote", "origin"]).ok();
+        b.run(&["init", "--remote", "origin"]).ok();
+        let task = a.add(&["shared"]);
+        let dep = a.add(&["dependency"]);
+        a.run(&["sync"]).ok();
+        b.run(&["sync"]).ok();
+        a.run(&["edit", &task, "-p", "p0"]).ok();
+        b.run_with(&["edit", &task, "--after", &dep], &[("GIT_LOOP_NOW", "2026-03-01T12:05:00Z")]).ok();
+        let order = if a_first { [&a, &b, &a] } else { [&b, &a, &b] };
+        for clone in order {
+            clone.run(&["sync"]).ok();
+        }
+        let name = format!("refs/loop/tasks/{task}");
+        let (tip_a, tip_b) = (a.git(&["rev-parse", &name]), b.git(&["rev-parse", &name]));
+        assert_eq!(tip_a, tip_b, "both clones hold the same merged tip");
+        assert_eq!(env.git(&remote, &["rev-parse", &name]), tip_a, "and so does the remote");
+        let merged = a.run(&["show", &task, "--json"]).ok().json();
+        assert_eq!(merged["priority"], "p0", "the priority edit survived");
+        assert_eq!(merged["after"], serde_json::json!([dep]), "the dependency edit survived");
+        assert_eq!(b.run(&["sync"]).ok().stdout, "", "a second sync has nothing left to do");
+    }
+}
