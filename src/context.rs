@@ -42,6 +42,8 @@ pub struct Context {
     pub boot_id: String,
     pub session: SessionEnv,
     pub git_identity: GitIdentityEnv,
+    /// The PATH programs are looked up in.
+    pub path_var: Option<std::ffi::OsString>,
 }
 
 impl Context {

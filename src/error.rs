@@ -18,6 +18,10 @@ pub enum Class {
     Corrupt,
     /// Anything else that went wrong while doing the work: exit 1.
     Failure,
+    /// A singleton (walker, commander) is held by another process: exit 3.
+    Busy,
+    /// The agent's program is not installed: exit 77.
+    AgentMissing,
 }
 
 impl Class {
@@ -26,7 +30,8 @@ impl Class {
         match self {
             Class::Usage => 2,
             Class::Refused | Class::Failure => 1,
-            Class::Corrupt => 3,
+            Class::Corrupt | Class::Busy => 3,
+            Class::AgentMissing => 77,
         }
     }
 }

@@ -12,7 +12,11 @@ mod error;
 mod git;
 mod ids;
 mod refs;
+mod runloop;
+mod session;
 mod store;
+mod tries;
+mod walk;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -62,6 +62,19 @@ pub fn done_anchor(id: &TaskId) -> String {
     format!("{DONE}{id}")
 }
 
+pub fn try_branch(id: &TaskId, n: u32) -> String {
+    format!("{TRY_BRANCHES}{id}/{n}")
+}
+
+pub fn try_anchor(id: &TaskId, n: u32) -> String {
+    format!("{TRIES}{id}/{n}")
+}
+
+/// A branch name without `refs/heads/`, as people write it.
+pub fn short_branch(name: &str) -> &str {
+    name.strip_prefix("refs/heads/").unwrap_or(name)
+}
+
 /// Where `sync` mirrors a ref fetched from `remote`: `refs/loop/x` becomes
 /// `refs/loop-remotes/<remote>/loop/x`.
 pub fn mirror(remote: &str, name: &str) -> String {

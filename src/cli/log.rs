@@ -73,7 +73,7 @@ pub fn run(env: &Env, args: LogArgs) -> Result<u8> {
             clock(e.at, now),
             e.task.as_deref().unwrap_or("-"),
             e.kind,
-            e.session.as_deref().or(Some(e.writer.as_str())).unwrap_or("")
+            e.session.as_deref().or(e.data.get("session").and_then(|s| s.as_str())).unwrap_or(e.writer.as_str())
         ))
     };
     let mut seen: HashSet<_> = HashSet::new();

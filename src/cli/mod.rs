@@ -5,8 +5,11 @@
 mod add;
 mod cancel;
 mod claim;
+mod demo;
+mod demo_agent;
 mod done;
 mod edit;
+mod finish;
 mod human;
 mod import;
 mod init;
@@ -17,7 +20,11 @@ mod next;
 mod output;
 mod park;
 mod reopen;
+mod run;
+mod session_guard;
 mod show;
+mod status;
+mod stop;
 mod sync;
 
 use std::path::PathBuf;
@@ -62,12 +69,23 @@ enum Command {
     #[command(subcommand)]
     Journal(journal::JournalCommand),
     Sync(sync::SyncArgs),
+    Run(run::RunArgs),
+    Finish(finish::FinishArgs),
+    Status(status::StatusArgs),
+    Stop(stop::StopArgs),
+    Demo(demo::DemoArgs),
+    #[command(hide = true)]
+    SessionGuard(session_guard::GuardArgs),
+    #[command(hide = true)]
+    DemoAgent(demo_agent::DemoAgentArgs),
 }
 
 /// What every command gets: the ambient context and where it runs.
 pub struct Env {
     pub ctx: Context,
     pub cwd: PathBuf,
+    /// This program, for the session guard and the demo agent.
+    pub exe: PathBuf,
 }
 
 impl Env {
@@ -78,8 +96,6 @@ impl Env {
 
 /// Parse argv, run the command, report any error, and return the exit code.
 pub fn main() -> ExitCode {
-    // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
-    let _ = gix::interrupt::init_handler_default(0);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -88,6 +104,19 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    match cli.command {
+        // The guard handles its own signals.
+        Command::SessionGuard(_) => {}
+        // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
+        // a second one ends the process after deleting in-flight lock files.
+        Command::Run(_) | Command::Demo(_) => {
+            let _ = gix::interrupt::init_handler_default(1);
+        }
+        // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
+        _ => {
+            let _ = gix::interrupt::init_handler_default(0);
+        }
+    }
     let env = match environment(cli.dir) {
         Ok(env) => env,
         Err(err) => return report(err),
@@ -108,6 +137,13 @@ pub fn main() -> ExitCode {
         Command::Log(args) => log::run(&env, args),
         Command::Journal(cmd) => journal::run(&env, cmd),
         Command::Sync(args) => sync::run(&env, args),
+        Command::Run(args) => run::run(&env, args),
+        Command::Finish(args) => finish::run(&env, args),
+        Command::Status(args) => status::run(&env, args),
+        Command::Stop(args) => stop::run(&env, args),
+        Command::Demo(args) => demo::run(&env, args),
+        Command::SessionGuard(args) => session_guard::run(&env, args),
+        Command::DemoAgent(args) => demo_agent::run(&env, args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -173,6 +209,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
             email: var("GIT_COMMITTER_EMAIL"),
             fallback_email: var("EMAIL"),
         },
+        path_var: std::env::var_os("PATH"),
     };
     let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the current directory: {e}"))?;
     let cwd = match dir {
@@ -180,7 +217,8 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
         Some(dir) => cwd.join(dir),
         None => cwd,
     };
-    Ok(Env { ctx, cwd })
+    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this program's own path: {e}"))?;
+    Ok(Env { ctx, cwd, exe })
 }
 
 #[cfg(test)]

@@ -76,6 +76,38 @@ fn is_reftable_dir(dir: &Path) -> bool {
     dir.ancestors().any(|d| d.join(".git/reftable").is_dir() || d.join("reftable").is_dir() && d.join("HEAD").is_file())
 }
 
+/// Make a repository handle safe for internal work in a worktree an agent controls: remove
+/// every `filter.<driver>` from its in-memory configuration, so no clean, smudge or process
+/// filter an agent planted can run while we hash, stage or check out files. (gix runs no
+/// hooks and no fsmonitor in any case.)
+pub fn harden(repo: &mut gix::Repository) -> Result<()> {
+    let mut config = repo.config_snapshot_mut();
+    let ids: Vec<_> = config.sections_and_ids_by_name("filter").into_iter().flatten().map(|(_, id)| id).collect();
+    for id in ids {
+        config.remove_section_by_id(id);
+    }
+    config.commit().context("could not apply the hardened configuration")?;
+    Ok(())
+}
+
+/// Rewrite a worktree's index from `tree`, with stat data from the files on disk, so `git
+/// status` sees the worktree as clean where it matches the tree.
+pub fn write_index(repo: &gix::Repository, tree: ObjectId) -> Result<()> {
+    let workdir = repo.workdir().context("the repository has no working directory")?.to_owned();
+    let mut index = repo.index_from_tree(&tree).context("could not build the index")?;
+    for (entry, path) in index.entries_mut_with_paths() {
+        let Ok(rela) = gix::path::from_bstr(path) else { continue };
+        let file = workdir.join(rela);
+        if let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&file) {
+            if let Ok(stat) = gix::index::entry::Stat::from_fs(&meta) {
+                entry.stat = stat;
+            }
+        }
+    }
+    index.write(Default::default()).context("could not write the index")?;
+    Ok(())
+}
+
 /// Machine-local runtime state that is not shared: `<common-dir>/loop`. Deleting it loses
 /// nothing that the refs do not hold.
 pub fn loop_dir(repo: &gix::Repository) -> PathBuf {

@@ -128,7 +128,7 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 /// Take claim `key` for `opts.holder`: create it, refresh our own, or take over a stale one.
 pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptions) -> Result<Acquire> {
     let name = refs::claim(key);
-    let arbiter = store.arbiter();
+    let arbiter = arbiter_for(store, key);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
     // record we would refuse on is still the remote's.
     let mut confirmed = arbiter.is_none();
@@ -197,7 +197,7 @@ pub enum Release {
 /// stale one of another holder (never a live one of another holder).
 pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force: bool) -> Result<Release> {
     let name = refs::claim(key);
-    let arbiter = store.arbiter();
+    let arbiter = arbiter_for(store, key);
     if arbiter.is_some() {
         // The local mirror may be behind the remote (another clone's claim, or our own push
         // whose outcome we never learned): decide on the remote's current record.
@@ -233,6 +233,48 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
         }
     }
     anyhow::bail!("claim '{key}' kept changing under this release (50 tries); try again")
+}
+
+/// The remote that decides `key`, if any. Walker singletons are local to a clone: one walker
+/// per clone, whatever other clones do, and never exchanged by `sync`.
+pub fn arbiter_for(store: &Store, key: &ClaimKey) -> Option<String> {
+    if key.kind() == LOCAL_KIND {
+        None
+    } else {
+        store.arbiter()
+    }
+}
+
+/// The claim kind that stays in its clone.
+pub const LOCAL_KIND: &str = "walker";
+
+/// Take over the claim `held` (as read) whatever its lease says, by compare-and-swap against
+/// exactly that record: for a holder known to be dead (its process is gone).
+pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts: &AcquireOptions) -> Result<Acquire> {
+    let now = ctx.now();
+    let record = Record {
+        version: CLAIM_VERSION,
+        key: key.to_string(),
+        holder: opts.holder.clone(),
+        session: opts.session.clone(),
+        reason: opts.reason.clone(),
+        host: ctx.host.clone(),
+        pid: ctx.pid,
+        boot_id: ctx.boot_id.clone(),
+        nonce: random_base32(16),
+        acquired_at: now,
+        refreshed_at: now,
+        expires_at: now + opts.ttl,
+        took_over_from: Some(held.record.holder.clone()),
+    };
+    let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
+    match swap(store, arbiter_for(store, key).as_deref(), &refs::claim(key), Expect::Is(held.oid), Some(oid))? {
+        Cas::Applied => Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) }),
+        Cas::Lost { .. } => match read(store, key)? {
+            Some(now_held) => Ok(Acquire::HeldByOther(now_held)),
+            None => acquire(store, ctx, key, opts),
+        },
+    }
 }
 
 /// A loose ref file that is not even a ref (empty, garbage): remove the file itself.

@@ -228,3 +228,16 @@ fn keep(event: &Event, filter: &Filter) -> bool {
     filter.task.as_ref().is_none_or(|t| event.task.as_ref() == Some(t))
         && filter.session.as_ref().is_none_or(|s| event.session.as_ref() == Some(s))
 }
+
+/// The termination event a session journaled (with `git loop finish`), read from the
+/// session's own short chain.
+pub fn find_termination(store: &Store, session: &WriterId) -> Result<Option<Entry>> {
+    let Some(tip) = git::ref_target(&store.repo, &refs::journal(session))? else {
+        return Ok(None);
+    };
+    let mut problems = Vec::new();
+    Ok(read_chain(&store.repo, tip, &mut problems)
+        .into_iter()
+        .rev()
+        .find(|e| e.event.kind == "termination" && e.event.session.as_deref() == Some(session.to_string().as_str())))
+}

@@ -110,7 +110,7 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         let names: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
         for name in names {
             let Some(class) = class_of(name) else { continue };
-            if class == Class::Claim && !claims_follow_remote {
+            if class == Class::Claim && (!claims_follow_remote || is_local_claim(name)) {
                 continue;
             }
             let local = ours.get(name).copied();
@@ -140,6 +140,15 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         if let Some((dst, RefStatus::Refused(why))) =
             pushed.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
         {
+            // A lease that held when git checked it but not when the server took the ref locks
+            // (another clone pushed in between) is reported as "[remote rejected] (atomic
+            // transaction failed)", like a refusal: it is a race, to be fetched and merged
+            // again, unless the remote still holds what every lease expected.
+            let now: BTreeMap<String, ObjectId> =
+                remote::fetch(store, remote_name, &refspecs(remote_name))?.remote_refs.into_iter().collect();
+            if updates.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
+                continue;
+            }
             return Err(crate::error::refused(format!("remote '{remote_name}' refused '{dst}': {why}"))
                 .hint("the remote's hooks or settings forbid the update; local state is unchanged and complete")
                 .into());
@@ -148,6 +157,11 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         // Fetch again and merge what they added.
     }
     anyhow::bail!("the remote '{remote_name}' kept changing during sync (5 rounds); run 'git loop sync' again")
+}
+
+/// Claims that never leave their clone (the walker singleton).
+fn is_local_claim(name: &str) -> bool {
+    name.starts_with(&format!("{}{}/", refs::CLAIMS, super::claim::LOCAL_KIND))
 }
 
 /// Merge one ref; returns what changed and, if the remote needs it, the value to push.

@@ -1,0 +1,75 @@
+//! `git loop finish`: a session reports its verdict.
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::output::Out;
+use super::Env;
+use crate::error::usage;
+use crate::store::journal::{self, NewEvent};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum VerdictArg {
+    /// The task is done (it counts once the checks pass).
+    Done,
+    /// The task cannot go on without something the agent does not have.
+    Blocked,
+    /// The agent tried and failed.
+    Failed,
+}
+
+/// Report this session's verdict (run by an agent, inside a session started by 'git loop run').
+///
+/// It journals a termination event in the session's own journal chain, which the loop reads
+/// when the session ends.
+///
+/// Example: git loop finish done --message "parser and tests added"
+#[derive(Args)]
+pub struct FinishArgs {
+    #[arg(value_enum)]
+    verdict: VerdictArg,
+    /// What was done, what is needed, or what went wrong.
+    #[arg(long, short, value_name = "TEXT", default_value = "")]
+    message: String,
+    /// Print {"id": ...} as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
+    let Some(session) = env.ctx.session.session.clone() else {
+        return Err(usage("'git loop finish' runs inside a session: GIT_LOOP_SESSION is not set")
+            .hint("the loop sets it for its agents; to close a task by hand use 'git loop done <id>' or 'git loop park <id>'")
+            .into());
+    };
+    let writer = crate::walk::session_writer(&session)?;
+    let store = env.open()?;
+    let word = match args.verdict {
+        VerdictArg::Done => "done",
+        VerdictArg::Blocked => "blocked",
+        VerdictArg::Failed => "failed",
+    };
+    let mut data = serde_json::Map::new();
+    data.insert("verdict".into(), json!(word));
+    data.insert("message".into(), json!(args.message));
+    let entry = journal::append(
+        &store,
+        &env.ctx,
+        &writer,
+        NewEvent {
+            kind: "termination".into(),
+            task: env.ctx.session.task.clone(),
+            session: Some(session.clone()),
+            data,
+        },
+    )?;
+    let mut out = Out::new();
+    if args.json {
+        out.json(&json!({ "id": entry.id.to_string(), "verdict": word, "session": session }))?;
+    } else {
+        let task = env.ctx.session.task.as_deref().unwrap_or("the task");
+        out.line(format!("recorded '{word}' for {task} (session {session})"))?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,396 @@
+//! `git loop run`: walk the backlog with an agent.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::Env;
+use crate::error::usage;
+use crate::ids::Span;
+use crate::runloop::{Limits, PausePolicy, Stop};
+use crate::session::presets;
+use crate::walk::dispatch::human_duration;
+use crate::walk::{self, Event, Observer};
+
+/// Walk the backlog: take the next ready task, claim it, run an agent session on it in its
+/// own worktree and try branch, commit what it leaves, check its verdict, close the task, and
+/// go on until nothing is ready, a budget is spent, or the walk policy pauses it.
+///
+/// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure, 2 usage,
+/// 3 another walker runs here, 4 paused by policy, 77 agent program missing, 130 interrupted.
+///
+/// Example: git loop run --agent claude --checks "cargo test" --max-units 5
+#[derive(Args)]
+pub struct RunArgs {
+    /// The agent: claude, codex, opencode, gemini, aider, demo, or a name defined with
+    /// loop.agent.<name>.command (default: loop.agent).
+    #[arg(long, value_name = "PRESET", conflicts_with = "agent_cmd")]
+    agent: Option<String>,
+    /// A command line of your own, run by 'sh -c' in the worktree, the prompt on stdin.
+    #[arg(long, value_name = "COMMAND")]
+    agent_cmd: Option<String>,
+    /// The model to ask the agent's CLI for.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Stop after closing this many tasks (done or parked); 1 is "once" mode.
+    #[arg(long, value_name = "N")]
+    max_units: Option<u32>,
+    /// Stop after this many sessions in all.
+    #[arg(long, value_name = "N")]
+    max_iterations: Option<u32>,
+    /// Sessions per task before it fails (each continuation is one).
+    #[arg(long, value_name = "N", default_value = "15")]
+    per_unit_dispatches: u32,
+    /// Stop a session after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60m")]
+    session_timeout: Span,
+    /// A command that must pass in the worktree for "done" to count (default: loop.checks).
+    #[arg(long, value_name = "COMMAND")]
+    checks: Option<String>,
+    /// Stop the checks after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    checks_timeout: Span,
+    /// Work this many tasks at once, each with its own claim, try and worktree.
+    #[arg(long, value_name = "N", default_value = "1")]
+    parallel: u32,
+    /// Only tasks with this label; repeat to require several.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    /// Between asking a session to stop (SIGTERM) and killing it (SIGKILL).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    grace: Span,
+    /// How long a task claim lasts unless refreshed (it is refreshed while a session runs).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    lease: Span,
+    /// Where task branches start (default: loop.base, else the current branch).
+    #[arg(long, value_name = "REV")]
+    base: Option<String>,
+    /// Also merge each done task branch into the current branch (or loop.mergeInto).
+    #[arg(long)]
+    merge: bool,
+    /// Stream events as JSON lines.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
+    if args.parallel == 0 || args.per_unit_dispatches == 0 {
+        return Err(usage("--parallel and --per-unit-dispatches must be at least 1").into());
+    }
+    if args.max_units == Some(0) || args.max_iterations == Some(0) {
+        return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
+    }
+    let store = env.open()?;
+    let agent = match (&args.agent, &args.agent_cmd) {
+        (_, Some(cmd)) => presets::custom("custom", cmd),
+        (Some(name), None) => presets::resolve(&store, name, args.model.as_deref(), &env.exe)?,
+        (None, None) => match store.config("loop.agent").filter(|a| !a.is_empty()) {
+            Some(name) => presets::resolve(&store, &name, args.model.as_deref(), &env.exe)?,
+            None => {
+                return Err(usage("no agent to run")
+                    .hint(format!(
+                        "pass --agent <{}> or --agent-cmd <command>, or set loop.agent",
+                        presets::preset_names().join("|")
+                    ))
+                    .into())
+            }
+        },
+    };
+    let opts = walk::Options {
+        agent,
+        checks: args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()),
+        session_timeout: Some(to_std(args.session_timeout)),
+        checks_timeout: to_std(args.checks_timeout),
+        grace: to_std(args.grace),
+        labels: args.label,
+        lease: args.lease.0,
+        limits: Limits {
+            max_units: args.max_units,
+            max_iterations: args.max_iterations,
+            per_unit_dispatches: args.per_unit_dispatches,
+            ..Default::default()
+        },
+        parallel: args.parallel,
+        base: args.base,
+        merge: args.merge,
+    };
+    let observer = Progress::new(args.json, env.ctx.clone());
+    let cancel = AtomicBool::new(false);
+    let ticking = AtomicBool::new(true);
+    let ended = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while ticking.load(Ordering::SeqCst) {
+                observer.tick();
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        let ended = walk::walk(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), opts, &observer, &cancel);
+        ticking.store(false, Ordering::SeqCst);
+        ended
+    })?;
+    Ok(exit_code(&ended.stop))
+}
+
+fn to_std(span: Span) -> Duration {
+    Duration::from_secs(span.0.num_seconds().max(0) as u64)
+}
+
+/// The exit code for how a walk stopped (docs/cli.md).
+pub fn exit_code(stop: &Stop) -> u8 {
+    match stop {
+        Stop::NoWork | Stop::Done => 0,
+        Stop::Budget => 1,
+        Stop::Paused { .. } => 4,
+        Stop::Interrupted => 130,
+    }
+}
+
+/// Prints what the walk does: one line per event, and on a terminal a live line with the
+/// running sessions; or JSON lines.
+pub struct Progress {
+    json: bool,
+    ctx: crate::context::Context,
+    live: bool,
+    running: Mutex<BTreeMap<String, (String, String, Instant)>>,
+    drawn: Mutex<bool>,
+}
+
+impl Progress {
+    pub fn new(json: bool, ctx: crate::context::Context) -> Progress {
+        Progress {
+            json,
+            ctx,
+            live: !json && std::io::stderr().is_terminal(),
+            running: Mutex::new(BTreeMap::new()),
+            drawn: Mutex::new(false),
+        }
+    }
+
+    fn clear_live(&self) {
+        let mut drawn = self.drawn.lock().unwrap_or_else(|p| p.into_inner());
+        if *drawn {
+            eprint!("\r\x1b[K");
+            *drawn = false;
+        }
+    }
+
+    /// Redraw the live line (on a terminal, while sessions run).
+    pub fn tick(&self) {
+        if !self.live {
+            return;
+        }
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.is_empty() {
+            return;
+        }
+        let parts: Vec<String> = running
+            .values()
+            .map(|(task, agent, since)| format!("{task} ({agent}, {})", clock_of(since.elapsed())))
+            .collect();
+        let mut drawn = self.drawn.lock().unwrap_or_else(|p| p.into_inner());
+        eprint!("\r\x1b[Krunning: {}", parts.join(" · "));
+        let _ = std::io::stderr().flush();
+        *drawn = true;
+    }
+
+    fn say(&self, task: Option<&str>, text: String) {
+        self.clear_live();
+        let now = self.ctx.now().with_timezone(&chrono::Local).format("%H:%M:%S");
+        let mut out = std::io::stdout().lock();
+        let _ = match task {
+            Some(task) => writeln!(out, "{now}  {task:<11} {text}"),
+            None => writeln!(out, "{now}  {text}"),
+        };
+        let _ = out.flush();
+    }
+}
+
+fn clock_of(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+impl Observer for Progress {
+    fn event(&self, event: &Event) {
+        match event {
+            Event::SessionStarted { session, task, agent, .. } => {
+                self.running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(session.clone(), (task.clone(), agent.clone(), Instant::now()));
+            }
+            Event::SessionEnded { session, .. } => {
+                self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+            }
+            _ => {}
+        }
+        if self.json {
+            let at = self.ctx.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let value = event_json(event);
+            let mut value = value;
+            value["at"] = json!(at);
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{value}");
+            let _ = out.flush();
+            return;
+        }
+        match event {
+            Event::Started { walker, agent, parallel, limits, labels } => {
+                let mut parts = vec![format!("agent {agent}")];
+                if *parallel > 1 {
+                    parts.push(format!("{parallel} tasks at a time"));
+                }
+                if !labels.is_empty() {
+                    parts.push(format!("labels {}", labels.join(", ")));
+                }
+                if let Some(n) = limits.max_units {
+                    parts.push(format!("at most {n} task{}", if n == 1 { "" } else { "s" }));
+                }
+                if let Some(n) = limits.max_iterations {
+                    parts.push(format!("at most {n} sessions"));
+                }
+                parts.push(format!("{} sessions per task", limits.per_unit_dispatches));
+                self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
+            }
+            Event::Recovered { task, detail } => self.say(Some(task), format!("recovered: {detail}")),
+            Event::Claimed { task, title, priority } => {
+                self.say(Some(task), format!("claimed · {priority} · {}", title.lines().next().unwrap_or("")))
+            }
+            Event::TryOpened { task, number, branch, worktree, resumed } => self.say(
+                Some(task),
+                format!(
+                    "{} try {number} on {branch} · {}",
+                    if *resumed { "continuing" } else { "opened" },
+                    worktree.display()
+                ),
+            ),
+            Event::SessionStarted { task, session, agent, number, attempt } => {
+                let which = if *attempt > 1 { format!(", continuation {}", attempt - 1) } else { String::new() };
+                self.say(Some(task), format!("session {session} started ({agent}, try {number}{which})"))
+            }
+            Event::SessionEnded { task, session, elapsed, why, commit } => {
+                let saved = match commit {
+                    Some(c) => format!(" · work committed as {}", short(c)),
+                    None => " · nothing to commit".to_owned(),
+                };
+                self.say(
+                    Some(task),
+                    format!("session {session} ended after {}: {why}{saved}", human_duration(*elapsed)),
+                )
+            }
+            Event::Checks { task, passed, elapsed } => self.say(
+                Some(task),
+                format!("checks {} ({})", if *passed { "passed" } else { "failed" }, human_duration(*elapsed)),
+            ),
+            Event::BranchMoved { task, branch, commit } => {
+                self.say(Some(task), format!("{branch} moved to {}", short(commit)))
+            }
+            Event::Merged { task, base, commit } => {
+                self.say(Some(task), format!("merged into {base} at {}", short(commit)))
+            }
+            Event::Done { task, message } => {
+                let said = if message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", message.lines().next().unwrap_or(""))
+                };
+                self.say(Some(task), format!("done{said}"))
+            }
+            Event::Parked { task, reason } => {
+                self.say(Some(task), format!("parked · {}", reason.lines().next().unwrap_or("")))
+            }
+            Event::Abandoned { task, why } => {
+                self.say(Some(task), format!("left open: {why} (its work is on its try branch)"))
+            }
+            Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
+            Event::Warning { message } => {
+                self.clear_live();
+                eprintln!("warning: {message}");
+            }
+            Event::Finished { stop, tally } => {
+                let why = match stop {
+                    Stop::NoWork => "nothing left to do".to_owned(),
+                    Stop::Done => "the task budget is done".to_owned(),
+                    Stop::Budget => "a budget ran out".to_owned(),
+                    Stop::Paused { policy: PausePolicy::P0Failure, units } => {
+                        format!("paused: p0 task {} failed", units.join(", "))
+                    }
+                    Stop::Paused { policy: PausePolicy::ConsecutiveFailures(n), units } => {
+                        format!("paused after {n} failures in a row ({})", units.join(", "))
+                    }
+                    Stop::Interrupted => "interrupted; sessions stopped and their work committed".to_owned(),
+                };
+                self.say(
+                    None,
+                    format!(
+                        "{} done, {} parked, {} left open · {} sessions · {why}",
+                        tally.succeeded, tally.failed, tally.abandoned, tally.dispatches
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// An event as a JSON object (`event` names its kind).
+fn event_json(event: &Event) -> serde_json::Value {
+    match event {
+        Event::Started { walker, agent, parallel, limits, labels } => json!({
+            "event": "started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
+            "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
+        }),
+        Event::Recovered { task, detail } => json!({ "event": "recovered", "task": task, "detail": detail }),
+        Event::Claimed { task, title, priority } => {
+            json!({ "event": "claimed", "task": task, "title": title, "priority": priority })
+        }
+        Event::TryOpened { task, number, branch, worktree, resumed } => json!({
+            "event": "try_opened", "task": task, "try": number, "branch": branch, "worktree": worktree, "resumed": resumed,
+        }),
+        Event::SessionStarted { task, session, agent, number, attempt } => json!({
+            "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
+        }),
+        Event::SessionEnded { task, session, elapsed, why, commit } => json!({
+            "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
+        }),
+        Event::Checks { task, passed, elapsed } => {
+            json!({ "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64 })
+        }
+        Event::BranchMoved { task, branch, commit } => {
+            json!({ "event": "branch_moved", "task": task, "branch": branch, "commit": commit })
+        }
+        Event::Merged { task, base, commit } => {
+            json!({ "event": "merged", "task": task, "base": base, "commit": commit })
+        }
+        Event::Done { task, message } => json!({ "event": "done", "task": task, "message": message }),
+        Event::Parked { task, reason } => json!({ "event": "parked", "task": task, "reason": reason }),
+        Event::Abandoned { task, why } => json!({ "event": "left_open", "task": task, "reason": why }),
+        Event::FollowUp { task, added, title } => {
+            json!({ "event": "follow_up", "task": task, "added": added, "title": title })
+        }
+        Event::Warning { message } => json!({ "event": "warning", "message": message }),
+        Event::Finished { stop, tally } => {
+            let mut value = json!({
+                "event": "finished", "stop": walk::stop_word(stop), "exit_code": exit_code(stop),
+                "done": tally.succeeded, "parked": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
+            });
+            if let Stop::Paused { policy, units } = stop {
+                value["policy"] = json!(match policy {
+                    PausePolicy::P0Failure => "p0_failure".to_owned(),
+                    PausePolicy::ConsecutiveFailures(n) => format!("{n}_consecutive_failures"),
+                });
+                value["units"] = json!(units);
+            }
+            value
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `git loop status`: the board at a glance.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::human::{relative, short};
+use super::output::{claim_json, Out};
+use super::Env;
+use crate::backlog::{Board, Readiness};
+use crate::session::record;
+use crate::store::claim::{self, Listed};
+use crate::store::journal::{self, Filter};
+use crate::store::task::State;
+
+/// The board at a glance: the walk and its running sessions, claims, what is ready next,
+/// what is parked, whether the last walk paused, and counts.
+///
+/// Example: git loop status --json
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Print the board as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
+    let store = env.open()?;
+    let now = env.ctx.now();
+    let board = Board::load(&store, &env.ctx)?;
+    let loop_dir = store.loop_dir()?;
+    let running: Vec<record::Record> = record::all(&loop_dir)
+        .into_iter()
+        .filter(|r| r.ended_at.is_none() && record::is_alive(r.pid, r.pid_start, &r.boot_id, &env.ctx.boot_id))
+        .collect();
+    let mut walkers = Vec::new();
+    let mut claims = Vec::new();
+    for listed in claim::list(&store, "")? {
+        if let Listed::Claim { key, held } = listed {
+            if held.record.is_stale(now) {
+                continue;
+            }
+            if key.kind() == claim::LOCAL_KIND {
+                walkers.push(*held);
+            } else {
+                claims.push((key, *held));
+            }
+        }
+    }
+    let ready = board.ready(&[]);
+    let parked: Vec<_> = board.tasks.values().filter(|s| s.task.state == State::Parked).collect();
+    let last_walk = journal::timeline(&store, &Filter::default())?
+        .entries
+        .into_iter()
+        .rev()
+        .find(|e| matches!(e.event.kind.as_str(), "walk_paused" | "walk_ended" | "walk_started"));
+    let paused = last_walk.as_ref().filter(|e| {
+        e.event.kind == "walk_paused" || e.event.data.get("stop").and_then(|s| s.as_str()) == Some("paused")
+    });
+    let count = |st: State| board.tasks.values().filter(|s| s.task.state == st).count();
+    let blocked = board.tasks.values().filter(|s| matches!(board.readiness(&s.task), Readiness::Blocked(_))).count();
+    let mut out = Out::new();
+    if args.json {
+        out.json(&json!({
+            "walkers": walkers.iter().map(|h| claim_json(h, now)).collect::<Vec<_>>(),
+            "sessions": running.iter().map(|r| json!({
+                "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
+                "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
+                "log_tail": crate::walk::dispatch::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
+            })).collect::<Vec<_>>(),
+            "claims": claims.iter().map(|(_, h)| claim_json(h, now)).collect::<Vec<_>>(),
+            "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
+            "parked": parked.iter().map(|s| json!({ "id": s.task.id, "title": s.task.title, "reason": s.task.reason })).collect::<Vec<_>>(),
+            "paused": paused.map(|e| json!({ "at": e.event.at, "data": e.event.data })),
+            "counts": {
+                "open": count(State::Open), "ready": ready.len(), "blocked": blocked, "running": running.len(),
+                "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
+            },
+            "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
+        }))?;
+        return Ok(0);
+    }
+    match walkers.first() {
+        Some(w) => out.line(format!(
+            "walk {} running since {} (pid {} on {})",
+            w.record.holder,
+            relative(w.record.acquired_at, now),
+            w.record.pid,
+            w.record.host
+        ))?,
+        None => out.line("no walk running here")?,
+    }
+    if !running.is_empty() {
+        out.line("\nsessions:")?;
+        for r in &running {
+            let last = crate::walk::dispatch::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
+            out.line(format!(
+                "  {:<11} {:<10} {:<8} try {:<3} {:>9}  {}",
+                r.task,
+                r.session,
+                r.agent,
+                r.try_number,
+                relative(r.started_at, now).trim_end_matches(" ago"),
+                short(&last, 60)
+            ))?;
+        }
+    }
+    if !claims.is_empty() {
+        out.line("\nclaims:")?;
+        for (key, held) in &claims {
+            let r = &held.record;
+            let why = r.reason.as_deref().map(|x| format!("  {}", short(x, 50))).unwrap_or_default();
+            out.line(format!(
+                "  {:<24} {:<12} expires {}{why}",
+                key.to_string(),
+                r.holder,
+                relative(r.expires_at, now)
+            ))?;
+        }
+    }
+    if !ready.is_empty() {
+        out.line("\nready next:")?;
+        for t in ready.iter().take(5) {
+            out.line(format!("  {:<11} {}  {}", t.id, t.priority, short(&t.title, 70)))?;
+        }
+        if ready.len() > 5 {
+            out.line(format!("  … and {} more", ready.len() - 5))?;
+        }
+    }
+    if !parked.is_empty() {
+        out.line("\nparked:")?;
+        for s in &parked {
+            out.line(format!(
+                "  {:<11} {}  {}",
+                s.task.id,
+                short(&s.task.title, 40),
+                short(s.task.reason.as_deref().unwrap_or(""), 60)
+            ))?;
+        }
+    }
+    if let Some(e) = paused {
+        let data = &e.event.data;
+        let policy = data.get("policy").and_then(|p| p.as_str()).unwrap_or("");
+        let units: Vec<&str> = data
+            .get("units")
+            .and_then(|u| u.as_array())
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        out.line(format!("\nthe last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
+    }
+    out.line(format!(
+        "\n{} open ({} ready, {} blocked, {} running) · {} done · {} parked · {} cancelled",
+        count(State::Open),
+        ready.len(),
+        blocked,
+        running.len(),
+        count(State::Done),
+        count(State::Parked),
+        count(State::Cancelled)
+    ))?;
+    super::output::warn_corrupt(&board.corrupt);
+    Ok(0)
+}

@@ -1,0 +1,6 @@
+//! Agent sessions: presets, process supervision, per-session records.
+
+pub mod guard;
+pub mod presets;
+pub mod process;
+pub mod record;

@@ -1,0 +1,232 @@
+//! Agent presets: how each CLI is run unattended, how it takes the prompt, its model flag,
+//! and its resume command (what a person pastes after `take-over`).
+//!
+//! The prompt never travels through a shell string and never as a command-line argument
+//! (Linux caps one argument at 128 KiB): it goes in on standard input, or as a file the CLI
+//! is told to read. Flags were checked against each CLI's `--help` (docs/agents.md quotes
+//! them, and a test re-checks them when the CLIs are installed).
+//!
+//! Named agents of the user's own come from git config: `loop.agent.<name>.command` (a shell
+//! command line, run by `sh -c`, prompt on stdin), optional `.resume` and `.env` (`KEY=VALUE`,
+//! repeatable). `--agent-cmd` is the same thing for one run.
+
+use anyhow::Result;
+
+use crate::error::usage;
+use crate::store::Store;
+
+/// How a CLI takes the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptVia {
+    /// On standard input.
+    Stdin,
+    /// As a file: these arguments are added, with `{prompt}` replaced by the file's path.
+    File(Vec<String>),
+}
+
+/// An agent ready to be started: program, arguments, prompt delivery, resume template.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// The preset or named agent, or "custom" for `--agent-cmd`.
+    pub name: String,
+    pub program: String,
+    pub args: Vec<String>,
+    pub prompt: PromptVia,
+    /// The resume command, with `{session}` for the CLI's own session id.
+    pub resume: Option<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// A built-in preset.
+struct Preset {
+    name: &'static str,
+    program: &'static str,
+    args: &'static [&'static str],
+    model_flag: &'static str,
+    prompt: &'static [&'static str],
+    resume: &'static str,
+}
+
+/// The built-in presets. An empty `prompt` means standard input.
+const PRESETS: &[Preset] = &[
+    // `-p` prints and exits, reading the prompt from stdin when no argument is given.
+    // Claude Code refuses --dangerously-skip-permissions (and bypassPermissions) as root, so
+    // the preset grants tools explicitly: that works as root and as anyone else.
+    Preset {
+        name: "claude",
+        program: "claude",
+        args: &[
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash,Edit,MultiEdit,Write,Read,Glob,Grep,LS,TodoWrite,NotebookEdit,WebFetch",
+        ],
+        model_flag: "--model",
+        prompt: &[],
+        resume: "claude --resume {session}",
+    },
+    // `codex exec -` reads the instructions from stdin. The try worktree is the isolation,
+    // and `git loop finish` must write to the repository's refs outside it, so the sandbox is
+    // bypassed (works as root too).
+    Preset {
+        name: "codex",
+        program: "codex",
+        args: &["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json", "-"],
+        model_flag: "--model",
+        prompt: &[],
+        resume: "codex resume {session}",
+    },
+    // `opencode run` takes the message as arguments; the task goes in an attached file.
+    Preset {
+        name: "opencode",
+        program: "opencode",
+        args: &["run", "--auto", "--format", "json"],
+        model_flag: "--model",
+        prompt: &["--file", "{prompt}", "--", "Do the task described in the attached file."],
+        resume: "opencode --session {session}",
+    },
+    // `-p` runs headless and is appended to what stdin holds: the task.
+    Preset {
+        name: "gemini",
+        program: "gemini",
+        args: &[
+            "--approval-mode",
+            "yolo",
+            "--output-format",
+            "stream-json",
+            "--prompt",
+            "Do the task described above.",
+        ],
+        model_flag: "--model",
+        prompt: &[],
+        resume: "gemini --resume {session}",
+    },
+    Preset {
+        name: "aider",
+        program: "aider",
+        args: &["--yes-always", "--no-check-update", "--no-show-model-warnings", "--analytics-disable"],
+        model_flag: "--model",
+        prompt: &["--message-file", "{prompt}"],
+        resume: "aider --restore-chat-history",
+    },
+];
+
+/// Names of the built-in presets, for help and errors.
+pub fn preset_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+    names.push("demo");
+    names
+}
+
+/// Resolve an agent by preset or configured name. `exe` is this program (the demo agent is
+/// built in).
+pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::Path) -> Result<Agent> {
+    if let Some(command) = store.config(&format!("loop.agent.{name}.command")) {
+        let mut agent = custom(name, &command);
+        agent.resume = store.config(&format!("loop.agent.{name}.resume"));
+        agent.env = configured_env(store, name)?;
+        return Ok(agent);
+    }
+    if name == "demo" {
+        return Ok(Agent {
+            name: "demo".into(),
+            program: exe.display().to_string(),
+            args: vec!["demo-agent".into()],
+            prompt: PromptVia::Stdin,
+            resume: None,
+            env: Vec::new(),
+        });
+    }
+    let Some(preset) = PRESETS.iter().find(|p| p.name == name) else {
+        return Err(usage(format!("no agent named '{name}'"))
+            .hint(format!(
+                "use one of {}, define loop.agent.{name}.command in git config, or pass --agent-cmd",
+                preset_names().join(", ")
+            ))
+            .into());
+    };
+    let mut args: Vec<String> = preset.args.iter().map(|s| s.to_string()).collect();
+    if let Some(model) = model {
+        // Before the trailing `-` (codex) or prompt arguments, after the subcommand.
+        let at = if preset.name == "codex" { args.len() - 1 } else { args.len() };
+        args.insert(at, preset.model_flag.into());
+        args.insert(at + 1, model.into());
+    }
+    let prompt = if preset.prompt.is_empty() {
+        PromptVia::Stdin
+    } else {
+        PromptVia::File(preset.prompt.iter().map(|s| s.to_string()).collect())
+    };
+    Ok(Agent {
+        name: preset.name.into(),
+        program: preset.program.into(),
+        args,
+        prompt,
+        resume: Some(preset.resume.into()),
+        env: Vec::new(),
+    })
+}
+
+/// A command line of the user's own, run by `sh -c` with the prompt on stdin.
+pub fn custom(name: &str, command: &str) -> Agent {
+    Agent {
+        name: name.into(),
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        prompt: PromptVia::Stdin,
+        resume: None,
+        env: Vec::new(),
+    }
+}
+
+fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
+    let key = format!("loop.agent.{name}.env");
+    let config = store.repo.config_snapshot();
+    let values = config.plumbing().raw_values(key.as_str()).unwrap_or_default();
+    values
+        .iter()
+        .map(|v| {
+            let text = v.to_string();
+            match text.split_once('=') {
+                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                _ => Err(usage(format!("{key} value '{text}' is not KEY=VALUE")).into()),
+            }
+        })
+        .collect()
+}
+
+impl Agent {
+    /// The arguments for one session, with the prompt file filled in where the CLI takes one.
+    pub fn argv(&self, prompt_file: &std::path::Path) -> Vec<String> {
+        let mut args = self.args.clone();
+        if let PromptVia::File(extra) = &self.prompt {
+            args.extend(extra.iter().map(|a| a.replace("{prompt}", &prompt_file.display().to_string())));
+        }
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_text_never_appears_in_the_argument_list() {
+        let agent = Agent {
+            name: "aider".into(),
+            program: "aider".into(),
+            args: vec!["--yes-always".into()],
+            prompt: PromptVia::File(vec!["--message-file".into(), "{prompt}".into()]),
+            resume: Some("aider --restore-chat-history".into()),
+            env: vec![],
+        };
+        assert_eq!(
+            agent.argv(std::path::Path::new("/s/prompt.md")),
+            ["--yes-always", "--message-file", "/s/prompt.md"]
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! Running an agent as a supervised process: its own process group, a per-session marker in
+//! its environment, output to a log file, and a stop that cannot be dodged.
+//!
+//! Stopping: SIGTERM to the group, a grace period, SIGKILL to the group; then every process
+//! that still carries the session's marker in its environment is killed, which catches
+//! children that left the group (setsid, double fork). A process is only ever signalled by
+//! marker after checking its environment, so an unrelated process that reused a pid is never
+//! touched.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+
+/// The environment variable that carries a session's marker.
+pub const MARKER_VAR: &str = "GIT_LOOP_MARKER";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// Fed to the process's standard input (the prompt, for CLIs that read it there).
+    pub stdin: Option<PathBuf>,
+    /// Standard output and error are appended here.
+    pub log: PathBuf,
+    pub marker: String,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit {c}"),
+            Exit::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// A started process.
+pub struct Running {
+    child: Child,
+    pub pid: u32,
+    pub started: Instant,
+    pub marker: String,
+    exit: Option<Exit>,
+}
+
+impl Running {
+    /// Start `spec` in a new process group.
+    pub fn spawn(spec: &Spec) -> Result<Running> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log)
+            .with_context(|| format!("could not open the session log '{}'", spec.log.display()))?;
+        let stdin = match &spec.stdin {
+            Some(path) => {
+                Stdio::from(File::open(path).with_context(|| format!("could not open '{}'", path.display()))?)
+            }
+            None => Stdio::null(),
+        };
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env(MARKER_VAR, &spec.marker)
+            .stdin(stdin)
+            .stdout(log.try_clone().context("could not share the session log")?)
+            .stderr(log)
+            .process_group(0);
+        let child = cmd.spawn().with_context(|| format!("could not start '{}'", spec.program))?;
+        let pid = child.id();
+        Ok(Running { child, pid, started: Instant::now(), marker: spec.marker.clone(), exit: None })
+    }
+
+    /// The exit, if the process has ended (never blocks).
+    pub fn poll(&mut self) -> Result<Option<Exit>> {
+        if self.exit.is_none() {
+            if let Some(status) = self.child.try_wait().context("could not wait for the session")? {
+                self.exit = Some(exit_of(status));
+            }
+        }
+        Ok(self.exit)
+    }
+
+    /// Stop it: SIGTERM to its group, up to `grace` to finish, then SIGKILL; then kill every
+    /// process left with its marker. Returns how it ended.
+    pub fn stop(&mut self, grace: Duration) -> Result<Exit> {
+        if self.poll()?.is_none() {
+            signal_group(self.pid, libc::SIGTERM);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && self.poll()?.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if self.poll()?.is_none() {
+                signal_group(self.pid, libc::SIGKILL);
+                let status = self.child.wait().context("could not wait for the session")?;
+                self.exit = Some(exit_of(status));
+            }
+        }
+        // The leader is gone; whatever escaped the group still carries the marker.
+        kill_marked(&self.marker);
+        Ok(self.exit.expect("set above"))
+    }
+
+    /// After a normal exit: kill whatever the agent left running in the background.
+    pub fn sweep(&mut self) {
+        if self.exit.is_some() {
+            // The group may still hold background children of the agent.
+            signal_group(self.pid, libc::SIGKILL);
+        }
+        kill_marked(&self.marker);
+    }
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+fn signal_group(pgid: u32, signal: i32) {
+    // SAFETY: killpg only sends a signal; an invalid or vanished group yields ESRCH.
+    unsafe {
+        libc::killpg(pgid as libc::pid_t, signal);
+    }
+}
+
+/// Every live process whose environment holds `GIT_LOOP_MARKER=<marker>`.
+pub fn find_marked(marker: &str) -> Vec<u32> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| environ_has(*pid, needle.as_bytes()))
+        .collect()
+}
+
+fn environ_has(pid: u32, needle: &[u8]) -> bool {
+    let mut buf = Vec::new();
+    let read = File::open(format!("/proc/{pid}/environ")).and_then(|mut f| f.read_to_end(&mut buf));
+    read.is_ok() && buf.split(|b| *b == 0).any(|var| var == needle)
+}
+
+/// SIGKILL every process carrying `marker`, re-checking each one's environment right before
+/// (so a pid reused meanwhile by an unrelated process is left alone). Returns how many.
+pub fn kill_marked(marker: &str) -> usize {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let mut killed = 0;
+    // Killing a parent can let a child fork again before it dies: sweep until quiet.
+    for _round in 0..10 {
+        let pids = find_marked(marker);
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            if environ_has(pid, needle.as_bytes()) {
+                // SAFETY: kill only sends a signal to a process we just identified by marker.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat).
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// Whether `program` can be run: a path that exists, or a name found on PATH.
+pub fn find_program(program: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path_var?).map(|dir| dir.join(program)).find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_that_ignores_sigterm_and_leaves_children_is_stopped_with_all_of_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = format!("test-{}", crate::ids::random_base32(12));
+        let spec = Spec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                // Ignore TERM; leave a child in a new session (setsid), and a double-forked one.
+                "trap '' TERM; setsid sleep 300 & (sleep 300 &) ; sleep 300".into(),
+            ],
+            cwd: dir.path().to_owned(),
+            env: vec![],
+            stdin: None,
+            log: dir.path().join("log"),
+            marker: marker.clone(),
+        };
+        let mut running = Running::spawn(&spec).expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while find_marked(&marker).len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(find_marked(&marker).len() >= 3, "the session and its escaped children are running");
+        let started = Instant::now();
+        let exit = running.stop(Duration::from_millis(300)).expect("stop");
+        assert_eq!(exit, Exit::Signal(libc::SIGKILL), "TERM was ignored, so KILL ended it");
+        assert!(started.elapsed() < Duration::from_millis(1300), "stopped within grace + 1 s");
+        assert_eq!(find_marked(&marker), Vec::<u32>::new(), "no process with the marker is left");
+    }
+
+    #[test]
+    fn start_time_reads_this_process() {
+        assert!(start_time(std::process::id()).is_some());
+    }
+}

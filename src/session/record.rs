@@ -1,0 +1,79 @@
+//! Per-session records, `.git/loop/sessions/<session>/record.json`: enough for a later run
+//! to tell a live session from a crashed one and to stop what it left behind.
+//!
+//! The record names the guard's pid with its start time (clock ticks since boot) and the
+//! boot id, so a reused pid is never mistaken for the session; and the marker, which every
+//! process of the session carries in its environment. Machine-local runtime state: deleting
+//! it loses nothing the refs hold.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Version of a session record; newer ones are ignored.
+pub const RECORD_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub session: String,
+    pub walker: String,
+    pub task: String,
+    #[serde(rename = "try")]
+    pub try_number: u32,
+    pub agent: String,
+    pub worktree: PathBuf,
+    pub pid: u32,
+    #[serde(default)]
+    pub pid_start: Option<u64>,
+    pub boot_id: String,
+    pub marker: String,
+    pub started_at: DateTime<Utc>,
+    #[serde(default)]
+    pub ended_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub ended: Option<String>,
+    /// The agent CLI's own session id, when a hook reported it (needed to resume it).
+    #[serde(default)]
+    pub agent_session: Option<String>,
+}
+
+/// The directory of one session's files (prompt, log, result, record).
+pub fn dir(loop_dir: &Path, session: &str) -> PathBuf {
+    loop_dir.join("sessions").join(session)
+}
+
+pub fn write(loop_dir: &Path, record: &Record) -> Result<()> {
+    let path = dir(loop_dir, &record.session).join("record.json");
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(record)?)
+        .with_context(|| format!("could not write '{}'", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("could not write '{}'", path.display()))
+}
+
+pub fn read(loop_dir: &Path, session: &str) -> Option<Record> {
+    let bytes = std::fs::read(dir(loop_dir, session).join("record.json")).ok()?;
+    serde_json::from_slice::<Record>(&bytes).ok().filter(|r| r.version <= RECORD_VERSION)
+}
+
+/// Every readable session record.
+pub fn all(loop_dir: &Path) -> Vec<Record> {
+    let Ok(entries) = std::fs::read_dir(loop_dir.join("sessions")) else {
+        return Vec::new();
+    };
+    entries.flatten().filter_map(|e| read(loop_dir, e.file_name().to_str()?)).collect()
+}
+
+/// Whether the process a record names is still that process (same boot, same start time).
+pub fn is_alive(pid: u32, pid_start: Option<u64>, boot_id: &str, this_boot: &str) -> bool {
+    if boot_id != this_boot {
+        return false;
+    }
+    match (super::process::start_time(pid), pid_start) {
+        (Some(now), Some(then)) => now == then,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}

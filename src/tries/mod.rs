@@ -1,0 +1,330 @@
+//! Tries: one linked worktree on one try branch per attempt at a task.
+//!
+//! - Try numbers are never reused: a number is taken by creating `refs/loop/tries/<id>/<n>`
+//!   (compare-and-swap against absent, with a record unique to the taker), and the next
+//!   number is one more than the highest found in those anchors, the try branches, and the
+//!   journal's `try_opened` events. Deleting a branch or a worktree frees nothing.
+//! - The task branch `loop/<id>` starts at the base with the task's done dependencies'
+//!   branches merged in, so a task builds on the work it depends on.
+//! - Worktrees live under `loop.worktrees` (default `<git-common-dir>/loop/worktrees`), named
+//!   `<task-id>-<n>`: ids are validated ref components, so a name cannot leave its root.
+//! - Moving a branch is a compare-and-swap and is refused while the branch is checked out in
+//!   any worktree: git would silently revert the move at that worktree's next commit.
+
+pub mod commit;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use gix::ObjectId;
+
+use crate::git;
+use crate::ids::{random_base32, TaskId};
+use crate::refs;
+use crate::store::cas::{self, Cas, Expect};
+use crate::store::journal;
+use crate::store::Store;
+
+/// One try of a task.
+#[derive(Debug, Clone)]
+pub struct Try {
+    pub task: TaskId,
+    pub number: u32,
+    /// Full name of the try branch.
+    pub branch: String,
+    pub worktree: PathBuf,
+}
+
+impl Try {
+    pub fn describe(task: &TaskId, number: u32, root: &Path) -> Try {
+        Try {
+            task: task.clone(),
+            number,
+            branch: refs::try_branch(task, number),
+            worktree: root.join(format!("{task}-{number}")),
+        }
+    }
+}
+
+/// Where try worktrees live.
+pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
+    match store.config("loop.worktrees").filter(|v| !v.trim().is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            Ok(if dir.is_absolute() { dir } else { store.workdir().join(dir) })
+        }
+        None => Ok(store.loop_dir()?.join("worktrees")),
+    }
+}
+
+/// The highest try number any trace of this task records (0 if none).
+pub fn highest_number(store: &Store, task: &TaskId) -> Result<u32> {
+    let mut highest = 0;
+    let platform = store.repo.references().context("could not list refs")?;
+    for prefix in [format!("{}{task}/", refs::TRIES), format!("{}{task}/", refs::TRY_BRANCHES)] {
+        for reference in platform.prefixed(prefix.as_str()).context("could not list try refs")?.flatten() {
+            let name = reference.name().as_bstr().to_string();
+            if let Some(n) = name.strip_prefix(&prefix).and_then(|n| n.parse::<u32>().ok()) {
+                highest = highest.max(n);
+            }
+        }
+    }
+    let filter = journal::Filter { task: Some(task.to_string()), session: None };
+    for entry in journal::timeline(store, &filter)?.entries {
+        if entry.event.kind == "try_opened" {
+            if let Some(n) = entry.event.data.get("try").and_then(|v| v.as_u64()) {
+                highest = highest.max(n as u32);
+            }
+        }
+    }
+    Ok(highest)
+}
+
+/// Take the next free try number for `task`, by creating its anchor ref.
+pub fn take_number(store: &Store, task: &TaskId, taker: &str) -> Result<u32> {
+    let mut n = highest_number(store, task)? + 1;
+    for _ in 0..64 {
+        // The anchor's first value is a record unique to this taker: two takers never write
+        // the same object, so exactly one create-if-absent wins.
+        let record =
+            serde_json::json!({ "task": task.to_string(), "try": n, "taker": taker, "nonce": random_base32(12) });
+        let blob = git::write_blob(&store.repo, record.to_string().as_bytes())?;
+        match cas::update(store, &refs::try_anchor(task, n), Expect::Absent, blob, "loop: take try number")? {
+            Cas::Applied => return Ok(n),
+            Cas::Lost { .. } => n += 1,
+        }
+    }
+    anyhow::bail!("could not take a try number for task '{task}' (64 attempts)")
+}
+
+/// Which worktree has `branch` (a full ref name) checked out, if any.
+pub fn checked_out_in(store: &Store, branch: &str) -> Result<Option<PathBuf>> {
+    let common = store.repo.common_dir();
+    let head_names = |git_dir: &Path| -> Option<String> {
+        let text = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+        text.strip_prefix("ref: ").map(|r| r.trim().to_owned())
+    };
+    if head_names(common).as_deref() == Some(branch) {
+        return Ok(Some(store.workdir().to_owned()));
+    }
+    let Ok(entries) = std::fs::read_dir(common.join("worktrees")) else {
+        return Ok(None);
+    };
+    for entry in entries.flatten() {
+        let admin = entry.path();
+        if head_names(&admin).as_deref() == Some(branch) {
+            let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+            let path = PathBuf::from(gitdir.trim()).parent().map(Path::to_owned).unwrap_or(admin);
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
+/// How moving a branch went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Move {
+    Moved,
+    /// It is checked out in this worktree; moving it would be reverted there.
+    CheckedOut(PathBuf),
+    /// Someone else moved it first; it holds this now.
+    Lost(Option<ObjectId>),
+}
+
+/// Move (or create) branch `name` from `from` to `to`, by compare-and-swap.
+pub fn move_branch(store: &Store, name: &str, from: Option<ObjectId>, to: ObjectId, why: &str) -> Result<Move> {
+    if let Some(path) = checked_out_in(store, name)? {
+        return Ok(Move::CheckedOut(path));
+    }
+    Ok(match cas::update(store, name, Expect::from_current(from), to, why)? {
+        Cas::Applied => Move::Moved,
+        Cas::Lost { actual } => Move::Lost(actual),
+    })
+}
+
+/// Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor).
+pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
+    if ancestor == descendant {
+        return Ok(true);
+    }
+    Ok(repo
+        .merge_base(ancestor, descendant)
+        .context("could not compare histories")?
+        .is_some_and(|b| b.detach() == ancestor))
+}
+
+/// How preparing a task branch went.
+#[derive(Debug, Clone)]
+pub enum TaskBranch {
+    Ready(ObjectId),
+    /// Merging a dependency's branch conflicted in these paths; nothing was written.
+    Conflict {
+        dependency: String,
+        paths: Vec<String>,
+    },
+}
+
+/// Make sure `loop/<task>` exists: the base with every done dependency's task branch merged
+/// in (fast-forward where possible). An existing task branch is used as it is.
+pub fn ensure_task_branch(store: &Store, task: &TaskId, base: ObjectId, deps: &[TaskId]) -> Result<TaskBranch> {
+    let name = refs::task_branch(task);
+    if let Some(head) = git::ref_target(&store.repo, &name)? {
+        return Ok(TaskBranch::Ready(head));
+    }
+    let repo = &store.repo;
+    let mut head = base;
+    for dep in deps {
+        let Some(dep_head) = git::ref_target(repo, &refs::task_branch(dep))? else { continue };
+        if is_ancestor(repo, dep_head, head)? {
+            continue;
+        }
+        if is_ancestor(repo, head, dep_head)? {
+            head = dep_head;
+            continue;
+        }
+        let message =
+            format!("loop: merge {} into {}\n", refs::short_branch(&refs::task_branch(dep)), refs::short_branch(&name));
+        match merge(store, head, dep_head, &message)? {
+            Merged::Commit(commit) => head = commit,
+            Merged::Conflict(paths) => return Ok(TaskBranch::Conflict { dependency: dep.to_string(), paths }),
+        }
+    }
+    match cas::update(store, &name, Expect::Absent, head, "loop: create task branch")? {
+        Cas::Applied => Ok(TaskBranch::Ready(head)),
+        // Another walker made it first: use theirs.
+        Cas::Lost { actual: Some(theirs) } => Ok(TaskBranch::Ready(theirs)),
+        Cas::Lost { actual: None } => anyhow::bail!("task branch '{name}' vanished while being created"),
+    }
+}
+
+/// The result of merging two commits.
+pub enum Merged {
+    Commit(ObjectId),
+    Conflict(Vec<String>),
+}
+
+/// Merge `theirs` into `ours` as a new commit (no ref is touched).
+pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
+    let repo = &store.repo;
+    let options = repo.tree_merge_options().context("could not read the merge options")?;
+    let mut outcome = repo
+        .merge_commits(ours, theirs, Default::default(), options.into())
+        .with_context(|| format!("could not merge {theirs} into {ours}"))?;
+    let how = gix::merge::tree::TreatAsUnresolved::default();
+    if outcome.tree_merge.has_unresolved_conflicts(how) {
+        let mut paths: Vec<String> = outcome
+            .tree_merge
+            .conflicts
+            .iter()
+            .filter(|c| c.is_unresolved(how))
+            .map(|c| {
+                let (ours, theirs) = c.changes_in_resolution();
+                let _ = theirs;
+                ours.location().to_string()
+            })
+            .collect();
+        paths.sort();
+        paths.dedup();
+        return Ok(Merged::Conflict(paths));
+    }
+    let tree = outcome.tree_merge.tree.write().context("could not write the merged tree")?.detach();
+    let commit = git::write_commit(repo, tree, &[ours, theirs], message, &store.signature())?;
+    Ok(Merged::Commit(commit))
+}
+
+/// Add the worktree for `try_` on its branch (which must exist), serialized across
+/// processes: concurrent `worktree add`s otherwise fail now and then. A leftover registration
+/// whose directory is gone (deleted under the loop) is pruned first.
+pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
+    let _guard = WorktreeLock::take(store)?;
+    if try_.worktree.join(".git").exists() {
+        return Ok(());
+    }
+    prune_missing(store)?;
+    if let Some(parent) = try_.worktree.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
+    }
+    let branch: gix::refs::FullName = try_.branch.as_str().try_into().context("invalid try branch name")?;
+    let interrupt = AtomicBool::new(false);
+    let mut repo = store.repo.clone();
+    git::harden(&mut repo)?;
+    repo.add_worktree(&try_.worktree, gix::worktree::add::Head::Attached(branch), gix::progress::Discard, &interrupt)
+        .with_context(|| format!("could not add the worktree '{}'", try_.worktree.display()))?;
+    Ok(())
+}
+
+/// Remove the registrations of linked worktrees whose directories no longer exist, as
+/// `git worktree prune` does, so their branches are free to be checked out again.
+pub fn prune_missing(store: &Store) -> Result<()> {
+    let admin_root = store.repo.common_dir().join("worktrees");
+    let Ok(entries) = std::fs::read_dir(&admin_root) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let admin = entry.path();
+        if admin.join("locked").exists() {
+            continue;
+        }
+        let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
+        let gitfile = PathBuf::from(gitdir.trim());
+        if !gitfile.exists() {
+            std::fs::remove_dir_all(&admin).with_context(|| format!("could not prune '{}'", admin.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Remove a try's worktree (its branch and commits stay).
+pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
+    let _guard = WorktreeLock::take(store)?;
+    if !try_.worktree.exists() {
+        return prune_missing(store);
+    }
+    let mut repo = store.repo.clone();
+    git::harden(&mut repo)?;
+    repo.remove_worktree(&try_.worktree, gix::worktree::remove::Force::DiscardChanges, gix::progress::Discard)
+        .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))
+}
+
+/// A cross-process lock around worktree creation and removal (`.git/loop/worktree.lock`). A
+/// lock older than a minute was left by a crashed process and is taken over.
+struct WorktreeLock(PathBuf);
+
+impl WorktreeLock {
+    fn take(store: &Store) -> Result<WorktreeLock> {
+        let path = store.loop_dir()?.join("worktree.lock");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(_) => return Ok(WorktreeLock(path)),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Duration::from_secs(60));
+                    if stale {
+                        let _ = std::fs::remove_file(&path);
+                        continue;
+                    }
+                    if Instant::now() > deadline {
+                        anyhow::bail!(
+                            "'{}' has been held for a minute; remove it if no git-loop is running",
+                            path.display()
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for WorktreeLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -1,0 +1,329 @@
+//! The git-native walk behind `git loop run`: the queue claims tasks and closes them in git,
+//! the dispatcher runs agent sessions in try worktrees; `runloop` decides the control flow.
+//!
+//! A walk, start to end:
+//! 1. Check the agent's program exists (exit 77 before any claim).
+//! 2. Take the `walker:<clone-id>` singleton (a second walker in this clone exits 3). A
+//!    walker that died without releasing it (same host and boot, process gone) is taken over
+//!    at once rather than after its lease.
+//! 3. Recover what a crashed walk of this clone left: stop its orphaned sessions, commit
+//!    their leftovers to their try branches, release their task claims.
+//! 4. Run `parallel` workers (see `runloop::work`), each with its own repository handle.
+//! 5. Journal how it ended, release the singleton, report.
+
+pub mod dispatch;
+pub mod prompt;
+pub mod queue;
+pub mod recover;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use chrono::Utc;
+use gix::ObjectId;
+
+use crate::context::Context;
+use crate::error::{Class, Refusal};
+use crate::git;
+use crate::ids::{random_base32, ClaimKey, WriterId};
+use crate::runloop::{self, Limits, Stop, Tally};
+use crate::session::presets::Agent;
+use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::journal::{self, NewEvent};
+use crate::store::Store;
+
+/// How to walk.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub agent: Agent,
+    pub checks: Option<String>,
+    pub session_timeout: Option<Duration>,
+    pub checks_timeout: Duration,
+    /// Between SIGTERM and SIGKILL when a session is stopped.
+    pub grace: Duration,
+    pub labels: Vec<String>,
+    /// How long a task claim lasts unless refreshed (it is refreshed while sessions run).
+    pub lease: chrono::Duration,
+    pub limits: Limits,
+    pub parallel: u32,
+    /// The revision task branches start from (default: the current branch).
+    pub base: Option<String>,
+    /// Also merge each done task branch into the base branch.
+    pub merge: bool,
+}
+
+/// Something worth telling the person watching.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Started { walker: String, agent: String, parallel: u32, limits: Limits, labels: Vec<String> },
+    Recovered { task: String, detail: String },
+    Claimed { task: String, title: String, priority: String },
+    TryOpened { task: String, number: u32, branch: String, worktree: PathBuf, resumed: bool },
+    SessionStarted { task: String, session: String, agent: String, number: u32, attempt: u32 },
+    SessionEnded { task: String, session: String, elapsed: Duration, why: String, commit: Option<String> },
+    Checks { task: String, passed: bool, elapsed: Duration },
+    BranchMoved { task: String, branch: String, commit: String },
+    Merged { task: String, base: String, commit: String },
+    Done { task: String, message: String },
+    Parked { task: String, reason: String },
+    Abandoned { task: String, why: String },
+    FollowUp { task: String, added: String, title: String },
+    Warning { message: String },
+    Finished { stop: Stop, tally: Tally },
+}
+
+/// Receives events as they happen (from several worker threads).
+pub trait Observer: Sync {
+    fn event(&self, event: &Event);
+}
+
+/// Everything the workers of one walk share.
+pub struct Walker<'a> {
+    /// This walk's key: holder of its claims, writer of its journal chain.
+    pub key: String,
+    pub opts: Options,
+    pub ctx: Context,
+    pub cwd: PathBuf,
+    /// This program, for the session guard and the demo agent.
+    pub exe: PathBuf,
+    pub base: ObjectId,
+    pub observer: &'a dyn Observer,
+    pub cancel: &'a AtomicBool,
+    started: chrono::DateTime<Utc>,
+}
+
+impl Walker<'_> {
+    pub fn writer(&self) -> WriterId {
+        self.key.parse().expect("walker keys are valid writer ids")
+    }
+
+    /// Journal a walk event in this walker's chain.
+    pub fn journal(&self, store: &Store, kind: &str, task: Option<&str>, data: serde_json::Value) -> Result<()> {
+        let data = match data {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        journal::append(
+            store,
+            &self.ctx,
+            &self.writer(),
+            NewEvent { kind: kind.into(), task: task.map(Into::into), session: None, data },
+        )?;
+        Ok(())
+    }
+
+    /// Whether the walk should stop: Ctrl-C / SIGTERM, or `git loop stop --all` since it began.
+    pub fn cancelled(&self, store: &Store) -> bool {
+        if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
+            return true;
+        }
+        let marker = git::loop_dir(&store.repo).join("cancel");
+        let fresh = std::fs::metadata(&marker)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(chrono::DateTime::<Utc>::from)
+            .is_some_and(|at| at >= self.started - chrono::Duration::seconds(1));
+        if fresh {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+        fresh
+    }
+}
+
+/// How a walk ended, for the exit code and the summary.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub stop: Stop,
+}
+
+/// The walker singleton's key: one walker per clone (linked worktrees share it).
+fn singleton(store: &Store) -> Result<ClaimKey> {
+    Ok(ClaimKey::new("walker", &store.clone_id()?)?)
+}
+
+/// Walk the backlog. `cancel` is set by the caller's signal handling.
+pub fn walk(
+    store: &Store,
+    ctx: &Context,
+    cwd: PathBuf,
+    exe: PathBuf,
+    opts: Options,
+    observer: &dyn Observer,
+    cancel: &AtomicBool,
+) -> Result<Ended> {
+    let program_path = ctx.path_var.as_deref();
+    if crate::session::process::find_program(&opts.agent.program, program_path).is_none() {
+        return Err(Refusal::new(
+            Class::AgentMissing,
+            format!("the agent's program '{}' was not found", opts.agent.program),
+        )
+        .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name))
+        .into());
+    }
+    let base = match &opts.base {
+        Some(rev) => git::resolve_commit(&store.repo, rev)?,
+        None => match store.config("loop.base").filter(|b| !b.is_empty()) {
+            Some(rev) => git::resolve_commit(&store.repo, &rev)?,
+            None => store
+                .repo
+                .head_id()
+                .map_err(|_| {
+                    crate::error::usage("the current branch has no commits to start task branches from")
+                        .hint("make a first commit, or pass --base <rev>")
+                })?
+                .detach(),
+        },
+    };
+    let key = format!("w-{}", random_base32(8));
+    let singleton = singleton(store)?;
+    let _held = take_singleton(store, ctx, &singleton, &key)?;
+    let walker = Walker { key, opts, ctx: ctx.clone(), cwd, exe, base, observer, cancel, started: ctx.now() };
+    walker.journal(
+        store,
+        "walk_started",
+        None,
+        serde_json::json!({ "agent": walker.opts.agent.name, "parallel": walker.opts.parallel, "labels": walker.opts.labels }),
+    )?;
+    observer.event(&Event::Started {
+        walker: walker.key.clone(),
+        agent: walker.opts.agent.name.clone(),
+        parallel: walker.opts.parallel,
+        limits: walker.opts.limits,
+        labels: walker.opts.labels.clone(),
+    });
+    recover::recover(store, &walker)?;
+    let heartbeat_stop = AtomicBool::new(false);
+    let run = runloop::Walk::new(walker.opts.limits);
+    let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| heartbeat(&walker, &singleton, &heartbeat_stop));
+        let workers: Vec<_> = (0..walker.opts.parallel.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let outcome = (|| -> Result<()> {
+                        let store = Store::open(&walker.ctx, &walker.cwd)?;
+                        let mut queue = queue::GitQueue::new(&store, &walker);
+                        let mut dispatcher = dispatch::GitDispatcher::new(&store, &walker);
+                        runloop::work(&run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store))
+                    })();
+                    if let Err(err) = outcome {
+                        errors.lock().unwrap_or_else(|p| p.into_inner()).push(err);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            let _ = worker.join();
+        }
+        heartbeat_stop.store(true, Ordering::SeqCst);
+    });
+    let (mut stop, tally) = run.outcome();
+    if walker.cancelled(store) {
+        stop = Stop::Interrupted;
+    }
+    if let Stop::Paused { policy, units } = &stop {
+        let policy = match policy {
+            runloop::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
+            runloop::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
+        };
+        walker.journal(store, "walk_paused", None, serde_json::json!({ "policy": policy, "units": units }))?;
+    }
+    let error = errors.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().next();
+    walker.journal(
+        store,
+        "walk_ended",
+        None,
+        serde_json::json!({
+            "stop": stop_word(&stop),
+            "closed": tally.closed, "succeeded": tally.succeeded, "failed": tally.failed,
+            "dispatches": tally.dispatches, "error": error.as_ref().map(|e| format!("{e:#}")),
+        }),
+    )?;
+    if stop == Stop::Interrupted {
+        let _ = std::fs::remove_file(git::loop_dir(&store.repo).join("cancel"));
+    }
+    observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone() });
+    if let Some(err) = error {
+        return Err(err);
+    }
+    Ok(Ended { stop })
+}
+
+/// The word the journal and `--json` use for a stop reason.
+pub fn stop_word(stop: &Stop) -> &'static str {
+    match stop {
+        Stop::NoWork => "no_work",
+        Stop::Done => "done",
+        Stop::Budget => "budget",
+        Stop::Paused { .. } => "paused",
+        Stop::Interrupted => "interrupted",
+    }
+}
+
+/// Releases the walker singleton however the walk ends (errors and panics included).
+struct Singleton<'s> {
+    store: &'s Store,
+    ctx: &'s Context,
+    key: ClaimKey,
+    holder: String,
+}
+
+impl Drop for Singleton<'_> {
+    fn drop(&mut self) {
+        let _ = claim::release(self.store, self.ctx, &self.key, &self.holder, false);
+    }
+}
+
+fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Singleton<'s>> {
+    let opts = AcquireOptions {
+        holder: holder.to_owned(),
+        ttl: chrono::Duration::minutes(2),
+        reason: Some(format!("git loop run (pid {})", ctx.pid)),
+        session: None,
+    };
+    match claim::acquire(store, ctx, key, &opts)? {
+        Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
+        Acquire::HeldByOther(held) => {
+            let r = &held.record;
+            // A walker of this machine whose process is gone will never release it.
+            let dead = r.host == ctx.host
+                && r.boot_id == ctx.boot_id
+                && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists();
+            if !dead || !matches!(claim::take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. }) {
+                return Err(Refusal::new(
+                    Class::Busy,
+                    format!("another walker runs in this repository: {} (pid {} on {})", r.holder, r.pid, r.host),
+                )
+                .hint("stop it with 'git loop stop --all', or wait for it to finish")
+                .into());
+            }
+        }
+    }
+    Ok(Singleton { store, ctx, key: key.clone(), holder: holder.to_owned() })
+}
+
+/// Keep the singleton's lease fresh until told to stop.
+fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
+    let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
+    let opts = AcquireOptions {
+        holder: walker.key.clone(),
+        ttl: chrono::Duration::minutes(2),
+        reason: Some(format!("git loop run (pid {})", walker.ctx.pid)),
+        session: None,
+    };
+    let mut last = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.elapsed() >= Duration::from_secs(30) {
+            let _ = claim::acquire(&store, &walker.ctx, key, &opts);
+            last = std::time::Instant::now();
+        }
+    }
+}
+
+/// The git-loop journal writer of a session.
+pub fn session_writer(session: &str) -> Result<WriterId> {
+    session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
+}

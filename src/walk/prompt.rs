@@ -1,0 +1,121 @@
+//! The prompt file a session reads (`$GIT_LOOP_PROMPT`, and the agent's stdin or `--file`):
+//! the task, what its dependencies delivered, what the previous session left, and how to
+//! report the verdict. Task text reaches the agent only through this file.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::git;
+use crate::refs;
+use crate::store::task::{self, Task};
+use crate::store::Store;
+use crate::tries::Try;
+
+pub struct Input<'a> {
+    pub task: &'a Task,
+    pub try_: &'a Try,
+    /// Which dispatch of this unit this is (1 for the first).
+    pub attempt: u32,
+    /// What the previous session left, for a continuation.
+    pub carry: Option<&'a str>,
+    pub checks: Option<&'a str>,
+    pub result_path: &'a Path,
+}
+
+pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
+    let t = input.task;
+    let mut out = String::new();
+    writeln!(out, "# Task {}: {}", t.id, t.title.lines().next().unwrap_or(""))?;
+    writeln!(out)?;
+    if t.title.contains('\n') {
+        writeln!(out, "Full title:\n\n{}\n", t.title)?;
+    }
+    if t.body.trim().is_empty() {
+        writeln!(out, "(No further description: the title is the task.)")?;
+    } else {
+        writeln!(out, "{}", t.body.trim_end())?;
+    }
+    writeln!(out)?;
+    writeln!(out, "## Where you are")?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "You work in a git worktree of your own, on branch `{}` (try {} of this task). Edit files here; commit if you like. Whatever you leave in this worktree is committed for you when your session ends, so nothing is lost.",
+        refs::short_branch(&input.try_.branch),
+        input.try_.number
+    )?;
+    let mut deps = Vec::new();
+    for dep in &t.after {
+        if let Ok(id) = dep.parse() {
+            if let Ok(Some(snapshot)) = task::read(store, &id) {
+                let said = snapshot.task.completion.as_ref().and_then(|c| c.message.clone()).unwrap_or_default();
+                deps.push(format!(
+                    "- {} \"{}\"{}",
+                    dep,
+                    snapshot.task.title.lines().next().unwrap_or(""),
+                    if said.is_empty() { String::new() } else { format!(": {said}") }
+                ));
+            }
+        }
+    }
+    if !deps.is_empty() {
+        writeln!(out, "\nThis task builds on these, already done and merged into your branch:\n{}", deps.join("\n"))?;
+    }
+    if input.attempt > 1 {
+        writeln!(out, "\n## What happened before\n\nThis is session {} on this task.", input.attempt)?;
+        if let Some(carry) = input.carry {
+            writeln!(out, "\n{}", carry.trim_end())?;
+        }
+        if let Some(stat) = diffstat(store, input.try_)? {
+            writeln!(out, "\nWork already on your branch (compared with where the task started):\n\n{stat}")?;
+        }
+    }
+    writeln!(out, "\n## When you are finished\n")?;
+    writeln!(out, "Report your verdict by running exactly one of:\n")?;
+    writeln!(out, "    git loop finish done --message \"<what you did>\"")?;
+    writeln!(out, "    git loop finish blocked --message \"<what you need>\"")?;
+    writeln!(out, "    git loop finish failed --message \"<what went wrong>\"")?;
+    if let Some(checks) = input.checks {
+        writeln!(out, "\n`done` counts only if the checks pass: `{checks}` is run in your worktree after you finish.")?;
+    }
+    writeln!(
+        out,
+        "\nYou may instead write a JSON file to {}: {{\"verdict\": \"done\", \"summary\": \"...\", \"follow_ups\": [{{\"title\": \"...\"}}]}} — follow-ups become new tasks.",
+        input.result_path.display()
+    )?;
+    Ok(out)
+}
+
+/// Files changed on the try branch since the task branch, as `path (+added -removed)` lines.
+fn diffstat(store: &Store, try_: &Try) -> Result<Option<String>> {
+    let repo = &store.repo;
+    let (Some(head), Some(start)) =
+        (git::ref_target(repo, &try_.branch)?, git::ref_target(repo, &refs::task_branch(&try_.task))?)
+    else {
+        return Ok(None);
+    };
+    if head == start {
+        return Ok(None);
+    }
+    let old = repo.find_commit(start)?.tree()?;
+    let new = repo.find_commit(head)?.tree()?;
+    let changes = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    let lines: Vec<String> = changes
+        .iter()
+        .take(50)
+        .map(|c| {
+            use gix::object::tree::diff::ChangeDetached as C;
+            match c {
+                C::Addition { location, .. } => format!("    added     {location}"),
+                C::Deletion { location, .. } => format!("    deleted   {location}"),
+                C::Modification { location, .. } => format!("    modified  {location}"),
+                C::Rewrite { source_location, location, .. } => {
+                    format!("    renamed   {source_location} -> {location}")
+                }
+            }
+        })
+        .collect();
+    Ok((!lines.is_empty()).then(|| lines.join("\n")))
+}

@@ -1,0 +1,323 @@
+//! The queue side of the walk: claim the next ready task, and close units in git.
+//!
+//! Closing done: the task branch moves to the try's head by compare-and-swap (fast-forward
+//! when it can, else a merge of the two), never while it is checked out somewhere; the task
+//! is marked done with a completion note on that commit; the claim is released.
+//! Closing failed or blocked: the task is parked and the claim is kept, with its lease
+//! refreshed (park exclusion: `next` moves on instead of re-picking a broken task). A lost
+//! claim is never released: it is not ours any more.
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::{Event, Walker};
+use crate::backlog::{self, Board, DoneOptions};
+use crate::context::{Context, SessionEnv};
+use crate::error::refused;
+use crate::git;
+use crate::ids::{ClaimKey, Priority, TaskId};
+use crate::refs;
+use crate::runloop::{self, Verdict};
+use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::task::{self, State, Task};
+use crate::store::Store;
+use crate::tries::{self, Move, Try};
+
+/// A task being worked: its claim and, once the first session starts, its try.
+#[derive(Debug, Clone)]
+pub struct WorkUnit {
+    pub task: Task,
+    pub try_: Option<Try>,
+    /// The most recent session's key.
+    pub last_session: Option<String>,
+    /// What the checks said, for the completion note.
+    pub checks: Option<serde_json::Value>,
+    /// Set when the claim turned out to be someone else's.
+    pub lost: bool,
+}
+
+impl WorkUnit {
+    pub fn id(&self) -> TaskId {
+        self.task.task_id()
+    }
+}
+
+impl runloop::Unit for WorkUnit {
+    fn id(&self) -> String {
+        self.task.id.clone()
+    }
+    fn is_p0(&self) -> bool {
+        self.task.priority == Priority::P0
+    }
+}
+
+pub struct GitQueue<'a> {
+    store: &'a Store,
+    walker: &'a Walker<'a>,
+}
+
+impl<'a> GitQueue<'a> {
+    pub fn new(store: &'a Store, walker: &'a Walker<'a>) -> GitQueue<'a> {
+        GitQueue { store, walker }
+    }
+
+    fn claim_options(&self, reason: String) -> AcquireOptions {
+        AcquireOptions {
+            holder: self.walker.key.clone(),
+            ttl: self.walker.opts.lease,
+            reason: Some(reason),
+            session: None,
+        }
+    }
+
+    /// A context that attributes records to the unit's last session.
+    fn session_ctx(&self, unit: &WorkUnit) -> Context {
+        let mut ctx = self.walker.ctx.clone();
+        ctx.session = SessionEnv {
+            session: unit.last_session.clone(),
+            task: Some(unit.task.id.clone()),
+            try_number: unit.try_.as_ref().map(|t| t.number),
+        };
+        ctx
+    }
+
+    fn release(&self, unit: &WorkUnit) -> Result<()> {
+        if !unit.lost {
+            claim::release(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &self.walker.key, false)?;
+        }
+        Ok(())
+    }
+
+    fn drop_worktree(&self, unit: &WorkUnit) {
+        if let Some(try_) = &unit.try_ {
+            if let Err(err) = tries::remove_worktree(self.store, try_) {
+                self.walker.observer.event(&Event::Warning {
+                    message: format!("could not remove the worktree of {}: {err:#}", unit.task.id),
+                });
+            }
+        }
+    }
+
+    /// Park the task, keep the claim (park exclusion), tidy the worktree.
+    fn park(&mut self, unit: &mut WorkUnit, reason: &str) -> Result<bool> {
+        let ctx = self.session_ctx(unit);
+        match backlog::set_state(self.store, &ctx, &unit.id(), State::Parked, Some(reason.to_owned())) {
+            Ok(_) => {}
+            // Someone parked or closed it meanwhile: their word stands.
+            Err(err) if crate::error::find_refusal(&err).is_some() => {}
+            Err(err) => return Err(err),
+        }
+        if !unit.lost {
+            let opts = self.claim_options(format!("parked: {}", first_line(reason)));
+            claim::acquire(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts)?;
+        }
+        self.walker.journal(
+            self.store,
+            "unit_closed",
+            Some(&unit.task.id),
+            json!({ "verdict": "parked", "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
+        )?;
+        self.drop_worktree(unit);
+        self.walker.observer.event(&Event::Parked { task: unit.task.id.clone(), reason: reason.to_owned() });
+        Ok(false)
+    }
+
+    /// Move the task branch to the try's head and mark the task done.
+    fn finish(&mut self, unit: &mut WorkUnit, message: &str) -> Result<bool> {
+        let Some(try_) = unit.try_.clone() else {
+            return self.park(unit, "the task was reported done before any work was done");
+        };
+        let repo = &self.store.repo;
+        let id = unit.id();
+        let branch = refs::task_branch(&id);
+        let head = git::ref_target(repo, &try_.branch)?
+            .ok_or_else(|| anyhow::anyhow!("try branch '{}' is missing", try_.branch))?;
+        let mut target = None;
+        for _ in 0..3 {
+            let current = git::ref_target(repo, &branch)?;
+            let to = match current {
+                Some(current) if !tries::is_ancestor(repo, current, head)? => {
+                    // The task branch moved since this try began: bring its changes along.
+                    match tries::merge(
+                        self.store,
+                        head,
+                        current,
+                        &format!("loop: merge {} into try {} of {id}\n", refs::short_branch(&branch), try_.number),
+                    )? {
+                        tries::Merged::Commit(commit) => commit,
+                        tries::Merged::Conflict(paths) => {
+                            return self.park(
+                                unit,
+                                &format!(
+                                    "the task branch moved meanwhile and merging it conflicts in: {}",
+                                    paths.join(", ")
+                                ),
+                            );
+                        }
+                    }
+                }
+                _ => head,
+            };
+            match tries::move_branch(self.store, &branch, current, to, "loop: task done")? {
+                Move::Moved => {
+                    target = Some(to);
+                    break;
+                }
+                Move::CheckedOut(path) => {
+                    return self.park(
+                        unit,
+                        &format!(
+                            "its work is on {} but {} is checked out in {}, so it was not moved",
+                            refs::short_branch(&try_.branch),
+                            refs::short_branch(&branch),
+                            path.display()
+                        ),
+                    );
+                }
+                Move::Lost(_) => continue,
+            }
+        }
+        let Some(commit) = target else {
+            return self.park(unit, "the task branch kept changing while it was being moved");
+        };
+        self.walker.observer.event(&Event::BranchMoved {
+            task: unit.task.id.clone(),
+            branch: refs::short_branch(&branch).to_owned(),
+            commit: commit.to_string(),
+        });
+        if self.walker.opts.merge {
+            match super::dispatch::merge_into_base(self.store, self.walker, &unit.task, commit)? {
+                super::dispatch::BaseMerge::Merged(_) => {}
+                super::dispatch::BaseMerge::Conflict(paths) => {
+                    return self.park(
+                        unit,
+                        &format!(
+                            "its branch is ready, but merging it into the base conflicts in: {}",
+                            paths.join(", ")
+                        ),
+                    );
+                }
+                super::dispatch::BaseMerge::Skipped(reason) => {
+                    self.walker.journal(
+                        self.store,
+                        "merge_skipped",
+                        Some(&unit.task.id),
+                        json!({ "reason": reason }),
+                    )?;
+                    self.walker.observer.event(&Event::Warning {
+                        message: format!("{}: not merged into the base: {reason}", unit.task.id),
+                    });
+                }
+            }
+        }
+        let ctx = self.session_ctx(unit);
+        backlog::done(
+            self.store,
+            &ctx,
+            &id,
+            DoneOptions {
+                commit: Some(commit.to_string()),
+                message: (!message.trim().is_empty()).then(|| message.to_owned()),
+                try_number: Some(try_.number),
+                checks: unit.checks.clone(),
+            },
+        )?;
+        self.walker.journal(
+            self.store,
+            "unit_closed",
+            Some(&unit.task.id),
+            json!({ "verdict": "done", "commit": commit.to_string(), "try": try_.number }),
+        )?;
+        self.release(unit)?;
+        self.drop_worktree(unit);
+        self.walker.observer.event(&Event::Done { task: unit.task.id.clone(), message: message.to_owned() });
+        Ok(true)
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+impl runloop::Queue for GitQueue<'_> {
+    type Unit = WorkUnit;
+
+    fn next(&mut self) -> Result<Option<WorkUnit>> {
+        let ctx = &self.walker.ctx;
+        let mut stuck = None;
+        for _round in 0..5 {
+            let board = Board::load(self.store, ctx)?;
+            let ready: Vec<Task> = board.ready(&self.walker.opts.labels).into_iter().cloned().collect();
+            if ready.is_empty() {
+                return Ok(None);
+            }
+            for task in ready.iter().take(20) {
+                let key = ClaimKey::node(&task.task_id());
+                let opts = self.claim_options(format!("worked by {}", self.walker.key));
+                match claim::acquire(self.store, ctx, &key, &opts)? {
+                    Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
+                    Acquire::HeldByOther(_) => {
+                        stuck.get_or_insert_with(|| task.id.clone());
+                        continue;
+                    }
+                };
+                // The claim is ours; the task may have been closed in between.
+                match task::read(self.store, &task.task_id())? {
+                    Some(now) if now.task.state == State::Open => {
+                        self.walker.journal(
+                            self.store,
+                            "claimed",
+                            Some(&task.id),
+                            json!({ "title": now.task.title }),
+                        )?;
+                        self.walker.observer.event(&Event::Claimed {
+                            task: task.id.clone(),
+                            title: now.task.title.clone(),
+                            priority: now.task.priority.to_string(),
+                        });
+                        return Ok(Some(WorkUnit {
+                            task: now.task,
+                            try_: None,
+                            last_session: None,
+                            checks: None,
+                            lost: false,
+                        }));
+                    }
+                    _ => {
+                        claim::release(self.store, ctx, &key, &self.walker.key, false)?;
+                    }
+                }
+            }
+        }
+        Err(refused(format!(
+            "could not claim any ready task: '{}' and the others kept being taken by other walkers",
+            stuck.unwrap_or_default()
+        ))
+        .hint("see who holds them with 'git loop claim list'")
+        .into())
+    }
+
+    fn close(&mut self, unit: &mut WorkUnit, verdict: Verdict, message: &str) -> Result<bool> {
+        match verdict {
+            Verdict::Done => self.finish(unit, message),
+            Verdict::Blocked => {
+                self.park(unit, &format!("blocked: {}", if message.is_empty() { "no reason given" } else { message }))
+            }
+            Verdict::Failed => {
+                self.park(unit, &format!("failed: {}", if message.is_empty() { "no reason given" } else { message }))
+            }
+        }
+    }
+
+    fn abandon(&mut self, unit: &mut WorkUnit, why: &str) -> Result<()> {
+        self.walker.journal(
+            self.store,
+            "unit_abandoned",
+            Some(&unit.task.id),
+            json!({ "reason": why, "try": unit.try_.as_ref().map(|t| t.number) }),
+        )?;
+        self.release(unit)?;
+        self.walker.observer.event(&Event::Abandoned { task: unit.task.id.clone(), why: why.to_owned() });
+        Ok(())
+    }
+}

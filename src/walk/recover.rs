@@ -1,0 +1,98 @@
+//! Picking up after a walk of this clone that crashed (`kill -9`, power loss): stop the
+//! sessions it left running, commit what they left in their worktrees, and release the task
+//! claims it held, so those tasks are worked again (continuing their tries).
+//!
+//! Only what is provably this machine's and dead is touched: session records without an end
+//! whose walker is not this walk (we hold the clone's walker singleton, so no other walker of
+//! this clone is alive), and node claims held by a walker key whose record names this host
+//! and boot and a process that no longer exists.
+
+use std::collections::HashSet;
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::{Event, Walker};
+use crate::ids::TaskId;
+use crate::session::{process, record};
+use crate::store::claim::{self, Listed};
+use crate::store::Store;
+use crate::tries::{self, commit::Committed, Try};
+
+pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
+    let loop_dir = store.loop_dir()?;
+    let root = tries::worktrees_root(store)?;
+    let mut dead_walkers = HashSet::new();
+    for mut rec in record::all(&loop_dir) {
+        if rec.ended_at.is_some() || rec.walker == walker.key {
+            continue;
+        }
+        dead_walkers.insert(rec.walker.clone());
+        let killed = process::kill_marked(&rec.marker);
+        let Ok(task) = rec.task.parse::<TaskId>() else { continue };
+        let try_ = Try::describe(&task, rec.try_number, &root);
+        let author = gix::actor::Signature {
+            name: rec.agent.as_str().into(),
+            email: format!("{}@agent.invalid", rec.agent).as_str().into(),
+            time: gix::date::Time { seconds: walker.ctx.now().timestamp(), offset: 0 },
+        };
+        let message = format!(
+            "loop: work of session {} on {task}, recovered\n\nIts walk ({}) ended without stopping it.\nSession: {}\nTry: {}\n",
+            rec.session, rec.walker, rec.session, rec.try_number
+        );
+        let committed = match tries::commit::commit_on_stop(store, &try_, &author, &message) {
+            Ok(c) => c,
+            Err(err) => {
+                walker.observer.event(&Event::Warning {
+                    message: format!("could not commit the leftovers of session {}: {err:#}", rec.session),
+                });
+                Committed::Clean
+            }
+        };
+        let detail = match &committed {
+            Committed::Commit { id, paths } => format!(
+                "session {} had crashed; its {paths} changed files are committed as {}",
+                rec.session,
+                &id.to_string()[..12]
+            ),
+            Committed::Adopted(id) => {
+                format!("session {} had crashed; its commits are kept ({})", rec.session, &id.to_string()[..12])
+            }
+            _ => format!("session {} had crashed; it left nothing uncommitted", rec.session),
+        };
+        let detail = if killed > 0 { format!("{detail}; {killed} leftover processes stopped") } else { detail };
+        rec.ended_at = Some(walker.ctx.now());
+        rec.ended = Some("recovered after its walk crashed".into());
+        record::write(&loop_dir, &rec)?;
+        walker.journal(
+            store,
+            "recovered",
+            Some(&rec.task),
+            json!({ "session": rec.session, "walker": rec.walker, "detail": detail }),
+        )?;
+        walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
+    }
+    for listed in claim::list(store, "node:")? {
+        let Listed::Claim { key, held } = listed else { continue };
+        let r = &held.record;
+        let ours_and_dead = r.holder.starts_with("w-")
+            && r.holder != walker.key
+            && (dead_walkers.contains(&r.holder)
+                || (r.host == walker.ctx.host
+                    && r.boot_id == walker.ctx.boot_id
+                    && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists()));
+        if !ours_and_dead || r.reason.as_deref().is_some_and(|why| why.starts_with("parked")) {
+            continue;
+        }
+        claim::release(store, &walker.ctx, &key, &r.holder, false)?;
+        let detail = format!("released the claim its crashed walk {} held", r.holder);
+        walker.journal(
+            store,
+            "recovered",
+            Some(key.name()),
+            json!({ "claim": key.to_string(), "walker": r.holder, "detail": detail }),
+        )?;
+        walker.observer.event(&Event::Recovered { task: key.name().to_owned(), detail });
+    }
+    Ok(())
+}
