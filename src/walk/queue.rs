@@ -255,7 +255,9 @@ impl runloop::Queue for GitQueue<'_> {
                 let key = ClaimKey::node(&task.task_id());
                 let opts = self.claim_options(format!("worked by {}", self.walker.key));
                 match claim::acquire(self.store, ctx, &key, &opts)? {
-                    Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
+                    Acquire::Acquired(_) | Acquire::TookOver { .. } => {}
+                    // Our own live claim: another worker of this walk has the task.
+                    Acquire::Refreshed(_) => continue,
                     Acquire::HeldByOther(_) => {
                         stuck.get_or_insert_with(|| task.id.clone());
                         continue;

@@ -1,0 +1,601 @@
+//! `git loop run` end to end with scripted agents: closing, policies, budgets, exit codes,
+//! and the reliability rows for sessions (P1, P2, P4, P7, W1, S3, S4).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::harness::{Repo, Run, TestEnv};
+
+/// Write an agent script and return the `--agent-cmd` for it.
+fn agent(env: &TestEnv, name: &str, script: &str) -> String {
+    let path = env.path(&format!("{name}.sh"));
+    std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
+    format!("sh {}", path.display())
+}
+
+fn run(repo: &Repo<'_>, agent_cmd: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["run", "--agent-cmd", agent_cmd, "--grace", "1", "--session-timeout", "60s"];
+    args.extend_from_slice(extra);
+    repo.run(&args)
+}
+
+/// Events of a `run --json` output, as (event, task) pairs.
+fn events(out: &Run) -> Vec<serde_json::Value> {
+    out.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect()
+}
+
+fn kinds(repo: &Repo<'_>) -> Vec<String> {
+    repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["kind"].as_str().expect("kind").to_owned())
+        .collect()
+}
+
+/// Wait (bounded) until `cond` holds.
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Session records of the repository's walks.
+fn records(repo: &Repo<'_>) -> Vec<serde_json::Value> {
+    let dir = repo.dir.join(".git/loop/sessions");
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
+        .filter_map(|b| serde_json::from_slice(&b).ok())
+        .collect()
+}
+
+/// Live processes carrying `marker` in their environment.
+fn marked(marker: &str) -> Vec<u32> {
+    let needle = format!("GIT_LOOP_MARKER={marker}");
+    std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_done_task_moves_its_branch_gets_a_note_and_releases_its_claim() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write hello", "--body", "create hello.txt"]);
+    let cmd = agent(&env, "hello", "echo hello > hello.txt\ngit loop finish done --message 'wrote hello'");
+    let out = run(&repo, &cmd, &["--checks", "test -f hello.txt", "--json"]).ok();
+    let names: Vec<String> = events(&out).iter().map(|e| e["event"].as_str().unwrap_or("").to_owned()).collect();
+    assert_eq!(
+        names,
+        [
+            "started",
+            "claimed",
+            "try_opened",
+            "session_started",
+            "session_ended",
+            "checks",
+            "branch_moved",
+            "done",
+            "finished"
+        ],
+        "the walk's events, in order"
+    );
+    let branch = format!("loop/{id}");
+    assert_eq!(repo.git(&["show", &format!("{branch}:hello.txt")]), "hello", "the task branch holds the agent's work");
+    let note: serde_json::Value =
+        serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &branch])).expect("note");
+    assert_eq!((note["task"].as_str(), note["message"].as_str()), (Some(id.as_str()), Some("wrote hello")));
+    assert_eq!(note["checks"]["passed"], true, "the checks' verdict is part of the evidence");
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["claim"].is_null()),
+        (Some("done"), true),
+        "done, and the claim is released"
+    );
+    assert_eq!(
+        repo.git(&["worktree", "list", "--porcelain"]).matches("worktree ").count(),
+        1,
+        "the try's worktree is gone"
+    );
+    assert!(repo.git(&["status", "--porcelain"]).is_empty(), "the main working tree is untouched");
+    let author = repo.git(&["log", "-1", "--format=%an <%ae>", &format!("loop-try/{id}/1")]);
+    assert_eq!(author, "custom <custom@agent.invalid>", "the work is authored as the agent");
+}
+
+#[test]
+fn three_consecutive_failures_pause_the_walk_with_exit_4_and_hold_the_claims() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let ids: Vec<String> = (0..4).map(|i| repo.add(&[&format!("task {i}")])).collect();
+    let cmd = agent(&env, "fail", "git loop finish failed --message 'cannot do it'");
+    let out = run(&repo, &cmd, &["--json"]).code(4);
+    let last = events(&out).pop().expect("a finished event");
+    assert_eq!((last["stop"].as_str(), last["policy"].as_str()), (Some("paused"), Some("3_consecutive_failures")));
+    let parked: Vec<String> = repo.run(&["list", "--state", "parked", "--json"]).ok().json()["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(parked.len(), 3, "three tasks were parked");
+    assert_eq!(last["units"].as_array().map(Vec::len), Some(3));
+    let claims = repo.run(&["claim", "list", "--json"]).ok().json();
+    assert_eq!(claims["claims"].as_array().map(Vec::len), Some(3), "parked tasks keep their claims (park exclusion)");
+    let untouched: Vec<&String> = ids.iter().filter(|id| !parked.contains(id)).collect();
+    assert_eq!(
+        repo.run(&["next", "--json"]).ok().json()["id"],
+        untouched[0].as_str(),
+        "next moves on to the untouched task"
+    );
+    assert!(kinds(&repo).contains(&"walk_paused".to_owned()), "the pause is journaled");
+    let status = repo.run(&["status"]).ok();
+    assert!(status.stdout.contains("the last walk paused"), "{}", status.stdout);
+}
+
+#[test]
+fn a_p0_failure_pauses_at_once() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["urgent", "-p", "p0"]);
+    repo.add(&["later"]);
+    let cmd = agent(&env, "fail", "git loop finish blocked --message 'need a key'");
+    let out = run(&repo, &cmd, &["--json"]).code(4);
+    let last = events(&out).pop().expect("finished");
+    assert_eq!(last["policy"], "p0_failure");
+    assert_eq!(repo.run(&["list", "--state", "open", "--json"]).ok().json()["tasks"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn once_mode_closes_one_task_and_an_iteration_budget_stops_with_exit_1() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["a"]);
+    repo.add(&["b"]);
+    let done = agent(&env, "done", "git loop finish done");
+    let out = run(&repo, &done, &["--max-units", "1", "--json"]).ok();
+    assert_eq!(events(&out).pop().expect("finished")["stop"], "done", "once mode: one task, exit 0");
+    assert_eq!(repo.run(&["list", "--state", "done", "--json"]).ok().json()["tasks"].as_array().map(Vec::len), Some(1));
+    let silent = agent(&env, "silent", "true");
+    let out = run(&repo, &silent, &["--max-iterations", "2", "--json"]).code(1);
+    let last = events(&out).pop().expect("finished");
+    assert_eq!((last["stop"].as_str(), last["sessions"].as_u64()), (Some("budget"), Some(2)));
+    let left = repo.run(&["list", "--state", "open", "--json"]).ok().json();
+    assert!(left["tasks"][0]["claim"].is_null(), "a task left open by the budget is free again");
+}
+
+#[test]
+fn sessions_without_a_verdict_continue_with_a_note_then_the_task_fails() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["quiet"]);
+    let prompts = env.path("prompts");
+    std::fs::create_dir_all(&prompts).expect("mkdir");
+    let cmd = agent(
+        &env,
+        "quiet",
+        &format!("cp \"$GIT_LOOP_PROMPT\" {}/$GIT_LOOP_SESSION.md\necho still thinking", prompts.display()),
+    );
+    run(&repo, &cmd, &["--per-unit-dispatches", "2"]).ok();
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["reason"].as_str()),
+        (Some("parked"), Some("failed: no verdict after 2 sessions"))
+    );
+    let texts: Vec<String> = std::fs::read_dir(&prompts)
+        .expect("prompts")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+        .collect();
+    assert_eq!(texts.len(), 2);
+    let continuation = texts.iter().find(|t| t.contains("## What happened before")).expect("a continuation prompt");
+    assert!(
+        continuation.contains("ended without reporting a verdict") && continuation.contains("still thinking"),
+        "{continuation}"
+    );
+}
+
+#[test]
+fn failing_checks_are_continued_with_their_output_and_can_then_pass() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["fix it"]);
+    let cmd = agent(
+        &env,
+        "twice",
+        "if grep -q 'checks failed' \"$GIT_LOOP_PROMPT\"; then echo good > state; else echo bad > state; fi\ngit loop finish done",
+    );
+    let out = run(&repo, &cmd, &["--checks", "echo checking state; grep -q good state", "--json"]).ok();
+    let checks: Vec<bool> =
+        events(&out).iter().filter(|e| e["event"] == "checks").map(|e| e["passed"].as_bool().expect("bool")).collect();
+    assert_eq!(checks, [false, true], "failed first, passed on continuation");
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+}
+
+#[test]
+fn a_second_walker_exits_3_and_a_missing_agent_exits_77_before_any_claim() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["slow"]);
+    let flag = env.path("started");
+    let cmd = agent(&env, "slow", &format!("touch {}\nsleep 30", flag.display()));
+    let mut first = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the first walker");
+    wait_for("the first session", || flag.exists());
+    let second = run(&repo, &cmd, &[]).code(3);
+    assert!(second.stderr.starts_with("error: another walker runs in this repository: w-"), "{}", second.stderr);
+    repo.run(&["stop", "--all"]).ok();
+    let status = first.wait().expect("first walker ends");
+    assert_eq!(status.code(), Some(130), "a walk stopped by 'stop --all' exits 130");
+    repo.add(&["other"]);
+    let missing = repo.run_with(&["run", "--agent", "claude"], &[("PATH", "/usr/bin:/bin")]).code(77);
+    assert!(missing.stderr.starts_with("error: the agent's program 'claude' was not found"), "{}", missing.stderr);
+    assert_eq!(
+        repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().map(Vec::len),
+        Some(0),
+        "no claim was taken"
+    );
+}
+
+/// SIGINT: sessions are stopped, their work committed, claims released, exit 130; and P1:
+/// nothing with the session's marker is left.
+#[test]
+fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["long job"]);
+    let flag = env.path("wrote");
+    let cmd = agent(
+        &env,
+        "long",
+        &format!("echo partial > partial.txt\n(setsid sleep 60 &)\nsleep 60 &\ntouch {}\nwait", flag.display()),
+    );
+    let mut child = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("the agent's first write", || flag.exists());
+    let marker = records(&repo)[0]["marker"].as_str().expect("marker").to_owned();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        repo.git(&["show", &format!("loop-try/{id}/1:partial.txt")]),
+        "partial",
+        "the work is on the try branch"
+    );
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!((task["state"].as_str(), task["claim"].is_null()), (Some("open"), true), "open and free again");
+    assert_eq!(marked(&marker), Vec::<u32>::new(), "no process with the session's marker is left");
+}
+
+/// P1 and P4: the walk is killed with SIGKILL mid-session. Its guard stops the agent and every
+/// child it forked, setsid'd or double-forked; the next walk recovers the leftovers, releases
+/// the dead walk's claim, and finishes the task.
+#[test]
+fn a_walk_killed_mid_session_leaves_no_process_and_the_next_walk_recovers_its_work() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["survive a crash"]);
+    let flag = env.path("wrote");
+    let script = format!(
+        "if [ -f first-done ]; then git loop finish done --message 'resumed'; exit 0; fi\n\
+         echo from-the-first-session > first-done\n(setsid sleep 120 &)\n(sleep 120 &)\ntouch {}\nsleep 120",
+        flag.display()
+    );
+    let cmd = agent(&env, "crash", &script);
+    let mut child = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("the agent's first write", || flag.exists());
+    let marker = records(&repo)[0]["marker"].as_str().expect("marker").to_owned();
+    child.kill().expect("SIGKILL the walk");
+    child.wait().expect("reap");
+    wait_for("every marked process to be gone", || marked(&marker).is_empty());
+    let claims = repo.run(&["claim", "list", "--json"]).ok().json();
+    assert_eq!(claims["claims"][0]["key"], format!("node:{id}"), "the dead walk's claim is still there");
+    let out = run(&repo, &cmd, &["--json"]).ok();
+    let evs = events(&out);
+    assert!(evs.iter().any(|e| e["event"] == "recovered"), "the crash is reported");
+    assert!(evs.iter().any(|e| e["event"] == "try_opened" && e["resumed"] == true), "the same try continues");
+    assert_eq!(repo.git(&["show", &format!("loop/{id}:first-done")]), "from-the-first-session", "no work was lost");
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+}
+
+/// P2: an agent that ignores SIGTERM is killed within grace + 1 s of the timeout.
+#[test]
+fn an_agent_ignoring_sigterm_is_killed_within_grace_plus_one_second() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["stubborn"]);
+    let cmd = agent(&env, "stubborn", "trap '' TERM\nwhile true; do sleep 1; done");
+    let out = repo
+        .run(&[
+            "run",
+            "--agent-cmd",
+            &cmd,
+            "--grace",
+            "1",
+            "--session-timeout",
+            "2",
+            "--per-unit-dispatches",
+            "1",
+            "--json",
+        ])
+        .ok();
+    let ended = events(&out).into_iter().find(|e| e["event"] == "session_ended").expect("session_ended");
+    let elapsed = ended["elapsed_ms"].as_u64().expect("elapsed");
+    assert!(ended["reason"].as_str().expect("reason").starts_with("it timed out"), "{ended}");
+    assert!(elapsed < 2_000 + 1_000 + 1_000, "killed within timeout + grace + 1 s, took {elapsed} ms");
+}
+
+/// P7: a torn result file is reported and counts as no verdict; a valid one is read, and its
+/// follow-ups become tasks.
+#[test]
+fn result_files_are_read_only_when_complete_and_valid() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let torn = repo.add(&["torn"]);
+    let cmd = agent(&env, "torn", "printf '{\"verdict\": \"do' > \"$GIT_LOOP_RESULT\"");
+    let out = run(&repo, &cmd, &["--per-unit-dispatches", "1", "--json"]).ok();
+    assert!(events(&out)
+        .iter()
+        .any(|e| e["event"] == "warning" && e["message"].as_str().is_some_and(|m| m.contains("torn or invalid"))));
+    assert_eq!(repo.run(&["show", &torn, "--json"]).ok().json()["reason"], "failed: no verdict after 1 sessions");
+    let good = repo.add(&["good"]);
+    let cmd = agent(
+        &env,
+        "good",
+        "printf '{\"verdict\":\"done\",\"summary\":\"all set\",\"follow_ups\":[{\"title\":\"write the docs\",\"priority\":\"p1\"}]}' > \"$GIT_LOOP_RESULT\"",
+    );
+    let out = run(&repo, &cmd, &["--max-units", "1", "--json"]).ok();
+    assert!(events(&out).iter().any(|e| e["event"] == "follow_up" && e["title"] == "write the docs"));
+    let shown = repo.run(&["show", &good, "--json"]).ok().json();
+    assert_eq!((shown["state"].as_str(), shown["completion"]["message"].as_str()), (Some("done"), Some("all set")));
+}
+
+/// W1: everything an agent wrote before being stopped is on its try branch — modified, new,
+/// deleted, executable, symlinked files and its own commits on a detached HEAD — ignored files
+/// are not, and `git status` in the worktree is clean afterwards.
+#[test]
+fn w1_commit_on_stop_captures_every_kind_of_change_and_leaves_a_clean_worktree() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), "*.log\n").expect("write");
+    std::fs::write(repo.dir.join("gone.txt"), "bye\n").expect("write");
+    repo.git(&["add", "."]);
+    repo.git(&["commit", "-q", "-m", "more"]);
+    let id = repo.add(&["all kinds"]);
+    let script = "echo changed >> README\necho new > new.txt\nmkdir -p deep/er && echo nested > deep/er/n.txt\nrm gone.txt\n\
+                  printf '#!/bin/sh\\n' > tool.sh && chmod +x tool.sh\nln -s README link\necho noise > debug.log\n\
+                  git -c user.name=a -c user.email=a@b commit -q --allow-empty -m 'agent commit' && git checkout -q --detach\n\
+                  echo staged > staged.txt && git add staged.txt\nsleep 60";
+    let cmd = agent(&env, "kinds", script);
+    repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--session-timeout", "3", "--max-iterations", "1"]).code(1);
+    let branch = format!("loop-try/{id}/1");
+    let files = repo.git(&["ls-tree", "-r", "--format=%(objectmode) %(path)", &branch]);
+    assert_eq!(
+        files,
+        "100644 .gitignore\n100644 README\n100644 deep/er/n.txt\n120000 link\n100644 new.txt\n100644 staged.txt\n100755 tool.sh",
+        "every change is captured, ignored files are not"
+    );
+    assert_eq!(repo.git(&["show", &format!("{branch}:README")]), "hello\nchanged");
+    assert!(repo.git(&["log", "--format=%s", &branch]).contains("agent commit"), "the agent's own commit is kept");
+    let worktree = repo.dir.join(format!(".git/loop/worktrees/{id}-1"));
+    assert!(worktree.exists(), "a task left open keeps its worktree");
+    let status = env.git(&worktree, &["status", "--porcelain"]);
+    assert_eq!(status, "", "git status is clean after commit-on-stop");
+    assert_eq!(
+        env.git(&worktree, &["symbolic-ref", "HEAD"]),
+        format!("refs/heads/{branch}"),
+        "HEAD is back on the try branch"
+    );
+}
+
+/// S4: hooks, fsmonitor, filters and an ssh command planted by an agent never run during the
+/// loop's own git work (commit-on-stop, worktree creation, branch moves).
+#[test]
+fn s4_planted_hooks_fsmonitor_and_filters_never_run() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["plant"]);
+    repo.add(&["next one"]);
+    let canary = env.path("canary");
+    let evil = env.path("evil.sh");
+    std::fs::write(&evil, format!("#!/bin/sh\necho ran \"$0\" \"$@\" >> {}\ncat\n", canary.display())).expect("write");
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let script = format!(
+        "common=$(git rev-parse --git-common-dir)\n\
+         for h in pre-commit post-commit post-checkout reference-transaction pre-push; do cp {e} \"$common/hooks/$h\"; done\n\
+         git config core.fsmonitor {e}\ngit config core.sshCommand {e}\n\
+         git config filter.evil.clean {e}\ngit config filter.evil.smudge {e}\ngit config filter.evil.required true\n\
+         echo '* filter=evil' > .gitattributes\necho data > file.txt\n\
+         git loop finish done",
+        e = evil.display()
+    );
+    let cmd = agent(&env, "plant", &script);
+    let out = run(&repo, &cmd, &["--json"]);
+    assert!(!canary.exists(), "planted code ran: {}", std::fs::read_to_string(&canary).unwrap_or_default());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// S3: ids that could escape the worktree root are refused before any work.
+#[test]
+fn s3_ids_that_could_escape_their_root_are_refused() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = env.path("in.jsonl");
+    for id in ["../up", "/abs", "a/b", "..", ".hidden", "x/../../y"] {
+        std::fs::write(&file, format!("{{\"id\":{},\"title\":\"t\"}}\n", serde_json::json!(id))).expect("write");
+        repo.run(&["import", file.to_str().expect("utf-8")]).code(2);
+    }
+    assert!(repo.git(&["for-each-ref", "refs/loop/tasks"]).is_empty(), "nothing was written");
+}
+
+/// A claim lost while a session runs (its lease ran out and a person took the task): the
+/// session is stopped, its work committed to its try branch, and the unit is not closed.
+#[test]
+fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_holder() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["contested"]);
+    let flag = env.path("wrote");
+    let cmd = agent(&env, "slow", &format!("echo mine > mine.txt\ntouch {}\nsleep 60", flag.display()));
+    let child = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--lease", "3", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for("the agent's write", || flag.exists());
+    // A person, an hour later by their clock, takes over the expired claim.
+    repo.run_with(
+        &["claim", "acquire", &format!("node:{id}"), "--holder", "person"],
+        &[("GIT_LOOP_NOW", "2026-03-01T13:00:00Z")],
+    )
+    .ok();
+    let out = Run::from(child.wait_with_output().expect("walk ends"));
+    let evs = events(&out);
+    let left = evs.iter().find(|e| e["event"] == "left_open").expect("the unit is left, not closed");
+    assert!(left["reason"].as_str().expect("reason").contains("taken by person"), "{left}");
+    assert_eq!(repo.git(&["show", &format!("loop-try/{id}/1:mine.txt")]), "mine", "its work is committed");
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["claim"]["holder"].as_str()),
+        (Some("open"), Some("person")),
+        "the new holder keeps it"
+    );
+}
+
+/// A task's branch starts from the base with its done dependencies' work merged in.
+#[test]
+fn a_task_builds_on_the_work_of_the_tasks_it_depends_on() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let a = repo.add(&["a", "--body", "a"]);
+    let b = repo.add(&["b", "--body", "b"]);
+    let c = repo.add(&["c", "--after", &a, "--after", &b, "--body", "c"]);
+    let cmd = agent(&env, "writer", "if [ -f a.txt ] && [ -f b.txt ]; then echo ok > c.txt; else tail -1 \"$GIT_LOOP_PROMPT\" >/dev/null; fi\nbody=$(git loop show \"$GIT_LOOP_TASK\" --json | sed -n 's/.*\"body\": \"\\(.\\)\".*/\\1/p')\necho done > \"$body.txt\"\ngit loop finish done");
+    run(&repo, &cmd, &[]).ok();
+    let files = repo.git(&["ls-tree", "--name-only", &format!("loop/{c}")]);
+    assert_eq!(files, "README\na.txt\nb.txt\nc.txt", "c saw a's and b's work");
+    let _ = (a, b);
+}
+
+/// --merge merges each done task branch into the base by compare-and-swap; a conflict parks
+/// the task with the paths named and leaves the base untouched.
+#[test]
+fn merge_into_the_base_moves_it_or_parks_on_conflict_never_half_merged() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.git(&["checkout", "-q", "-b", "work"]);
+    repo.git(&["branch", "-q", "integration", "main"]);
+    repo.git(&["config", "loop.mergeInto", "integration"]);
+    let one = repo.add(&["one"]);
+    let cmd = agent(&env, "one", "echo one > README\ngit loop finish done");
+    run(&repo, &cmd, &["--merge", "--base", "main"]).ok();
+    assert_eq!(repo.git(&["show", "integration:README"]), "one", "the base holds the task's work");
+    repo.git(&["checkout", "-q", "integration"]);
+    repo.git(&["-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "--allow-empty", "-m", "move"]);
+    std::fs::write(repo.dir.join("README"), "theirs\n").expect("write");
+    repo.git(&["-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "-am", "theirs"]);
+    repo.git(&["checkout", "-q", "work"]);
+    let before = repo.git(&["rev-parse", "integration"]);
+    let two = repo.add(&["two"]);
+    let cmd = agent(&env, "two", "echo two > README\ngit loop finish done");
+    run(&repo, &cmd, &["--merge", "--base", "main"]).ok();
+    let task = repo.run(&["show", &two, "--json"]).ok().json();
+    assert_eq!(task["state"], "parked");
+    assert!(task["reason"].as_str().expect("reason").contains("conflicts in: README"), "{task}");
+    assert_eq!(repo.git(&["rev-parse", "integration"]), before, "the base was not touched");
+    let _ = one;
+}
+
+/// --parallel N works N tasks at once, each with its own claim, try and worktree.
+#[test]
+fn parallel_walks_work_several_tasks_at_once() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    for i in 0..4 {
+        repo.add(&[&format!("task {i}")]);
+    }
+    let gate = env.path("gate");
+    std::fs::create_dir_all(&gate).expect("mkdir");
+    // Each session waits until a second one is running, which only happens in parallel.
+    let cmd = agent(
+        &env,
+        "par",
+        &format!("touch {g}/$GIT_LOOP_SESSION\nn=0\nwhile [ $(ls {g} | wc -l) -lt 2 ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n[ $n -lt 200 ]\ngit loop finish done", g = gate.display()),
+    );
+    let out = run(&repo, &cmd, &["--parallel", "2", "--json"]).ok();
+    let last = events(&out).pop().expect("finished");
+    assert_eq!((last["done"].as_u64(), last["parked"].as_u64()), (Some(4), Some(0)), "{last}");
+}
+
+/// Run from a linked worktree, the loop behaves as from the main one: same state, and one
+/// walker per repository.
+#[test]
+fn a_walk_from_a_linked_worktree_is_the_same_walk_as_from_the_main_one() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["from a worktree"]);
+    let linked = env.path("linked");
+    repo.git(&["worktree", "add", "-q", "-b", "side", linked.to_str().expect("utf-8")]);
+    let side = Repo { env: &env, dir: linked };
+    let cmd = agent(&env, "done", "git loop finish done");
+    run(&side, &cmd, &[]).ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "the main worktree sees it");
+}
+
+#[test]
+fn status_shows_the_board_at_a_glance() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["ready one", "-p", "p1"]);
+    let parked = repo.add(&["parked one"]);
+    repo.run(&["park", &parked, "--reason", "waiting for review"]).ok();
+    let out = repo.run(&["status"]).ok();
+    let ready = repo.run(&["next", "--json"]).ok().json()["id"].as_str().expect("ready").to_owned();
+    assert_eq!(
+        out.stdout_with(&[(&parked, "<P>"), (&ready, "<R>")]),
+        "no walk running here\n\nready next:\n  <R>  p1  ready one\n\nparked:\n  <P>  parked one  waiting for review\n\n1 open (1 ready, 0 blocked, 0 running) · 0 done · 1 parked · 0 cancelled\n"
+    );
+    let json = repo.run(&["status", "--json"]).ok().json();
+    assert_eq!((json["counts"]["ready"].as_u64(), json["counts"]["parked"].as_u64()), (Some(1), Some(1)));
+}
+
+#[test]
+fn the_demo_walks_its_backlog_to_the_end() {
+    let env = TestEnv::new();
+    let dir = env.path("demo");
+    let out = Run::from(
+        env.seal(&mut std::process::Command::new(crate::harness::bin()))
+            .args(["demo", "--dir", dir.to_str().expect("utf-8")])
+            .current_dir(env.root.path())
+            .output()
+            .expect("run the demo"),
+    )
+    .ok();
+    assert!(out.stdout.contains("5 done, 1 parked, 0 left open · 7 sessions · nothing left to do"), "{}", out.stdout);
+    assert!(out.stdout.contains("checks failed"), "one task fails its checks first");
+    assert!(out.stdout.contains("parked · blocked: dividing by zero needs a decision"), "one task is parked");
+    assert_eq!(env.git(&dir, &["status", "--porcelain"]), "", "the demo leaves its repository clean");
+}
