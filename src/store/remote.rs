@@ -31,11 +31,18 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
             Ok(Cas::Applied)
         }
         Ok(report) => {
+            let actual = refresh_mirror(store, remote, name)?;
             if let Some((dst, RefStatus::Refused(why))) =
                 report.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
             {
-                // Policy, not a race: make the local mirror equal the remote, then say so.
-                refresh_mirror(store, remote, name)?;
+                // A lease that held when the client checked it but not when the server took
+                // the ref lock (another clone's push landed in between) is reported as
+                // "[remote rejected] (atomic transaction failed)", like a refusal: it is a
+                // lost race exactly when the remote no longer holds what we expected.
+                if actual != lease {
+                    return Ok(Cas::Lost { actual });
+                }
+                // Policy, not a race: the local mirror equals the remote; say so.
                 return Err(Refusal::new(
                     Class::Refused,
                     format!("remote '{remote}' refused the update of '{dst}': {why}"),
@@ -43,7 +50,6 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
                 .hint("the remote's hooks or settings forbid it; ask its administrator, or see 'git loop sync'")
                 .into());
             }
-            let actual = refresh_mirror(store, remote, name)?;
             Ok(Cas::Lost { actual })
         }
         Err(err) => {

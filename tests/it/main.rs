@@ -4,5 +4,8 @@
 mod backlog;
 mod claims;
 mod harness;
+mod journal;
+mod next_claim;
+mod remote;
 mod robustness;
 mod sync;
