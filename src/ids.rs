@@ -228,6 +228,15 @@ impl FromStr for Span {
     }
 }
 
+/// A random (version 4) UUID, for CLIs that take the session id the loop chooses.
+pub fn uuid_v4() -> String {
+    let mut b = random_bytes(16);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
 /// The alphabet of generated ids: Crockford base 32, lowercase (no i, l, o, u).
 const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 

@@ -18,9 +18,11 @@ use crate::runloop::Limits;
 use crate::session::presets;
 use crate::walk;
 
-/// Make a scratch repository with a small project and a backlog of six tasks, and walk it
+/// See it all work: a scratch project walked by the built-in demo agent.
+///
+/// Makes a scratch repository with a small project and a backlog of six tasks, and walks it
 /// with the built-in demo agent (deterministic: no keys, no network). One task fails its
-/// checks first and passes on continuation; one is parked. Then show the board, the journal,
+/// checks first and passes on continuation; one is parked. Then shows the board, the journal,
 /// and how to look at it all with plain git.
 ///
 /// Example: git loop demo --dir /tmp/calc

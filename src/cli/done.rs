@@ -7,8 +7,10 @@ use super::output::Out;
 use super::Env;
 use crate::backlog::{self, DoneOptions};
 
-/// Mark a task done. The evidence (who, when, which commit, the message) is recorded in the
-/// task and as a note on the completing commit: 'git notes --ref=loop show <commit>'.
+/// Mark a task done, with its evidence.
+///
+/// The evidence (who, when, which commit, the message) is recorded in the task and as a note
+/// on the completing commit: 'git notes --ref=loop show <commit>'.
 ///
 /// Example: git loop done t-4f2a --commit HEAD --message "parser lands"
 #[derive(Args)]

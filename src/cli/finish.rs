@@ -19,7 +19,7 @@ enum VerdictArg {
     Failed,
 }
 
-/// Report this session's verdict (run by an agent, inside a session started by 'git loop run').
+/// Report this session's verdict (for agents, inside a session).
 ///
 /// It journals a termination event in the session's own journal chain, which the loop reads
 /// when the session ends.

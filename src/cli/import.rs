@@ -21,8 +21,10 @@ enum FormatArg {
     Beads,
 }
 
-/// Add many tasks at once from a file ('-' for standard input). Every line is checked before
-/// anything is written; tasks whose id exists already are skipped.
+/// Add many tasks at once, from JSON lines or a beads export.
+///
+/// Reads a file ('-' for standard input). Every line is checked before anything is written;
+/// tasks whose id exists already are skipped, so importing twice adds nothing.
 ///
 /// Example: git loop import .beads/issues.jsonl --format beads
 #[derive(Args)]

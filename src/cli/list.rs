@@ -11,7 +11,9 @@ use crate::backlog::{Board, Readiness};
 use crate::error::usage;
 use crate::store::task::State;
 
-/// List tasks: open ones first (ready, then blocked or claimed), then parked, done, cancelled.
+/// List tasks, ready ones first.
+///
+/// Open tasks first (ready, then claimed, then blocked), then parked, done and cancelled.
 ///
 /// Example: git loop list --ready --label api
 #[derive(Args)]

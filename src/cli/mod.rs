@@ -40,7 +40,7 @@ use crate::store::Store;
 /// Run coding agents over a backlog kept in git refs: tasks, claims, completion and the
 /// journal live in the repository, and clones coordinate through the shared remote.
 #[derive(Parser)]
-#[command(name = "git-loop", bin_name = "git loop", version, max_term_width = 100)]
+#[command(name = "git-loop", bin_name = "git loop", version, term_width = 100)]
 #[command(after_help = "Start with 'git loop add \"Write the parser\"' and 'git loop next'. Docs: docs/cli.md")]
 pub struct Cli {
     /// Run as if started in this directory.

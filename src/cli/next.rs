@@ -11,8 +11,10 @@ use crate::error::usage;
 use crate::ids::Span;
 use crate::store::claim::AcquireOptions;
 
-/// Print the highest-priority, then oldest, open task whose dependencies are done and that
-/// nobody holds a live claim on.
+/// Print the task to work on now, optionally claiming it.
+///
+/// The highest-priority, then oldest, open task whose dependencies are done and that nobody
+/// holds a live claim on.
 ///
 /// With --claim, claim it in the same call; when another agent wins that task first, move on
 /// to the next ready one. This is how an agent outside the loop takes work.

@@ -18,9 +18,11 @@ use crate::session::presets;
 use crate::walk::dispatch::human_duration;
 use crate::walk::{self, Event, Observer};
 
-/// Walk the backlog: take the next ready task, claim it, run an agent session on it in its
-/// own worktree and try branch, commit what it leaves, check its verdict, close the task, and
-/// go on until nothing is ready, a budget is spent, or the walk policy pauses it.
+/// Walk the backlog with an agent.
+///
+/// Takes the next ready task, claims it, runs an agent session on it in its own worktree and
+/// try branch, commits what it leaves, checks its verdict, closes the task, and goes on until
+/// nothing is ready, a budget is spent, or the walk policy pauses it.
 ///
 /// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure, 2 usage,
 /// 3 another walker runs here, 4 paused by policy, 77 agent program missing, 130 interrupted.

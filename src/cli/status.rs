@@ -13,8 +13,10 @@ use crate::store::claim::{self, Listed};
 use crate::store::journal::{self, Filter};
 use crate::store::task::State;
 
-/// The board at a glance: the walk and its running sessions, claims, what is ready next,
-/// what is parked, whether the last walk paused, and counts.
+/// The board at a glance.
+///
+/// The walk and its running sessions, claims, what is ready next, what is parked, whether the
+/// last walk paused, and counts.
 ///
 /// Example: git loop status --json
 #[derive(Args)]

@@ -7,8 +7,9 @@ use super::output::Out;
 use super::Env;
 use crate::error::usage;
 
-/// Ask the walk running in this repository to stop: its sessions are stopped, their work
-/// committed, their claims released; it then exits 130.
+/// Ask the walk running here to stop.
+///
+/// Its sessions are stopped, their work committed, their claims released; it then exits 130.
 ///
 /// Example: git loop stop --all
 #[derive(Args)]

@@ -8,8 +8,11 @@ use super::output::Out;
 use super::Env;
 use crate::store::sync::{self, Change};
 
-/// Exchange loop state with a remote: fetch its tasks, journal, notes, claims and task
-/// branches, merge them with ours (nothing is lost, nothing forced), and push what it lacks.
+/// Exchange loop state with a remote.
+///
+/// Fetches its tasks, journal, notes, claims and task branches, merges them with ours
+/// (nothing is lost, nothing is forced), and pushes what it lacks, then lists each ref that
+/// changed.
 ///
 /// Example: git loop sync --remote origin
 #[derive(Args)]

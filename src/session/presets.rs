@@ -41,17 +41,24 @@ pub struct Agent {
 struct Preset {
     name: &'static str,
     program: &'static str,
+    /// Arguments; `{session_id}` becomes a fresh UUID that the CLI uses as its own session id.
     args: &'static [&'static str],
     model_flag: &'static str,
+    /// Where the model flag goes: before the last `trailing` arguments.
+    trailing: usize,
     prompt: &'static [&'static str],
     resume: &'static str,
+    /// Extra environment; `{session_dir}` becomes the session's directory.
+    env: &'static [(&'static str, &'static str)],
 }
 
-/// The built-in presets. An empty `prompt` means standard input.
+/// The built-in presets (flags checked against each CLI's --help and runs against a loopback
+/// model server; docs/agents.md). An empty `prompt` means standard input.
 const PRESETS: &[Preset] = &[
-    // `-p` prints and exits, reading the prompt from stdin when no argument is given.
-    // Claude Code refuses --dangerously-skip-permissions (and bypassPermissions) as root, so
-    // the preset grants tools explicitly: that works as root and as anyone else.
+    // `-p` prints and exits, reading the prompt from stdin. Claude Code refuses
+    // --dangerously-skip-permissions and bypassPermissions as root, so the preset accepts edits
+    // and grants its tools by name: that works as root and as anyone else. The loop chooses the
+    // session id, so the resume command is known from the start.
     Preset {
         name: "claude",
         program: "claude",
@@ -63,55 +70,81 @@ const PRESETS: &[Preset] = &[
             "--permission-mode",
             "acceptEdits",
             "--allowedTools",
-            "Bash,Edit,MultiEdit,Write,Read,Glob,Grep,LS,TodoWrite,NotebookEdit,WebFetch",
+            "Bash,Edit,MultiEdit,Write,Read,Glob,Grep,LS,TodoWrite,NotebookEdit,WebFetch,WebSearch",
+            "--session-id",
+            "{session_id}",
         ],
         model_flag: "--model",
+        trailing: 0,
         prompt: &[],
         resume: "claude --resume {session}",
+        env: &[],
     },
-    // `codex exec -` reads the instructions from stdin. The try worktree is the isolation,
-    // and `git loop finish` must write to the repository's refs outside it, so the sandbox is
-    // bypassed (works as root too).
+    // `codex exec -` reads the instructions from stdin. The try worktree is the isolation, and
+    // `git loop finish` writes to the repository's refs outside it, so the sandbox is bypassed
+    // (no root refusal). `exec` never asks for approval.
     Preset {
         name: "codex",
         program: "codex",
         args: &["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json", "-"],
         model_flag: "--model",
+        trailing: 1,
         prompt: &[],
         resume: "codex resume {session}",
+        env: &[],
     },
-    // `opencode run` takes the message as arguments; the task goes in an attached file.
+    // `opencode run` with no message reads it from stdin. It leaves a 5.5 MB library in
+    // $TMPDIR on every run: give it the session's own.
     Preset {
         name: "opencode",
         program: "opencode",
         args: &["run", "--auto", "--format", "json"],
         model_flag: "--model",
-        prompt: &["--file", "{prompt}", "--", "Do the task described in the attached file."],
+        trailing: 0,
+        prompt: &[],
         resume: "opencode --session {session}",
+        env: &[("TMPDIR", "{session_dir}/tmp")],
     },
-    // `-p` runs headless and is appended to what stdin holds: the task.
+    // Headless needs --skip-trust; --prompt is appended to what stdin holds (the task); yolo
+    // offers the shell tool. The loop chooses the session id.
     Preset {
         name: "gemini",
         program: "gemini",
         args: &[
+            "--skip-trust",
             "--approval-mode",
             "yolo",
             "--output-format",
             "stream-json",
+            "--session-id",
+            "{session_id}",
             "--prompt",
             "Do the task described above.",
         ],
         model_flag: "--model",
+        trailing: 2,
         prompt: &[],
         resume: "gemini --resume {session}",
+        env: &[],
     },
+    // aider never runs shell commands the model suggests; it edits files and commits them
+    // itself. It exits 0 even when the provider refuses, so its log is what tells.
     Preset {
         name: "aider",
         program: "aider",
-        args: &["--yes-always", "--no-check-update", "--no-show-model-warnings", "--analytics-disable"],
+        args: &[
+            "--yes-always",
+            "--no-pretty",
+            "--no-stream",
+            "--no-check-update",
+            "--no-show-model-warnings",
+            "--analytics-disable",
+        ],
         model_flag: "--model",
+        trailing: 0,
         prompt: &["--message-file", "{prompt}"],
         resume: "aider --restore-chat-history",
+        env: &[],
     },
 ];
 
@@ -151,8 +184,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
     };
     let mut args: Vec<String> = preset.args.iter().map(|s| s.to_string()).collect();
     if let Some(model) = model {
-        // Before the trailing `-` (codex) or prompt arguments, after the subcommand.
-        let at = if preset.name == "codex" { args.len() - 1 } else { args.len() };
+        let at = args.len() - preset.trailing;
         args.insert(at, preset.model_flag.into());
         args.insert(at + 1, model.into());
     }
@@ -167,7 +199,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         args,
         prompt,
         resume: Some(preset.resume.into()),
-        env: Vec::new(),
+        env: preset.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     })
 }
 
@@ -200,13 +232,27 @@ fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
 }
 
 impl Agent {
-    /// The arguments for one session, with the prompt file filled in where the CLI takes one.
-    pub fn argv(&self, prompt_file: &std::path::Path) -> Vec<String> {
-        let mut args = self.args.clone();
+    /// The arguments for one session: the prompt file where the CLI takes one, and the
+    /// session id the loop chose for the CLI where it accepts one.
+    pub fn argv(&self, prompt_file: &std::path::Path, agent_session: &str) -> Vec<String> {
+        let mut args: Vec<String> = self.args.iter().map(|a| a.replace("{session_id}", agent_session)).collect();
         if let PromptVia::File(extra) = &self.prompt {
             args.extend(extra.iter().map(|a| a.replace("{prompt}", &prompt_file.display().to_string())));
         }
         args
+    }
+
+    /// Whether the CLI takes the session id the loop chooses (so its resume command is known).
+    pub fn presets_session_id(&self) -> bool {
+        self.args.iter().any(|a| a.contains("{session_id}"))
+    }
+
+    /// The environment for one session, with `{session_dir}` filled in.
+    pub fn session_env(&self, session_dir: &std::path::Path) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replace("{session_dir}", &session_dir.display().to_string())))
+            .collect()
     }
 }
 
@@ -225,7 +271,7 @@ mod tests {
             env: vec![],
         };
         assert_eq!(
-            agent.argv(std::path::Path::new("/s/prompt.md")),
+            agent.argv(std::path::Path::new("/s/prompt.md"), "u"),
             ["--yes-always", "--message-file", "/s/prompt.md"]
         );
     }

@@ -220,7 +220,10 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
             }
         }
     }
-    entries.sort_by(|a, b| (a.event.at, &a.event.writer, a.event.seq).cmp(&(b.event.at, &b.event.writer, b.event.seq)));
+    // The commit id breaks the last ties (two copies of one writer's chain, merged).
+    entries.sort_by(|a, b| {
+        (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
+    });
     Ok(Timeline { entries, problems })
 }
 

@@ -100,7 +100,14 @@ fn refspecs(remote: &str) -> Vec<String> {
 pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
     let arbiter = store.arbiter();
     let claims_follow_remote = arbiter.as_deref() == Some(remote_name);
-    for _round in 0..5 {
+    const ROUNDS: u32 = 12;
+    for round in 0..ROUNDS {
+        if round > 0 {
+            // Many clones syncing at once: back off, longer each round, with jitter, so one
+            // of them gets through each time instead of all retrying in lockstep.
+            let jitter = u64::from(crate::ids::random_bytes(1)[0]);
+            std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(round) + jitter));
+        }
         let fetched = remote::fetch(store, remote_name, &refspecs(remote_name))?;
         let theirs: BTreeMap<String, ObjectId> = fetched.remote_refs.into_iter().collect();
         prune_mirrors(store, remote_name, &theirs)?;
@@ -156,7 +163,7 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         // Someone pushed between our fetch and our push: the atomic push changed nothing.
         // Fetch again and merge what they added.
     }
-    anyhow::bail!("the remote '{remote_name}' kept changing during sync (5 rounds); run 'git loop sync' again")
+    anyhow::bail!("the remote '{remote_name}' kept changing during sync ({ROUNDS} rounds); nothing was lost, run 'git loop sync' again")
 }
 
 /// Claims that never leave their clone (the walker singleton).

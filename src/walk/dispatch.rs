@@ -219,7 +219,7 @@ impl<'a> GitDispatcher<'a> {
             ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
             ("PATH".into(), path),
         ];
-        env.extend(self.walker.opts.agent.env.iter().cloned());
+        env.extend(self.walker.opts.agent.session_env(dir));
         env
     }
 
@@ -302,7 +302,13 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         let marker = format!("{session}-{}", random_base32(12));
         let agent = &self.walker.opts.agent;
         let stdin = (agent.prompt == PromptVia::Stdin).then(|| prompt_path.clone());
-        let argv = agent.argv(&prompt_path);
+        // The CLI's own session id, where the loop may choose it (so it can be resumed).
+        let agent_session = crate::ids::uuid_v4();
+        if agent.env.iter().any(|(_, v)| v.contains("{session_dir}")) {
+            std::fs::create_dir_all(dir.join("tmp"))
+                .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
+        }
+        let argv = agent.argv(&prompt_path, &agent_session);
         let log = dir.join("log");
         let (mut running, _) = self.run_guarded(Guarded {
             program: &agent.program,
@@ -330,7 +336,7 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             started_at,
             ended_at: None,
             ended: None,
-            agent_session: None,
+            agent_session: agent.presets_session_id().then(|| agent_session.clone()),
         };
         record::write(&loop_dir, &rec)?;
         unit.last_session = Some(session.clone());
@@ -372,7 +378,9 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         };
         rec.ended_at = Some(self.walker.ctx.now());
         rec.ended = Some(why.clone());
-        rec.agent_session = record::read(&loop_dir, &session).and_then(|r| r.agent_session);
+        // A hook may have reported the CLI's own session id meanwhile.
+        rec.agent_session = record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session);
+        let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
         self.walker.journal(
             self.store,

@@ -3,9 +3,11 @@
 
 mod backlog;
 mod claims;
+mod cli_docs;
 mod harness;
 mod journal;
 mod next_claim;
 mod remote;
 mod robustness;
+mod run;
 mod sync;

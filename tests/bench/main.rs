@@ -1,0 +1,362 @@
+//! git-loop's benchmarks: whole-process timings beside the git CLI doing the same work, in
+//! the same run, printed as ratios. Not timed tests: run them with `cargo bench` (release
+//! build) and copy the table into docs/performance.md.
+//!
+//! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
+//! next, claim, remote, journal, sync, loop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_git-loop");
+
+/// A sealed scratch area, like the tests': own HOME, no global or system git config.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::Builder::new().prefix("git-loop-bench-").tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home");
+        Scratch { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn cmd(&self, program: &str, cwd: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path("home"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Bench")
+            .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+            .env("GIT_COMMITTER_NAME", "Bench")
+            .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+            .env("TZ", "UTC")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run to completion, panicking with stderr on failure; returns stdout.
+    fn run(&self, program: &str, cwd: &Path, args: &[&str]) -> String {
+        let out = self.cmd(program, cwd).args(args).output().expect("spawn");
+        assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn repo(&self, name: &str) -> PathBuf {
+        let dir = self.path(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        self.run("git", &dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("README"), "bench\n").expect("write");
+        self.run("git", &dir, &["add", "README"]);
+        self.run("git", &dir, &["commit", "-q", "-m", "init"]);
+        dir
+    }
+}
+
+/// Wall time of one process run (it must succeed).
+fn time(cmd: &mut Command) -> Duration {
+    let started = Instant::now();
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output().expect("spawn");
+    let elapsed = started.elapsed();
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    elapsed
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+struct Row {
+    name: String,
+    ours: String,
+    git: String,
+    ratio: String,
+    target: String,
+}
+
+fn row(name: &str, ours: Duration, git: Duration, target: &str) -> Row {
+    Row {
+        name: name.into(),
+        ours: ms(ours),
+        git: ms(git),
+        ratio: format!("{:.2}", ours.as_secs_f64() / git.as_secs_f64()),
+        target: target.into(),
+    }
+}
+
+/// `next --json` over 10,000 tasks: a third done, dependency chains, 1,000 live claims.
+fn bench_next(s: &Scratch) -> Vec<Row> {
+    let repo = s.repo("next");
+    let mut lines = String::new();
+    for i in 0..10_000 {
+        // Chains of ten: each task after the one before it in its chain.
+        let deps = if i % 10 == 0 {
+            String::new()
+        } else {
+            format!(r#","dependencies":[{{"issue_id":"t-{i:05}","depends_on_id":"t-{:05}","type":"blocks"}}]"#, i - 1)
+        };
+        let status =
+            if i < 3_334 { r#""status":"closed","closed_at":"2026-01-01T00:00:00Z""# } else { r#""status":"open""# };
+        lines.push_str(&format!(
+            r#"{{"id":"t-{i:05}","title":"task {i}","priority":{},{status},"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"{deps}}}"#,
+            i % 4
+        ));
+        lines.push('\n');
+    }
+    let file = s.path("next.jsonl");
+    std::fs::write(&file, lines).expect("write");
+    eprint!("  importing 10,000 tasks… ");
+    let started = Instant::now();
+    s.run(BIN, &repo, &["import", file.to_str().expect("utf-8"), "--format", "beads"]);
+    eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+    eprint!("  taking 1,000 claims… ");
+    for i in 0..1_000 {
+        let id = 3_334 + i * 6;
+        s.run(BIN, &repo, &["claim", "acquire", &format!("node:t-{id:05}"), "--holder", "bench", "--ttl", "1d"]);
+    }
+    eprintln!("done");
+    // As after `git gc`: refs packed.
+    s.run("git", &repo, &["pack-refs", "--all"]);
+    s.run(BIN, &repo, &["next", "--json"]);
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for _ in 0..31 {
+        ours.push(time(s.cmd(BIN, &repo).args(["next", "--json"])));
+        git.push(time(s.cmd("git", &repo).args(["for-each-ref", "refs/loop/tasks"])));
+    }
+    vec![row(
+        "next --json, 10,000 tasks, 1,000 claims",
+        median(ours),
+        median(git),
+        "≤ 10 ms; git: for-each-ref refs/loop/tasks",
+    )]
+}
+
+/// `claim acquire`, whole process, beside `git hash-object -w --stdin` + `git update-ref`.
+fn bench_claim(s: &Scratch) -> Vec<Row> {
+    let repo = s.repo("claim");
+    s.run(BIN, &repo, &["add", "warm up"]);
+    let record = r#"{"version":1,"key":"node:x","holder":"bench","host":"h","pid":1,"boot_id":"b","nonce":"n","acquired_at":"2026-01-01T00:00:00Z","refreshed_at":"2026-01-01T00:00:00Z","expires_at":"2026-01-01T01:00:00Z"}"#;
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for i in 0..51 {
+        ours.push(time(s.cmd(BIN, &repo).args(["claim", "acquire", &format!("node:b{i}"), "--holder", "bench"])));
+        let started = Instant::now();
+        let mut hash = s
+            .cmd("git", &repo)
+            .args(["hash-object", "-w", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        std::io::Write::write_all(&mut hash.stdin.take().expect("stdin"), format!("{record}{i}").as_bytes())
+            .expect("write");
+        let oid = String::from_utf8(hash.wait_with_output().expect("wait").stdout).expect("utf-8");
+        let status = s
+            .cmd("git", &repo)
+            .args(["update-ref", &format!("refs/loop/claims/node/g{i}"), oid.trim(), ""])
+            .status()
+            .expect("spawn");
+        assert!(status.success());
+        git.push(started.elapsed());
+    }
+    vec![row("claim acquire", median(ours), median(git), "≤ 0.5; git: hash-object -w + update-ref")]
+}
+
+/// A claim decided by a remote, beside the raw `git push --atomic --force-with-lease`.
+fn bench_remote(s: &Scratch) -> Vec<Row> {
+    let seed = s.repo("remote-seed");
+    let bare = s.path("remote.git");
+    s.run(
+        "git",
+        s.dir.path(),
+        &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), bare.to_str().expect("utf-8")],
+    );
+    let clone = s.path("remote-clone");
+    s.run("git", s.dir.path(), &["clone", "-q", bare.to_str().expect("utf-8"), clone.to_str().expect("utf-8")]);
+    s.run(BIN, &clone, &["init", "--remote", "origin"]);
+    let blob = s.run("git", &clone, &["hash-object", "-w", "README"]);
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for i in 0..21 {
+        ours.push(time(s.cmd(BIN, &clone).args(["claim", "acquire", &format!("node:r{i}"), "--holder", "bench"])));
+        let name = format!("refs/loop/claims/node/g{i}");
+        git.push(time(s.cmd("git", &clone).args([
+            "push",
+            "--porcelain",
+            "--atomic",
+            &format!("--force-with-lease={name}:"),
+            "origin",
+            &format!("{blob}:{name}"),
+        ])));
+    }
+    vec![row(
+        "claim through a remote (file path)",
+        median(ours),
+        median(git),
+        "≤ 1.1; git: push --atomic --force-with-lease",
+    )]
+}
+
+/// 32 concurrent appenders × 100 events each.
+fn bench_journal(s: &Scratch) -> Vec<Row> {
+    let repo = s.repo("journal");
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for p in 0..32 {
+            let repo = &repo;
+            scope.spawn(move || {
+                for n in 0..100 {
+                    let data = format!(r#"{{"p":{p},"n":{n}}}"#);
+                    let status = s
+                        .cmd(BIN, repo)
+                        .args(["journal", "append", "note", "--data", &data])
+                        .stdout(Stdio::null())
+                        .status()
+                        .expect("spawn");
+                    assert!(status.success());
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed();
+    let log = s.run(BIN, &repo, &["log", "--json"]);
+    let events: serde_json::Value = serde_json::from_str(&log).expect("json");
+    let count = events["events"].as_array().map_or(0, |e| e.iter().filter(|e| e["kind"] == "note").count());
+    vec![Row {
+        name: "journal: 32 appenders × 100 events".into(),
+        ours: format!("{:.0} events/s", count as f64 / elapsed.as_secs_f64()),
+        git: "-".into(),
+        ratio: format!("lost {}", 3_200 - count),
+        target: "lost = 0".into(),
+    }]
+}
+
+/// `sync` of 1,000 changed tasks, beside `git fetch` + `git push` of the same refs.
+fn bench_sync(s: &Scratch) -> Vec<Row> {
+    let seed = s.repo("sync-seed");
+    let bare = s.path("sync.git");
+    s.run(
+        "git",
+        s.dir.path(),
+        &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), bare.to_str().expect("utf-8")],
+    );
+    let clone = s.path("sync-clone");
+    s.run("git", s.dir.path(), &["clone", "-q", bare.to_str().expect("utf-8"), clone.to_str().expect("utf-8")]);
+    s.run(BIN, &clone, &["init", "--remote", "origin"]);
+    let lines: String = (0..1_000).map(|i| format!("{{\"id\":\"s-{i:04}\",\"title\":\"task {i}\"}}\n")).collect();
+    let file = s.path("sync.jsonl");
+    std::fs::write(&file, lines).expect("write");
+    s.run(BIN, &clone, &["import", file.to_str().expect("utf-8")]);
+    s.run("git", &clone, &["pack-refs", "--all"]);
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for round in 0..3 {
+        // Fresh copies of the same state for each side.
+        let (a, a_remote) = (s.path(&format!("sync-a{round}")), s.path(&format!("sync-a{round}.git")));
+        let (b, b_remote) = (s.path(&format!("sync-b{round}")), s.path(&format!("sync-b{round}.git")));
+        for (from, to) in [(&clone, &a), (&bare, &a_remote), (&clone, &b), (&bare, &b_remote)] {
+            s.run("cp", s.dir.path(), &["-a", from.to_str().expect("utf-8"), to.to_str().expect("utf-8")]);
+        }
+        s.run("git", &a, &["remote", "set-url", "origin", a_remote.to_str().expect("utf-8")]);
+        s.run("git", &b, &["remote", "set-url", "origin", b_remote.to_str().expect("utf-8")]);
+        ours.push(time(s.cmd(BIN, &a).args(["sync"])));
+        let started = Instant::now();
+        s.run(
+            "git",
+            &b,
+            &[
+                "fetch",
+                "-q",
+                "origin",
+                "+refs/loop/*:refs/loop-remotes/origin/loop/*",
+                "+refs/notes/loop:refs/loop-remotes/origin/notes/loop",
+            ],
+        );
+        s.run(
+            "git",
+            &b,
+            &[
+                "push",
+                "-q",
+                "--atomic",
+                "origin",
+                "refs/loop/tasks/*:refs/loop/tasks/*",
+                "refs/loop/journal/*:refs/loop/journal/*",
+            ],
+        );
+        git.push(started.elapsed());
+    }
+    vec![row("sync of 1,000 new tasks", median(ours), median(git), "≤ 1.5; git: fetch + push of those refs")]
+}
+
+/// Loop overhead per unit with an agent that does nothing but say "done", beside a shell
+/// loop doing the same steps with the git CLI.
+fn bench_loop(s: &Scratch) -> Vec<Row> {
+    let units = 100;
+    let repo = s.repo("loop");
+    let lines: String = (0..units).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
+    let file = s.path("loop.jsonl");
+    std::fs::write(&file, lines).expect("write");
+    s.run(BIN, &repo, &["import", file.to_str().expect("utf-8")]);
+    let agent = r#"echo '{"verdict":"done"}' > "$GIT_LOOP_RESULT""#;
+    let started = Instant::now();
+    s.run(BIN, &repo, &["run", "--agent-cmd", agent, "--grace", "1"]);
+    let ours = started.elapsed() / units;
+    let base = s.repo("loop-git");
+    let script = format!(
+        r#"set -e
+for i in $(seq 1 {units}); do
+  oid=$(echo "{{\"holder\":\"w\",\"n\":$i}}" | git hash-object -w --stdin)
+  git update-ref refs/loop/claims/node/u$i $oid ""
+  git branch -q loop-try/u$i main
+  git worktree add -q ../wt-$i loop-try/u$i
+  (cd ../wt-$i && sh -c 'echo "{{\"verdict\":\"done\"}}" > result.json' && rm result.json && git add -A && git commit -q --allow-empty -m "work of unit $i")
+  head=$(git rev-parse loop-try/u$i)
+  git update-ref refs/heads/loop/u$i $head ""
+  git notes --ref=loop add -m "done $i" $head
+  git update-ref -d refs/loop/claims/node/u$i $oid
+  git worktree remove ../wt-$i
+done"#
+    );
+    let started = Instant::now();
+    s.run("sh", &base, &["-c", &script]);
+    let git = started.elapsed() / units;
+    vec![row("loop overhead per unit (100 units)", ours, git, "≤ 30 ms and ≤ 0.5; git: the same steps in sh")]
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let s = Scratch::new();
+    let mut rows = Vec::new();
+    type Bench = fn(&Scratch) -> Vec<Row>;
+    let all: [(&str, Bench); 6] = [
+        ("next", bench_next),
+        ("claim", bench_claim),
+        ("remote", bench_remote),
+        ("journal", bench_journal),
+        ("sync", bench_sync),
+        ("loop", bench_loop),
+    ];
+    for (name, bench) in all {
+        if wanted(name) {
+            eprintln!("{name}:");
+            rows.extend(bench(&s));
+        }
+    }
+    println!("\n| benchmark | git-loop | git CLI | ratio | target |\n|---|---|---|---|---|");
+    for r in rows {
+        println!("| {} | {} | {} | {} | {} |", r.name, r.ours, r.git, r.ratio, r.target);
+    }
+}
