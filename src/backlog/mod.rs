@@ -3,7 +3,7 @@
 
 pub mod import;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -14,6 +14,7 @@ use crate::git;
 use crate::ids::{ClaimKey, Priority, TaskId, WriterId};
 use crate::refs;
 use crate::store::claim::{self, Held};
+use crate::store::index::{ClaimRow, Row};
 use crate::store::journal::{self, NewEvent};
 use crate::store::task::{self, Change, Completion, Create, Fields, Lists, Snapshot, State, StateChange, Task};
 use crate::store::{clone_writer, index, notes, Store};
@@ -313,11 +314,14 @@ pub enum Readiness {
     Claimed,
 }
 
-/// Every task and every node claim, read once: what `next`, `list`, `show` and `status` see.
+/// Every task and every task claim, read once through the index: what `next`, `list`,
+/// `show` and `status` see. Rows carry what ordering and readiness need; a task's full record
+/// is parsed only when it is shown.
 pub struct Board {
-    pub tasks: BTreeMap<String, Snapshot>,
-    /// Live or stale node claims by task id.
-    pub claims: HashMap<String, Held>,
+    /// Every task, sorted by id.
+    pub tasks: Vec<Row>,
+    /// Live or stale `node:` claims, by task id.
+    pub claims: HashMap<String, ClaimRow>,
     /// Records that could not be read: (ref name, problem).
     pub corrupt: Vec<(String, String)>,
     pub now: DateTime<Utc>,
@@ -325,59 +329,67 @@ pub struct Board {
 
 impl Board {
     pub fn load(store: &Store, ctx: &Context) -> Result<Board> {
-        let loaded = index::load_tasks(store)?;
-        let mut corrupt = loaded.corrupt;
-        let mut claims = HashMap::new();
-        for listed in claim::list(store, "node:")? {
-            match listed {
-                claim::Listed::Claim { key, held } => {
-                    claims.insert(key.name().to_owned(), *held);
-                }
-                claim::Listed::Corrupt { name, problem } => corrupt.push((name, problem)),
-            }
-        }
+        let loaded = index::load(store)?;
+        let mut tasks = loaded.tasks;
+        tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
         Ok(Board {
-            tasks: loaded.tasks.into_iter().map(|s| (s.task.id.clone(), s)).collect(),
-            claims,
-            corrupt,
+            tasks,
+            claims: loaded.claims.into_iter().map(|c| (c.task_id().to_owned(), c)).collect(),
+            corrupt: loaded.corrupt,
             now: ctx.now(),
         })
     }
 
-    /// The live claim on a task, if any.
-    pub fn live_claim(&self, id: &str) -> Option<&Held> {
-        self.claims.get(id).filter(|h| !h.record.is_stale(self.now))
+    /// The task with this id.
+    pub fn get(&self, id: &str) -> Option<&Row> {
+        self.tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &self.tasks[i])
     }
 
-    pub fn readiness(&self, task: &Task) -> Readiness {
-        if task.state != State::Open {
+    /// Whether a live claim is held on a task.
+    pub fn is_claimed(&self, id: &str) -> bool {
+        self.claims.get(id).is_some_and(|c| c.expires_at > self.now)
+    }
+
+    /// The claim on a task (live or stale), read in full.
+    pub fn claim(&self, id: &str) -> Option<Held> {
+        self.claims.get(id).and_then(|c| c.held().ok())
+    }
+
+    /// Readiness from a task's id, state and dependencies.
+    pub fn readiness_of<'a>(&self, id: &str, state: State, after: impl IntoIterator<Item = &'a str>) -> Readiness {
+        if state != State::Open {
             return Readiness::Closed;
         }
-        let blocked: Vec<String> = task
-            .after
-            .iter()
-            .filter(|dep| self.tasks.get(*dep).is_none_or(|d| d.task.state != State::Done))
-            .cloned()
+        let blocked: Vec<String> = after
+            .into_iter()
+            .filter(|dep| self.get(dep).is_none_or(|d| d.state != State::Done))
+            .map(ToOwned::to_owned)
             .collect();
         if !blocked.is_empty() {
             return Readiness::Blocked(blocked);
         }
-        if self.live_claim(&task.id).is_some() {
+        if self.is_claimed(id) {
             return Readiness::Claimed;
         }
         Readiness::Ready
     }
 
+    /// `readiness(row) == Ready`, without collecting what blocks it.
+    fn is_ready(&self, row: &Row) -> bool {
+        row.state == State::Open
+            && row.after().all(|dep| self.get(dep).is_some_and(|d| d.state == State::Done))
+            && !self.is_claimed(row.id())
+    }
+
+    pub fn readiness(&self, row: &Row) -> Readiness {
+        self.readiness_of(row.id(), row.state, row.after())
+    }
+
     /// Ready tasks in the order `next` hands them out: priority, then age, then id.
-    pub fn ready(&self, labels: &[String]) -> Vec<&Task> {
-        let mut ready: Vec<&Task> = self
-            .tasks
-            .values()
-            .map(|s| &s.task)
-            .filter(|t| labels.iter().all(|l| t.labels.contains(l)))
-            .filter(|t| self.readiness(t) == Readiness::Ready)
-            .collect();
-        ready.sort_by(|a, b| (a.priority, a.created_at, &a.id).cmp(&(b.priority, b.created_at, &b.id)));
+    pub fn ready(&self, labels: &[String]) -> Vec<&Row> {
+        let mut ready: Vec<&Row> =
+            self.tasks.iter().filter(|r| labels.iter().all(|l| r.has_label(l))).filter(|r| self.is_ready(r)).collect();
+        ready.sort_by(|a, b| (a.priority, a.created_at, a.id()).cmp(&(b.priority, b.created_at, b.id())));
         ready
     }
 
@@ -392,8 +404,8 @@ impl Board {
             if !seen.insert(id.clone()) {
                 continue;
             }
-            if let Some(s) = self.tasks.get(&id) {
-                stack.extend(s.task.after.iter().cloned());
+            if let Some(row) = self.get(&id) {
+                stack.extend(row.after().map(ToOwned::to_owned));
             }
         }
         false
@@ -419,14 +431,15 @@ pub fn next_claim(
     opts: &claim::AcquireOptions,
 ) -> Result<NextClaimed> {
     let board = Board::load(store, ctx)?;
-    for task in board.ready(labels) {
-        let key = ClaimKey::node(&task.task_id());
+    for row in board.ready(labels) {
+        let Ok(id) = row.id().parse::<TaskId>() else { continue };
+        let key = ClaimKey::node(&id);
         match claim::acquire(store, ctx, &key, opts)? {
             claim::Acquire::Acquired(held)
             | claim::Acquire::TookOver { held, .. }
             | claim::Acquire::Refreshed(held) => {
                 // The claim is ours; make sure the task did not close meanwhile.
-                match task::read(store, &task.task_id())? {
+                match task::read(store, &id)? {
                     Some(now) if now.task.state == State::Open => {
                         return Ok(NextClaimed::Claimed { task: Box::new(now.task), held: Box::new(held) });
                     }

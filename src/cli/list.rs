@@ -9,7 +9,7 @@ use super::output::{task_json, warn_corrupt, Out};
 use super::Env;
 use crate::backlog::{Board, Readiness};
 use crate::error::usage;
-use crate::store::task::State;
+use crate::store::task::{Snapshot, State};
 
 /// List tasks, ready ones first.
 ///
@@ -45,10 +45,10 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     warn_corrupt(&board.corrupt);
     let mut rows: Vec<_> = board
         .tasks
-        .values()
-        .filter(|s| state.is_none_or(|st| s.task.state == st))
-        .filter(|s| args.label.iter().all(|l| s.task.labels.contains(l)))
-        .map(|s| (s, board.readiness(&s.task)))
+        .iter()
+        .filter(|r| state.is_none_or(|st| r.state == st))
+        .filter(|r| args.label.iter().all(|l| r.has_label(l)))
+        .map(|r| (r, board.readiness(r)))
         .filter(|(_, r)| !args.ready || *r == Readiness::Ready)
         .collect();
     let rank = |r: &Readiness, st: State| match (r, st) {
@@ -60,26 +60,30 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         _ => 5,
     };
     rows.sort_by(|(a, ra), (b, rb)| {
-        (rank(ra, a.task.state), a.task.priority, a.task.created_at, &a.task.id).cmp(&(
-            rank(rb, b.task.state),
-            b.task.priority,
-            b.task.created_at,
-            &b.task.id,
+        (rank(ra, a.state), a.priority, a.created_at, a.id()).cmp(&(
+            rank(rb, b.state),
+            b.priority,
+            b.created_at,
+            b.id(),
         ))
     });
     let mut out = Out::new();
     if args.json {
-        let tasks: Vec<_> = rows.iter().map(|(s, _)| task_json(&board, s)).collect();
+        let mut tasks = Vec::with_capacity(rows.len());
+        for (row, _) in &rows {
+            let snapshot = Snapshot { task: row.task()?, tip: row.tip };
+            tasks.push(task_json(&board, &snapshot));
+        }
         let corrupt: Vec<_> = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
         out.json(&json!({ "tasks": tasks, "corrupt": corrupt }))?;
         return Ok(0);
     }
-    for (s, readiness) in rows {
-        let t = &s.task;
+    for (row, readiness) in rows {
+        let t = row.task()?;
         let (status, note) = match &readiness {
             Readiness::Ready => ("ready", String::new()),
             Readiness::Claimed => {
-                let holder = board.claims.get(&t.id).map(|h| h.record.holder.as_str()).unwrap_or("?");
+                let holder = board.claims.get(&t.id).map(|c| c.holder()).unwrap_or("?");
                 ("claimed", format!("  ({holder})"))
             }
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),

@@ -10,6 +10,7 @@ use crate::backlog::{self, Board, NextClaimed, Readiness};
 use crate::error::usage;
 use crate::ids::Span;
 use crate::store::claim::AcquireOptions;
+use crate::store::task::Snapshot;
 
 /// Print the task to work on now, optionally claiming it.
 ///
@@ -81,22 +82,23 @@ pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
     warn_corrupt(&board.corrupt);
     let ready = board.ready(&args.label);
     match ready.first() {
-        Some(task) => {
-            let snapshot = &board.tasks[&task.id];
+        Some(row) => {
+            let snapshot = Snapshot { task: row.task()?, tip: row.tip };
             if args.json {
-                out.json(&task_json(&board, snapshot))?;
+                out.json(&task_json(&board, &snapshot))?;
             } else {
-                out.line(format!("{}  {}  {}", task.id, task.priority, super::human::short(&task.title, 72)))?;
+                let t = &snapshot.task;
+                out.line(format!("{}  {}  {}", t.id, t.priority, super::human::short(&t.title, 72)))?;
             }
         }
         None => {
             if args.json {
                 out.json(&Value::Null)?;
             } else {
-                let open = board.tasks.values().filter(|s| !s.task.state.is_closed()).count();
+                let open = board.tasks.iter().filter(|r| !r.state.is_closed()).count();
                 let blocked =
-                    board.tasks.values().filter(|s| matches!(board.readiness(&s.task), Readiness::Blocked(_))).count();
-                let claimed = board.tasks.values().filter(|s| board.readiness(&s.task) == Readiness::Claimed).count();
+                    board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
+                let claimed = board.tasks.iter().filter(|r| board.readiness(r) == Readiness::Claimed).count();
                 if open == 0 {
                     eprintln!("nothing is ready: no open tasks (add one with 'git loop add <title>')");
                 } else {

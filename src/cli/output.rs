@@ -56,14 +56,15 @@ pub fn claim_json(held: &Held, now: chrono::DateTime<chrono::Utc>) -> Value {
 pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     let mut value = serde_json::to_value(&snapshot.task).expect("tasks serialize");
     value["tip"] = json!(snapshot.tip.to_string());
-    let (ready, blocked_by) = match board.readiness(&snapshot.task) {
+    let t = &snapshot.task;
+    let (ready, blocked_by) = match board.readiness_of(&t.id, t.state, t.after.iter().map(String::as_str)) {
         Readiness::Ready => (true, Vec::new()),
         Readiness::Blocked(deps) => (false, deps),
         Readiness::Closed | Readiness::Claimed => (false, Vec::new()),
     };
     value["ready"] = json!(ready);
     value["blocked_by"] = json!(blocked_by);
-    value["claim"] = board.claims.get(&snapshot.task.id).map_or(Value::Null, |h| claim_json(h, board.now));
+    value["claim"] = board.claim(&t.id).map_or(Value::Null, |h| claim_json(&h, board.now));
     value
 }
 

@@ -34,7 +34,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     }
     let t = &snapshot.task;
     let now = board.now;
-    let status = match board.readiness(t) {
+    let status = match board.readiness_of(&t.id, t.state, t.after.iter().map(String::as_str)) {
         Readiness::Ready => "open, ready".to_owned(),
         Readiness::Blocked(_) => "open, blocked".to_owned(),
         Readiness::Claimed => "open, claimed".to_owned(),
@@ -49,8 +49,8 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let deps: Vec<String> = t
             .after
             .iter()
-            .map(|d| match board.tasks.get(d) {
-                Some(s) => format!("{d} ({})", s.task.state.as_str()),
+            .map(|d| match board.get(d) {
+                Some(row) => format!("{d} ({})", row.state.as_str()),
                 None => format!("{d} (missing)"),
             })
             .collect();
@@ -65,7 +65,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     if !t.together.is_empty() {
         out.line(format!("  race:    {} (pick {})", t.together.join(", "), t.pick.as_deref().unwrap_or("first")))?;
     }
-    if let Some(held) = board.claims.get(&t.id) {
+    if let Some(held) = board.claim(&t.id) {
         let r = &held.record;
         let when = if r.is_stale(now) {
             format!("stale since {}", relative(r.expires_at, now))

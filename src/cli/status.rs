@@ -11,7 +11,7 @@ use crate::backlog::{Board, Readiness};
 use crate::session::record;
 use crate::store::claim::{self, Listed};
 use crate::store::journal::{self, Filter};
-use crate::store::task::State;
+use crate::store::task::{State, Task};
 
 /// The board at a glance.
 ///
@@ -49,8 +49,10 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             }
         }
     }
-    let ready = board.ready(&[]);
-    let parked: Vec<_> = board.tasks.values().filter(|s| s.task.state == State::Parked).collect();
+    let ready: Vec<Task> = board.ready(&[]).iter().take(50).map(|r| r.task()).collect::<Result<_>>()?;
+    let ready_count = board.ready(&[]).len();
+    let parked: Vec<Task> =
+        board.tasks.iter().filter(|r| r.state == State::Parked).map(|r| r.task()).collect::<Result<_>>()?;
     let last_walk = journal::timeline(&store, &Filter::default())?
         .entries
         .into_iter()
@@ -59,8 +61,8 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let paused = last_walk.as_ref().filter(|e| {
         e.event.kind == "walk_paused" || e.event.data.get("stop").and_then(|s| s.as_str()) == Some("paused")
     });
-    let count = |st: State| board.tasks.values().filter(|s| s.task.state == st).count();
-    let blocked = board.tasks.values().filter(|s| matches!(board.readiness(&s.task), Readiness::Blocked(_))).count();
+    let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
+    let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
@@ -72,10 +74,10 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             })).collect::<Vec<_>>(),
             "claims": claims.iter().map(|(_, h)| claim_json(h, now)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
-            "parked": parked.iter().map(|s| json!({ "id": s.task.id, "title": s.task.title, "reason": s.task.reason })).collect::<Vec<_>>(),
+            "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "paused": paused.map(|e| json!({ "at": e.event.at, "data": e.event.data })),
             "counts": {
-                "open": count(State::Open), "ready": ready.len(), "blocked": blocked, "running": running.len(),
+                "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": running.len(),
                 "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
             },
             "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
@@ -125,18 +127,18 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         for t in ready.iter().take(5) {
             out.line(format!("  {:<11} {}  {}", t.id, t.priority, short(&t.title, 70)))?;
         }
-        if ready.len() > 5 {
-            out.line(format!("  … and {} more", ready.len() - 5))?;
+        if ready_count > 5 {
+            out.line(format!("  … and {} more", ready_count - 5))?;
         }
     }
     if !parked.is_empty() {
         out.line("\nparked:")?;
-        for s in &parked {
+        for t in &parked {
             out.line(format!(
                 "  {:<11} {}  {}",
-                s.task.id,
-                short(&s.task.title, 40),
-                short(s.task.reason.as_deref().unwrap_or(""), 60)
+                t.id,
+                short(&t.title, 40),
+                short(t.reason.as_deref().unwrap_or(""), 60)
             ))?;
         }
     }
@@ -153,7 +155,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     out.line(format!(
         "\n{} open ({} ready, {} blocked, {} running) · {} done · {} parked · {} cancelled",
         count(State::Open),
-        ready.len(),
+        ready_count,
         blocked,
         running.len(),
         count(State::Done),

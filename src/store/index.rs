@@ -1,90 +1,509 @@
-//! A derived cache of folded tasks, so `next` and `list` over thousands of tasks read one
-//! file instead of three objects per task.
+//! A derived cache of tasks and task claims, so `next` over thousands of tasks reads one file
+//! instead of three objects per task and one per claim.
 //!
-//! `.git/loop/index-v1` holds one line per task ref: `<ref> <tip> <task.json on one line>`.
-//! An entry is used only while the ref still points at that tip, so the cache can never
-//! disagree with the refs; deleting it loses nothing. Writers replace it whole (write aside,
-//! rename), and two processes racing to rewrite it are harmless: each writes a correct cache.
+//! `.git/loop/index-v3` holds a stamp line, then one line per task ref and per `node:` claim
+//! ref (tab-separated; no field can hold a tab or a newline):
+//!
+//! ```text
+//! stamp <packed-refs ino:size:mtime> <tasks dir ino:mtime> <claims/node dir ino:mtime>   (or "stamp racy")
+//! rows <length in bytes of the rows that follow>
+//! T <task id> <tip> <state> <priority> <created, unix ns> <after,…> <label␟…> <json offset> <json length>
+//! C <task id> <claim blob> <holder> <expires, unix ns> <json offset> <json length>
+//! X <ref> <problem>
+//! <every record's JSON, back to back; offsets count from the start of this section>
+//! ```
+//!
+//! The records come last so that reading the rows touches only the small part of the file;
+//! a record's page is read only when that task is shown.
+//!
+//! Every entry is keyed by the object id its ref pointed to (tasks by tip, claims by blob,
+//! which is content-addressed), so an entry is used only while its ref still points there: the
+//! cache can never disagree with the refs, and deleting it loses nothing.
+//!
+//! The stamp lets a reader skip listing the refs at all: any ref change renames a file in one
+//! of those directories or replaces packed-refs, which changes the stamp. File times tick
+//! coarsely (every few milliseconds), so a stamp taken while any of them is less than a second
+//! old is "racy": the cache is written but not trusted without listing the refs, as git treats
+//! racily clean index entries. The stamp is always taken before the refs are read.
+//!
+//! The file is mapped, not read, and rows are ranges into it: parsing ten thousand rows then
+//! allocates next to nothing. It is only ever replaced by rename, never changed in place, so a
+//! mapping stays valid while another process rewrites the cache.
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-use super::task::{self, Snapshot};
-use super::Store;
-use crate::ids::random_base32;
 use anyhow::Result;
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
 
-const FILE: &str = "index-v1";
+use super::claim::{self, Held};
+use super::task::{self, State, Task};
+use super::Store;
+use crate::ids::{random_base32, ClaimKey, Priority};
+use crate::refs;
 
-/// The readable tasks, and the task refs that could not be read: (ref name, problem).
+const FILE: &str = "index-v3";
+
+/// The bytes rows point into: the mapped cache file, or a line made for a fresh entry.
+#[derive(Debug)]
+enum Text {
+    Map(Mapped),
+    Owned(Vec<u8>),
+}
+
+impl Text {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Text::Map(m) => m.bytes(),
+            Text::Owned(v) => v,
+        }
+    }
+}
+
+/// A read-only private mapping of a whole file.
+#[derive(Debug)]
+struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and never changed or unmapped while shared.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    fn open(path: &Path) -> Option<Mapped> {
+        use std::os::unix::io::AsRawFd;
+        let file = std::fs::File::open(path).ok()?;
+        let len = file.metadata().ok()?.len() as usize;
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: mapping a file we opened read-only, privately; the cache file is only ever
+        // replaced by rename, never truncated in place, so the mapped pages stay valid.
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        (ptr != libc::MAP_FAILED).then_some(Mapped { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `open` mapped.
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
+    }
+}
+
+/// A task as the index holds it: what ordering and readiness need, and its record unparsed.
+#[derive(Debug, Clone)]
+pub struct Row {
+    text: Arc<Text>,
+    id: Range<usize>,
+    pub tip: ObjectId,
+    pub state: State,
+    pub priority: Priority,
+    pub created_at: DateTime<Utc>,
+    after: Range<usize>,
+    labels: Range<usize>,
+    json: Range<usize>,
+}
+
+/// A field of a row. Every range handed to this lies inside text checked to be UTF-8 (the rows
+/// section of a mapped file is validated once in `parse`; owned texts are built from `str`s)
+/// and is cut at ASCII separators, so it is valid UTF-8 itself.
+fn as_str(bytes: &[u8]) -> &str {
+    debug_assert!(std::str::from_utf8(bytes).is_ok());
+    // SAFETY: see above: the bytes are a char-boundary slice of validated UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
+}
+
+impl Row {
+    pub fn id(&self) -> &str {
+        as_str(&self.text.bytes()[self.id.clone()])
+    }
+
+    /// The tasks this one comes after.
+    pub fn after(&self) -> impl Iterator<Item = &str> {
+        as_str(&self.text.bytes()[self.after.clone()]).split(',').filter(|s| !s.is_empty())
+    }
+
+    pub fn has_label(&self, label: &str) -> bool {
+        as_str(&self.text.bytes()[self.labels.clone()]).split('\u{1f}').any(|l| l == label)
+    }
+
+    /// The full task.
+    pub fn task(&self) -> Result<Task> {
+        let name = format!("{}{}", refs::TASKS, self.id());
+        task::parse_task(&name, &self.text.bytes()[self.json.clone()])
+    }
+
+    /// A row for a task read from git.
+    fn fresh(tip: ObjectId, task: &Task) -> Result<Row> {
+        let json = serde_json::to_string(task)?;
+        let labels: Vec<String> = task.labels.iter().map(|l| clean(l)).collect();
+        let (text, ranges) = owned(&[&task.id, &task.after.join(","), &labels.join("\u{1f}"), &json]);
+        Ok(Row {
+            text,
+            id: ranges[0].clone(),
+            tip,
+            state: task.state,
+            priority: task.priority,
+            created_at: task.created_at,
+            after: ranges[1].clone(),
+            labels: ranges[2].clone(),
+            json: ranges[3].clone(),
+        })
+    }
+}
+
+/// An owned text holding `parts` back to back, and their ranges.
+fn owned(parts: &[&str]) -> (Arc<Text>, Vec<Range<usize>>) {
+    let mut bytes = Vec::new();
+    let mut ranges = Vec::with_capacity(parts.len());
+    for part in parts {
+        let start = bytes.len();
+        bytes.extend_from_slice(part.as_bytes());
+        ranges.push(start..bytes.len());
+    }
+    (Arc::new(Text::Owned(bytes)), ranges)
+}
+
+/// A `node:` claim as the index holds it.
+#[derive(Debug, Clone)]
+pub struct ClaimRow {
+    text: Arc<Text>,
+    task: Range<usize>,
+    pub oid: ObjectId,
+    holder: Range<usize>,
+    pub expires_at: DateTime<Utc>,
+    json: Range<usize>,
+}
+
+impl ClaimRow {
+    /// The task the claim is on.
+    pub fn task_id(&self) -> &str {
+        as_str(&self.text.bytes()[self.task.clone()])
+    }
+
+    pub fn holder(&self) -> &str {
+        as_str(&self.text.bytes()[self.holder.clone()])
+    }
+
+    /// The full claim.
+    pub fn held(&self) -> Result<Held> {
+        let key: ClaimKey = format!("node:{}", self.task_id()).parse()?;
+        Ok(Held { record: claim::parse(&key, &self.text.bytes()[self.json.clone()])?, oid: self.oid })
+    }
+
+    fn fresh(key: &ClaimKey, held: &Held) -> Result<ClaimRow> {
+        let json = serde_json::to_string(&held.record)?;
+        let (text, ranges) = owned(&[key.name(), &clean(&held.record.holder), &json]);
+        Ok(ClaimRow {
+            text,
+            task: ranges[0].clone(),
+            oid: held.oid,
+            holder: ranges[1].clone(),
+            expires_at: held.record.expires_at,
+            json: ranges[2].clone(),
+        })
+    }
+}
+
+/// Every task and node claim, and the refs that could not be read: (ref name, problem).
 pub struct Loaded {
-    pub tasks: Vec<Snapshot>,
+    pub tasks: Vec<Row>,
+    pub claims: Vec<ClaimRow>,
     pub corrupt: Vec<(String, String)>,
 }
 
-/// Read every task, through the cache.
-pub fn load_tasks(store: &Store) -> Result<Loaded> {
-    let path = crate::git::loop_dir(&store.repo).join(FILE);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let mut cached: HashMap<&str, (&str, &str)> = HashMap::new();
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ' ');
-        if let (Some(name), Some(tip), Some(json)) = (parts.next(), parts.next(), parts.next()) {
-            cached.insert(name, (tip, json));
-        }
+/// Read every task and node claim, through the cache.
+pub fn load(store: &Store) -> Result<Loaded> {
+    let loop_dir = crate::git::loop_dir(&store.repo);
+    let stamp = stamp(store.repo.common_dir());
+    let cached = Mapped::open(&loop_dir.join(FILE)).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
+    if stamp.is_some() && cached.stamp == stamp {
+        return Ok(Loaded { tasks: cached.tasks, claims: cached.claims, corrupt: cached.corrupt });
     }
-    let mut tasks = Vec::new();
-    let mut corrupt = Vec::new();
+    let by_task: HashMap<(&str, ObjectId), &Row> = cached.tasks.iter().map(|r| ((r.id(), r.tip), r)).collect();
+    let by_claim: HashMap<(&str, ObjectId), &ClaimRow> =
+        cached.claims.iter().map(|c| ((c.task_id(), c.oid), c)).collect();
+    let mut loaded = Loaded { tasks: Vec::new(), claims: Vec::new(), corrupt: Vec::new() };
     let mut changed = false;
-    let refs = task::list_refs(&store.repo)?;
-    for entry in &refs {
-        let tip = match &entry.tip {
-            Ok(tip) => *tip,
+    for entry in task::list_refs(&store.repo)? {
+        let tip = match entry.tip {
+            Ok(tip) => tip,
             Err(problem) => {
-                corrupt.push((entry.name.clone(), problem.clone()));
+                loaded.corrupt.push((entry.name, problem));
                 continue;
             }
         };
-        let hex = tip.to_string();
-        let from_cache = cached
-            .get(entry.name.as_str())
-            .filter(|(cached_tip, _)| *cached_tip == hex)
-            .and_then(|(_, json)| task::parse_task(&entry.name, json.as_bytes()).ok());
-        let read = match from_cache {
-            Some(task) => Ok(task),
-            None => {
-                changed = true;
-                task::read_at(&store.repo, &entry.name, tip)
-            }
+        let Some(id) = refs::task_id_of(&entry.name) else {
+            loaded.corrupt.push((entry.name.clone(), format!("'{}' is not a task ref", entry.name)));
+            continue;
         };
-        match read {
-            Ok(task) => tasks.push(Snapshot { task, tip }),
-            Err(err) => corrupt.push((entry.name.clone(), corrupt_message(&err))),
+        if let Some(row) = by_task.get(&(id, tip)) {
+            loaded.tasks.push((*row).clone());
+            continue;
+        }
+        changed = true;
+        match task::read_at(&store.repo, &entry.name, tip).and_then(|t| Row::fresh(tip, &t)) {
+            Ok(row) => loaded.tasks.push(row),
+            Err(err) => loaded.corrupt.push((entry.name, problem_of(&err))),
         }
     }
-    if changed || cached.len() != tasks.len() {
-        // Best effort: a cache that cannot be written only costs speed.
-        let _ = write(store, &tasks);
+    for listed in claim_refs(store)? {
+        match listed {
+            Listed::Corrupt { name, problem } => loaded.corrupt.push((name, problem)),
+            Listed::Ref { name, key, oid } => {
+                if let Some(row) = by_claim.get(&(key.name(), oid)) {
+                    loaded.claims.push((*row).clone());
+                    continue;
+                }
+                changed = true;
+                match claim::read_at(&store.repo, &key, oid) {
+                    Ok(held) => loaded.claims.push(ClaimRow::fresh(&key, &held)?),
+                    Err(refusal) => loaded.corrupt.push((name, refusal.message)),
+                }
+            }
+        }
     }
-    Ok(Loaded { tasks, corrupt })
+    if changed
+        || cached.stamp != stamp
+        || cached.tasks.len() != loaded.tasks.len()
+        || cached.claims.len() != loaded.claims.len()
+    {
+        // Best effort: a cache that cannot be written only costs speed.
+        let _ = write(&loop_dir, stamp.as_deref(), &loaded);
+    }
+    Ok(loaded)
 }
 
-fn corrupt_message(err: &anyhow::Error) -> String {
+fn problem_of(err: &anyhow::Error) -> String {
     crate::error::find_refusal(err).map_or_else(|| format!("{err:#}"), |r| r.message.clone())
 }
 
-fn write(store: &Store, tasks: &[Snapshot]) -> Result<()> {
-    let dir = store.loop_dir()?;
-    let mut out = Vec::with_capacity(tasks.len() * 256);
-    for snapshot in tasks {
-        let name = crate::refs::task(&snapshot.task.task_id());
-        write!(out, "{name} {} ", snapshot.tip)?;
-        serde_json::to_writer(&mut out, &snapshot.task)?;
-        out.push(b'\n');
+enum Listed {
+    Ref { name: String, key: ClaimKey, oid: ObjectId },
+    Corrupt { name: String, problem: String },
+}
+
+/// The `node:` claim refs and what they point to, without reading the records.
+fn claim_refs(store: &Store) -> Result<Vec<Listed>> {
+    let mut out = Vec::new();
+    let prefix = format!("{}node/", refs::CLAIMS);
+    let platform = store.repo.references()?;
+    for item in platform.prefixed(prefix.as_str())? {
+        match item {
+            Ok(reference) => {
+                let name = reference.name().as_bstr().to_string();
+                match (refs::claim_key_of(&name), reference.target().try_id()) {
+                    (Some(key), Some(oid)) => out.push(Listed::Ref { name, key, oid: oid.to_owned() }),
+                    _ => {
+                        out.push(Listed::Corrupt { problem: format!("claim ref '{name}' is not a valid claim"), name })
+                    }
+                }
+            }
+            Err(err) => {
+                let name = crate::git::unreadable_ref_name(&err, "refs/loop/claims/node/(unreadable)");
+                let problem = match refs::claim_key_of(&name) {
+                    Some(key) => claim::corrupt_claim(&key, "the ref file cannot be parsed").message,
+                    None => format!("claim ref '{name}' cannot be parsed"),
+                };
+                out.push(Listed::Corrupt { name, problem });
+            }
+        }
     }
-    let aside = dir.join(format!("{FILE}.tmp-{}", random_base32(6)));
-    std::fs::write(&aside, &out)?;
-    std::fs::rename(&aside, dir.join(FILE)).inspect_err(|_| {
+    Ok(out)
+}
+
+/// The stamp of the ref storage the index depends on; `None` when it is racy (a part changed
+/// less than a second ago) or cannot be read.
+fn stamp(common: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let now = SystemTime::now();
+    let part = |path: &Path, whole_file: bool| -> Option<String> {
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                let modified = meta.modified().ok()?;
+                if now.duration_since(modified).map_or(true, |age| age < Duration::from_secs(1)) {
+                    return None;
+                }
+                let ns = modified.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_nanos();
+                Some(if whole_file {
+                    format!("{}:{}:{ns}", meta.ino(), meta.size())
+                } else {
+                    format!("{}:{ns}", meta.ino())
+                })
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some("-".into()),
+            Err(_) => None,
+        }
+    };
+    Some(format!(
+        "{} {} {}",
+        part(&common.join("packed-refs"), true)?,
+        part(&common.join("refs/loop/tasks"), false)?,
+        part(&common.join("refs/loop/claims/node"), false)?
+    ))
+}
+
+#[derive(Default)]
+struct Cache {
+    stamp: Option<String>,
+    tasks: Vec<Row>,
+    claims: Vec<ClaimRow>,
+    corrupt: Vec<(String, String)>,
+}
+
+enum Entry {
+    Task(Row),
+    Claim(ClaimRow),
+    Corrupt(String, String),
+}
+
+fn parse(text: Arc<Text>) -> Option<Cache> {
+    let bytes = text.bytes();
+    let line = |from: usize| -> Option<(&str, usize)> {
+        let end = bytes[from..].iter().position(|b| *b == b'\n')? + from;
+        Some((std::str::from_utf8(&bytes[from..end]).ok()?, end + 1))
+    };
+    let (first, next) = line(0)?;
+    let stamp = first.strip_prefix("stamp ")?;
+    let mut cache = Cache { stamp: (stamp != "racy").then(|| stamp.to_owned()), ..Default::default() };
+    let (second, rows_start) = line(next)?;
+    let rows_end = rows_start + second.strip_prefix("rows ")?.parse::<usize>().ok()?;
+    // The rows are checked once here; every field is a slice of them (see `as_str`).
+    std::str::from_utf8(bytes.get(rows_start..rows_end)?).ok()?;
+    let records = rows_end;
+    let mut start = rows_start;
+    while start < rows_end {
+        let end = bytes[start..rows_end].iter().position(|b| *b == b'\n').map_or(rows_end, |p| start + p);
+        // A line we cannot read: distrust the whole file.
+        match parse_line(&text, start..end, records)? {
+            Entry::Task(row) => cache.tasks.push(row),
+            Entry::Claim(row) => cache.claims.push(row),
+            Entry::Corrupt(name, problem) => cache.corrupt.push((name, problem)),
+        }
+        start = end + 1;
+    }
+    Some(cache)
+}
+
+/// Parse the row at `line` of `text`; record offsets count from `records`.
+fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<Entry> {
+    let all = text.bytes();
+    let bytes = &all[line.clone()];
+    let mut fields: [Range<usize>; 10] = Default::default();
+    let mut count = 0;
+    let mut at = 0;
+    loop {
+        if count == fields.len() {
+            return None;
+        }
+        match bytes[at..].iter().position(|b| *b == b'\t') {
+            Some(p) => {
+                fields[count] = line.start + at..line.start + at + p;
+                count += 1;
+                at += p + 1;
+            }
+            None => {
+                fields[count] = line.start + at..line.end;
+                count += 1;
+                break;
+            }
+        }
+    }
+    let field = |i: usize| as_str(&all[fields[i].clone()]);
+    let nanos = |s: &str| s.parse::<i64>().ok().map(DateTime::<Utc>::from_timestamp_nanos);
+    let oid = |s: &str| ObjectId::from_hex(s.as_bytes()).ok();
+    let record = |offset: &str, len: &str| -> Option<Range<usize>> {
+        let start = records + offset.parse::<usize>().ok()?;
+        let end = start + len.parse::<usize>().ok()?;
+        (end <= all.len()).then_some(start..end)
+    };
+    Some(match (field(0), count) {
+        ("T", 10) => Entry::Task(Row {
+            text: Arc::clone(text),
+            id: fields[1].clone(),
+            tip: oid(field(2))?,
+            state: State::parse(field(3))?,
+            priority: field(4).parse().ok()?,
+            created_at: nanos(field(5))?,
+            after: fields[6].clone(),
+            labels: fields[7].clone(),
+            json: record(field(8), field(9))?,
+        }),
+        ("C", 7) => Entry::Claim(ClaimRow {
+            text: Arc::clone(text),
+            task: fields[1].clone(),
+            oid: oid(field(2))?,
+            holder: fields[3].clone(),
+            expires_at: nanos(field(4))?,
+            json: record(field(5), field(6))?,
+        }),
+        ("X", 3) => Entry::Corrupt(field(1).to_owned(), String::from_utf8_lossy(&all[fields[2].clone()]).into_owned()),
+        _ => return None,
+    })
+}
+
+fn clean(s: &str) -> String {
+    s.replace(['\t', '\n'], " ")
+}
+
+fn write(loop_dir: &Path, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
+    std::fs::create_dir_all(loop_dir)?;
+    let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
+    let mut records: Vec<u8> = Vec::with_capacity(loaded.tasks.len() * 400);
+    let mut record = |json: &[u8]| -> (usize, usize) {
+        let at = records.len();
+        records.extend_from_slice(json);
+        (at, json.len())
+    };
+    for row in &loaded.tasks {
+        let bytes = row.text.bytes();
+        let (at, len) = record(&bytes[row.json.clone()]);
+        write!(
+            rows,
+            "T\t{}\t{}\t{}\t{}\t{}\t",
+            row.id(),
+            row.tip,
+            row.state.as_str(),
+            row.priority,
+            row.created_at.timestamp_nanos_opt().unwrap_or(0)
+        )?;
+        rows.extend_from_slice(&bytes[row.after.clone()]);
+        rows.push(b'\t');
+        rows.extend_from_slice(&bytes[row.labels.clone()]);
+        writeln!(rows, "\t{at}\t{len}")?;
+    }
+    for c in &loaded.claims {
+        let bytes = c.text.bytes();
+        let (at, len) = record(&bytes[c.json.clone()]);
+        write!(rows, "C\t{}\t{}\t", c.task_id(), c.oid)?;
+        rows.extend_from_slice(&bytes[c.holder.clone()]);
+        writeln!(rows, "\t{}\t{at}\t{len}", c.expires_at.timestamp_nanos_opt().unwrap_or(0))?;
+    }
+    for (name, problem) in &loaded.corrupt {
+        writeln!(rows, "X\t{}\t{}", clean(name), clean(problem))?;
+    }
+    let mut file = format!("stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len()).into_bytes();
+    file.extend_from_slice(&rows);
+    file.extend_from_slice(&records);
+    let aside = loop_dir.join(format!("{FILE}.tmp-{}", random_base32(6)));
+    std::fs::write(&aside, &file)?;
+    std::fs::rename(&aside, loop_dir.join(FILE)).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
     Ok(())

@@ -247,33 +247,34 @@ impl runloop::Queue for GitQueue<'_> {
         let mut stuck = None;
         for _round in 0..5 {
             let board = Board::load(self.store, ctx)?;
-            let ready: Vec<Task> = board.ready(&self.walker.opts.labels).into_iter().cloned().collect();
+            let ready: Vec<TaskId> =
+                board.ready(&self.walker.opts.labels).iter().filter_map(|r| r.id().parse().ok()).collect();
             if ready.is_empty() {
                 return Ok(None);
             }
-            for task in ready.iter().take(20) {
-                let key = ClaimKey::node(&task.task_id());
+            for id in ready.iter().take(20) {
+                let key = ClaimKey::node(id);
                 let opts = self.claim_options(format!("worked by {}", self.walker.key));
                 match claim::acquire(self.store, ctx, &key, &opts)? {
                     Acquire::Acquired(_) | Acquire::TookOver { .. } => {}
                     // Our own live claim: another worker of this walk has the task.
                     Acquire::Refreshed(_) => continue,
                     Acquire::HeldByOther(_) => {
-                        stuck.get_or_insert_with(|| task.id.clone());
+                        stuck.get_or_insert_with(|| id.to_string());
                         continue;
                     }
                 };
                 // The claim is ours; the task may have been closed in between.
-                match task::read(self.store, &task.task_id())? {
+                match task::read(self.store, id)? {
                     Some(now) if now.task.state == State::Open => {
                         self.walker.journal(
                             self.store,
                             "claimed",
-                            Some(&task.id),
+                            Some(id.as_str()),
                             json!({ "title": now.task.title }),
                         )?;
                         self.walker.observer.event(&Event::Claimed {
-                            task: task.id.clone(),
+                            task: id.to_string(),
                             title: now.task.title.clone(),
                             priority: now.task.priority.to_string(),
                         });

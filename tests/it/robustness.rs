@@ -173,3 +173,24 @@ fn s2_injected_text_round_trips_and_runs_nothing() {
     assert!(events["events"].as_array().expect("events").iter().any(|e| e["data"]["message"] == nasty.as_str()));
     assert!(!canary.exists(), "no text from a task was ever executed");
 }
+
+/// The task index is a cache: a ref changed behind git-loop's back (here, a task moved back
+/// to an older operation with plain git, after the cache's stamp stopped being racy) is seen
+/// at once, and deleting the cache loses nothing.
+#[test]
+fn the_task_index_never_disagrees_with_the_refs() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["original title"]);
+    let name = format!("refs/loop/tasks/{id}");
+    let first = repo.git(&["rev-parse", &name]);
+    repo.run(&["edit", &id, "--title", "edited title"]).ok();
+    repo.git(&["pack-refs", "--all"]);
+    std::thread::sleep(Duration::from_millis(1_100));
+    assert_eq!(repo.run(&["list", "--json"]).ok().json()["tasks"][0]["title"], "edited title");
+    assert_eq!(repo.run(&["list", "--json"]).ok().json()["tasks"][0]["title"], "edited title", "served from the cache");
+    repo.git(&["update-ref", &name, &first]);
+    assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "the moved ref is seen at once");
+    std::fs::remove_file(repo.dir.join(".git/loop/index-v3")).expect("the cache exists");
+    assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "nothing lost without the cache");
+}
