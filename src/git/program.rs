@@ -43,12 +43,16 @@ impl PushReport {
     }
 }
 
-/// `git push --porcelain --atomic --force-with-lease=... <remote> <src>:<dst>...`, run in
-/// `dir`. Never a `+` refspec: that would silently override the lease.
+/// `git push --porcelain --atomic --force-with-lease=... <remote> <src>:<dst>... <pattern>...`,
+/// run in `dir`. Never a `+` refspec: that would silently override the lease. `patterns` are
+/// plain wildcard refspecs (`refs/loop/tasks/*:refs/loop/tasks/*`), pushed without force: the
+/// server still checks each ref's old value under its lock, and git refuses anything that is
+/// not a fast-forward. (git resolves explicit refspecs one by one against every ref; a
+/// thousand of them cost a second of CPU, a wildcard almost nothing.)
 ///
 /// Returns the per-ref report when git gave one. An error means the outcome is unknown (the
 /// remote may or may not have applied the push): callers must read the remote back.
-pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<PushReport> {
+pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String]) -> Result<PushReport> {
     let mut args: Vec<String> = vec![
         "-c".into(),
         "core.hooksPath=/dev/null".into(),
@@ -71,6 +75,7 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<PushRepo
         let src = update.src.map(|id| id.to_string()).unwrap_or_default();
         args.push(format!("{src}:{}", update.dst));
     }
+    args.extend(patterns.iter().cloned());
     let output = Command::new("git")
         .args(&args)
         .current_dir(dir)

@@ -37,6 +37,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
         }
     }
     let mut running = Running::spawn(spec)?;
+    let mut backoff = super::process::Backoff::new();
     loop {
         if let Some(exit) = running.poll()? {
             running.sweep();
@@ -46,7 +47,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
             let exit = running.stop(grace)?;
             return Ok(code(exit));
         }
-        std::thread::sleep(Duration::from_millis(25));
+        backoff.wait();
     }
 }
 

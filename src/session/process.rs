@@ -186,6 +186,27 @@ pub fn kill_marked(marker: &str) -> usize {
     killed
 }
 
+/// Sleeps between polls: 1 ms at first, doubling to 50 ms, so a quick process is seen to
+/// end within a millisecond and a long one costs almost nothing to watch.
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Backoff {
+    pub fn new() -> Backoff {
+        Backoff(Duration::from_millis(1))
+    }
+
+    pub fn wait(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(Duration::from_millis(50));
+    }
+}
+
 /// When process `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat).
 pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -227,11 +248,15 @@ mod tests {
             marker: marker.clone(),
         };
         let mut running = Running::spawn(&spec).expect("spawn");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while find_marked(&marker).len() < 3 && Instant::now() < deadline {
+        // sh, its setsid'd child, its double-forked child and its own sleep: four, once the
+        // transient subshells are gone.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = 0;
+        while seen < 4 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
+            seen = find_marked(&marker).len();
         }
-        assert!(find_marked(&marker).len() >= 3, "the session and its escaped children are running");
+        assert!(seen >= 4, "the session and its escaped children are running (saw {seen})");
         let started = Instant::now();
         let exit = running.stop(Duration::from_millis(300)).expect("stop");
         assert_eq!(exit, Exit::Signal(libc::SIGKILL), "TERM was ignored, so KILL ended it");

@@ -153,33 +153,146 @@ pub fn parse_commit(repo: &gix::Repository, id: ObjectId) -> Result<Entry> {
 
 /// Every event of one chain (including chains merged into it), oldest first.
 pub fn read_chain(repo: &gix::Repository, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+    let mut cache = Cache::default();
     let mut out = Vec::new();
-    let mut queue = VecDeque::from([tip]);
-    let mut seen = HashSet::from([tip]);
+    walk(repo, tip, &mut cache, &mut HashSet::new(), problems, &mut |id, info| {
+        if let Some(event) = info.event() {
+            out.push(Entry { id, event });
+        }
+    });
+    out.sort_by_key(|e| e.event.seq);
+    out
+}
+
+/// What the journal cache knows of one commit. Commits never change, so neither does this.
+#[derive(Debug, Clone)]
+struct Info {
+    parents: Vec<ObjectId>,
+    task: Option<String>,
+    session: Option<String>,
+    /// The event's JSON (`None` for a merge of two copies of a chain).
+    json: Option<String>,
+}
+
+impl Info {
+    fn event(&self) -> Option<Event> {
+        serde_json::from_str::<Event>(self.json.as_deref()?).ok().filter(|e| e.version <= EVENT_VERSION)
+    }
+
+    fn read(repo: &gix::Repository, id: ObjectId) -> Result<Info, String> {
+        let (parents, message) =
+            git::read_commit(repo, id).map_err(|err| format!("journal commit {id} cannot be read: {err:#}"))?;
+        let json = message.split_once("\n\n").map(|(_, rest)| rest.trim().to_owned());
+        match json.as_deref().map(serde_json::from_str::<Event>) {
+            Some(Ok(event)) if event.version <= EVENT_VERSION => {
+                Ok(Info { parents, task: event.task.clone(), session: event.session.clone(), json })
+            }
+            Some(Ok(event)) => Err(format!("event {id} has version {}, written by a newer git-loop", event.version)),
+            _ if parents.len() > 1 => Ok(Info { parents, task: None, session: None, json: None }),
+            _ => Err(format!("event {id} is not valid JSON")),
+        }
+    }
+}
+
+/// `.git/loop/journal-v1`: one line per journal commit seen,
+/// `<commit>\t<parent,…>\t<task or ->\t<session or ->\t<event JSON, or -> `. Keyed by commit id,
+/// so an entry never goes stale; lines are appended whole; an unreadable line is ignored.
+/// Reading the journal then costs one file read instead of one object per event.
+#[derive(Default)]
+struct Cache {
+    known: std::collections::HashMap<ObjectId, Info>,
+    fresh: Vec<(ObjectId, Info)>,
+}
+
+const CACHE: &str = "journal-v1";
+
+impl Cache {
+    fn load(repo: &gix::Repository) -> Cache {
+        let text = std::fs::read_to_string(git::loop_dir(repo).join(CACHE)).unwrap_or_default();
+        let mut known = std::collections::HashMap::new();
+        let opt = |s: &str| (s != "-").then(|| s.to_owned());
+        for line in text.lines() {
+            let fields: Vec<&str> = line.splitn(5, '\t').collect();
+            let [id, parents, task, session, json] = fields.as_slice() else { continue };
+            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
+            let Ok(parents) = parents
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(|p| ObjectId::from_hex(p.as_bytes()))
+                .collect::<Result<Vec<_>, _>>()
+            else {
+                continue;
+            };
+            known.insert(id, Info { parents, task: opt(task), session: opt(session), json: opt(json) });
+        }
+        Cache { known, fresh: Vec::new() }
+    }
+
+    fn get(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<Info, String> {
+        if let Some(info) = self.known.get(&id) {
+            return Ok(info.clone());
+        }
+        let info = Info::read(repo, id)?;
+        self.known.insert(id, info.clone());
+        self.fresh.push((id, info.clone()));
+        Ok(info)
+    }
+
+    /// Append what was read from objects this time (best effort: it is only a cache).
+    fn save(self, repo: &gix::Repository) {
+        use std::io::Write as _;
+        if self.fresh.is_empty() {
+            return;
+        }
+        let dir = git::loop_dir(repo);
+        let mut out = String::new();
+        for (id, info) in &self.fresh {
+            let parents: Vec<String> = info.parents.iter().map(ToString::to_string).collect();
+            let field = |v: &Option<String>| v.as_deref().map_or("-".to_owned(), |s| s.replace(['\t', '\n'], " "));
+            out.push_str(&format!(
+                "{id}\t{}\t{}\t{}\t{}\n",
+                parents.join(","),
+                field(&info.task),
+                field(&info.session),
+                info.json.as_deref().unwrap_or("-")
+            ));
+        }
+        let _ = std::fs::create_dir_all(&dir);
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(CACHE)) {
+            // One write of whole lines: concurrent appenders do not interleave within it.
+            let _ = file.write_all(out.as_bytes());
+        }
+    }
+}
+
+/// Visit every commit reachable from `tip` once.
+fn walk(
+    repo: &gix::Repository,
+    tip: ObjectId,
+    cache: &mut Cache,
+    seen: &mut HashSet<ObjectId>,
+    problems: &mut Vec<String>,
+    visit: &mut dyn FnMut(ObjectId, &Info),
+) {
+    let mut queue = VecDeque::new();
+    if seen.insert(tip) {
+        queue.push_back(tip);
+    }
     while let Some(id) = queue.pop_front() {
-        let parents = match git::read_commit(repo, id) {
-            Ok((parents, _)) => parents,
-            Err(err) => {
-                problems.push(format!("journal commit {id} cannot be read: {err:#}"));
+        let info = match cache.get(repo, id) {
+            Ok(info) => info,
+            Err(problem) => {
+                problems.push(problem);
                 continue;
             }
         };
-        match parse_commit(repo, id) {
-            Ok(entry) => out.push(entry),
-            Err(err) if parents.len() > 1 => {
-                // A merge of two copies of a chain carries no event of its own.
-                let _ = err;
-            }
-            Err(err) => problems.push(format!("{err:#}")),
-        }
-        for parent in parents {
-            if seen.insert(parent) {
-                queue.push_back(parent);
+        visit(id, &info);
+        for parent in &info.parents {
+            if seen.insert(*parent) {
+                queue.push_back(*parent);
             }
         }
     }
-    out.sort_by_key(|e| e.event.seq);
-    out
 }
 
 /// The journal refs: (writer ref name, tip).
@@ -210,26 +323,29 @@ pub struct Timeline {
 }
 
 pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
+    let repo = &store.repo;
     let mut problems = Vec::new();
     let mut seen = HashSet::new();
     let mut entries = Vec::new();
-    for (_, tip) in chains(&store.repo)? {
-        for entry in read_chain(&store.repo, tip, &mut problems) {
-            if seen.insert(entry.id) && keep(&entry.event, filter) {
-                entries.push(entry);
+    let mut cache = Cache::load(repo);
+    for (_, tip) in chains(repo)? {
+        walk(repo, tip, &mut cache, &mut seen, &mut problems, &mut |id, info| {
+            // Filter before parsing: most reads want one task's or one session's events.
+            let wanted = filter.task.as_ref().is_none_or(|t| info.task.as_ref() == Some(t))
+                && filter.session.as_ref().is_none_or(|s| info.session.as_ref() == Some(s));
+            if wanted {
+                if let Some(event) = info.event() {
+                    entries.push(Entry { id, event });
+                }
             }
-        }
+        });
     }
+    cache.save(repo);
     // The commit id breaks the last ties (two copies of one writer's chain, merged).
     entries.sort_by(|a, b| {
         (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
     });
     Ok(Timeline { entries, problems })
-}
-
-fn keep(event: &Event, filter: &Filter) -> bool {
-    filter.task.as_ref().is_none_or(|t| event.task.as_ref() == Some(t))
-        && filter.session.as_ref().is_none_or(|s| event.session.as_ref() == Some(s))
 }
 
 /// The termination event a session journaled (with `git loop finish`), read from the

@@ -25,7 +25,7 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
         Expect::Is(id) => Some(id),
     };
     let update = PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) };
-    match program::push(store.workdir(), remote, &[update]) {
+    match program::push(store.workdir(), remote, &[update], &[]) {
         Ok(report) if report.all_ok() => {
             set_local(store, name, new)?;
             Ok(Cas::Applied)

@@ -138,7 +138,9 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         if updates.is_empty() {
             return Ok(report);
         }
-        let pushed = program::push(store.workdir(), remote_name, &updates).with_context(|| {
+        let planned = updates.clone();
+        let (updates, patterns) = wildcard(updates, &report);
+        let pushed = program::push(store.workdir(), remote_name, &updates, &patterns).with_context(|| {
             format!("could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again")
         })?;
         if pushed.all_ok() {
@@ -150,10 +152,11 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
             // A lease that held when git checked it but not when the server took the ref locks
             // (another clone pushed in between) is reported as "[remote rejected] (atomic
             // transaction failed)", like a refusal: it is a race, to be fetched and merged
-            // again, unless the remote still holds what every lease expected.
+            // again, unless the remote still holds what we saw for every ref we meant to push
+            // (those pushed by wildcard included).
             let now: BTreeMap<String, ObjectId> =
                 remote::fetch(store, remote_name, &refspecs(remote_name))?.remote_refs.into_iter().collect();
-            if updates.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
+            if planned.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
                 continue;
             }
             return Err(crate::error::refused(format!("remote '{remote_name}' refused '{dst}': {why}"))
@@ -164,6 +167,29 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         // Fetch again and merge what they added.
     }
     anyhow::bail!("the remote '{remote_name}' kept changing during sync ({ROUNDS} rounds); nothing was lost, run 'git loop sync' again")
+}
+
+/// Ref classes whose every update is a fast-forward of a commit (after the merge step), so
+/// they can be pushed with one wildcard refspec and no lease (see `program::push`).
+const WILDCARD: &[&str] = &[refs::TASKS, refs::JOURNAL];
+
+/// Replace the explicit updates of a wildcard-safe class by its wildcard refspec — unless a
+/// ref of that class could not be merged this round (it may be behind the remote locally).
+fn wildcard(updates: Vec<PushUpdate>, report: &Report) -> (Vec<PushUpdate>, Vec<String>) {
+    let mut patterns = Vec::new();
+    let mut explicit = updates;
+    for prefix in WILDCARD {
+        let troubled = report
+            .changes
+            .iter()
+            .any(|c| c.name.starts_with(prefix) && matches!(c.change, Change::Diverged(_) | Change::Problem(_)));
+        if troubled || !explicit.iter().any(|u| u.dst.starts_with(prefix)) {
+            continue;
+        }
+        explicit.retain(|u| !u.dst.starts_with(prefix));
+        patterns.push(format!("{prefix}*:{prefix}*"));
+    }
+    (explicit, patterns)
 }
 
 /// Claims that never leave their clone (the walker singleton).

@@ -128,9 +128,14 @@ impl<'a> GitDispatcher<'a> {
         let refresh_every = Duration::from_secs((self.walker.opts.lease.num_seconds() as u64 / 3).clamp(1, 120));
         let timeout = self.walker.opts.session_timeout;
         let mut last_refresh = Instant::now();
+        let mut backoff = crate::session::process::Backoff::new();
         loop {
             if let Some(exit) = running.poll()? {
-                running.sweep();
+                // The guard sweeps the session's processes before it exits; if it did not
+                // exit by itself (killed by a signal), sweep here.
+                if matches!(exit, crate::session::process::Exit::Signal(_)) {
+                    running.sweep();
+                }
                 return Ok(Ending::Exited(exit.to_string()));
             }
             if self.walker.cancelled(self.store) {
@@ -154,7 +159,7 @@ impl<'a> GitDispatcher<'a> {
                     }),
                 }
             }
-            std::thread::sleep(Duration::from_millis(50));
+            backoff.wait();
         }
     }
 
@@ -189,8 +194,9 @@ impl<'a> GitDispatcher<'a> {
         let mut running = Running::spawn(&spec)?;
         if let Some(timeout) = timeout {
             let deadline = Instant::now() + timeout;
+            let mut backoff = crate::session::process::Backoff::new();
             while running.poll()?.is_none() && Instant::now() < deadline && !self.walker.cancelled(self.store) {
-                std::thread::sleep(Duration::from_millis(50));
+                backoff.wait();
             }
             if running.poll()?.is_none() {
                 running.stop(self.walker.opts.grace)?;
@@ -405,6 +411,12 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             Ending::Exited(_) | Ending::TimedOut => {}
         }
         let evidence = self.evidence(unit, &session, &dir)?;
+        // A holder paused past its lease (SIGSTOP, a laptop lid) may have been superseded
+        // while it slept: confirm the claim is still ours before any verdict closes the task.
+        if let Some(reason) = self.claim_lost(unit, &session)? {
+            unit.lost = true;
+            return Ok(Dispatched::Lost { reason });
+        }
         let log_tail = tail(&dir.join("log"), 20);
         let Some((verdict, message)) = evidence else {
             return Ok(Dispatched::Continue {
@@ -415,7 +427,13 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         };
         match verdict {
             Verdict::Done => match self.checks(unit, &try_, &dir, &env)? {
-                None | Some((true, _)) => Ok(Dispatched::Verdict { verdict, message }),
+                None | Some((true, _)) => {
+                    if let Some(reason) = self.claim_lost(unit, &session)? {
+                        unit.lost = true;
+                        return Ok(Dispatched::Lost { reason });
+                    }
+                    Ok(Dispatched::Verdict { verdict, message })
+                }
                 Some((false, tail)) => {
                     let command = self.walker.opts.checks.clone().unwrap_or_default();
                     // Anything the checks wrote is the next session's to keep or clean up.
@@ -464,6 +482,19 @@ fn parse_verdict(word: &str) -> Option<Verdict> {
 }
 
 impl GitDispatcher<'_> {
+    /// Whether the unit's claim is someone else's now (read only: a lease that merely ran out
+    /// is still ours until someone takes it, and the next refresh renews it).
+    fn claim_lost(&self, unit: &WorkUnit, _session: &str) -> Result<Option<String>> {
+        let key = ClaimKey::node(&unit.id());
+        Ok(match claim::read(self.store, &key)? {
+            Some(held) if held.record.holder != self.walker.key => {
+                Some(format!("its claim was taken by {}", held.record.holder))
+            }
+            Some(_) => None,
+            None => Some("its claim was released by someone else".to_owned()),
+        })
+    }
+
     /// The session's verdict: its journaled termination, else its result file. Follow-up
     /// tasks in the result file are added either way.
     fn evidence(&self, unit: &WorkUnit, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {

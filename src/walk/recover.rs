@@ -21,6 +21,7 @@ use crate::tries::{self, commit::Committed, Try};
 
 pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
     let loop_dir = store.loop_dir()?;
+    prune_old_sessions(&loop_dir, walker.ctx.now());
     let root = tries::worktrees_root(store)?;
     let mut dead_walkers = HashSet::new();
     for mut rec in record::all(&loop_dir) {
@@ -95,4 +96,17 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         walker.observer.event(&Event::Recovered { task: key.name().to_owned(), detail });
     }
     Ok(())
+}
+
+/// How long the files of an ended session (prompt, log, result) are kept.
+const KEEP_SESSIONS: chrono::Duration = chrono::Duration::days(14);
+
+/// Remove the files of sessions that ended more than two weeks ago. Their commits, journal
+/// events and notes stay; only the machine-local prompt and log go.
+fn prune_old_sessions(loop_dir: &std::path::Path, now: chrono::DateTime<chrono::Utc>) {
+    for rec in record::all(loop_dir) {
+        if rec.ended_at.is_some_and(|ended| now - ended > KEEP_SESSIONS) {
+            let _ = std::fs::remove_dir_all(record::dir(loop_dir, &rec.session));
+        }
+    }
 }

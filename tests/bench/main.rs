@@ -187,10 +187,13 @@ fn bench_remote(s: &Scratch) -> Vec<Row> {
     let clone = s.path("remote-clone");
     s.run("git", s.dir.path(), &["clone", "-q", bare.to_str().expect("utf-8"), clone.to_str().expect("utf-8")]);
     s.run(BIN, &clone, &["init", "--remote", "origin"]);
-    let blob = s.run("git", &clone, &["hash-object", "-w", "README"]);
     let (mut ours, mut git) = (Vec::new(), Vec::new());
     for i in 0..21 {
         ours.push(time(s.cmd(BIN, &clone).args(["claim", "acquire", &format!("node:r{i}"), "--holder", "bench"])));
+        // Like a claim, each push carries a new object (made before the clock starts).
+        let record = s.path(&format!("record-{i}"));
+        std::fs::write(&record, format!("{{\"holder\":\"bench\",\"n\":{i}}}")).expect("write");
+        let blob = s.run("git", &clone, &["hash-object", "-w", record.to_str().expect("utf-8")]);
         let name = format!("refs/loop/claims/node/g{i}");
         git.push(time(s.cmd("git", &clone).args([
             "push",
@@ -272,17 +275,7 @@ fn bench_sync(s: &Scratch) -> Vec<Row> {
         s.run("git", &b, &["remote", "set-url", "origin", b_remote.to_str().expect("utf-8")]);
         ours.push(time(s.cmd(BIN, &a).args(["sync"])));
         let started = Instant::now();
-        s.run(
-            "git",
-            &b,
-            &[
-                "fetch",
-                "-q",
-                "origin",
-                "+refs/loop/*:refs/loop-remotes/origin/loop/*",
-                "+refs/notes/loop:refs/loop-remotes/origin/notes/loop",
-            ],
-        );
+        s.run("git", &b, &["fetch", "-q", "origin", "+refs/loop/*:refs/loop-remotes/origin/loop/*"]);
         s.run(
             "git",
             &b,
@@ -352,7 +345,10 @@ fn main() {
     for (name, bench) in all {
         if wanted(name) {
             eprintln!("{name}:");
-            rows.extend(bench(&s));
+            for r in bench(&s) {
+                eprintln!("  {} | {} | {} | {} | {}", r.name, r.ours, r.git, r.ratio, r.target);
+                rows.push(r);
+            }
         }
     }
     println!("\n| benchmark | git-loop | git CLI | ratio | target |\n|---|---|---|---|---|");

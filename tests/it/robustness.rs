@@ -194,3 +194,75 @@ fn the_task_index_never_disagrees_with_the_refs() {
     std::fs::remove_file(repo.dir.join(".git/loop/index-v3")).expect("the cache exists");
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "nothing lost without the cache");
 }
+
+/// J3: commits the journal and the notes refer to survive deleting every loop branch and
+/// `git gc --prune=now`: the try and done anchors keep them.
+#[test]
+fn j3_gc_never_prunes_what_the_journal_and_notes_refer_to() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    for i in 0..3 {
+        repo.add(&[&format!("task {i}")]);
+    }
+    let agent = env.path("agent.sh");
+    std::fs::write(&agent, "echo work-$GIT_LOOP_TASK > work.txt\ngit loop finish done --message landed\n")
+        .expect("write");
+    repo.run(&["run", "--agent-cmd", &format!("sh {}", agent.display()), "--grace", "1"]).ok();
+    let branches = repo.git(&["for-each-ref", "--format=%(refname)", "refs/heads/loop", "refs/heads/loop-try"]);
+    for branch in branches.lines() {
+        repo.git(&["update-ref", "-d", branch]);
+    }
+    repo.git(&["gc", "--prune=now", "--quiet"]);
+    let events = repo.run(&["log", "--json"]).ok().json();
+    let mut commits: Vec<String> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["data"]["commit"].as_str().map(ToOwned::to_owned))
+        .collect();
+    let notes = repo.git(&["notes", "--ref=loop", "list"]);
+    commits.extend(notes.lines().filter_map(|l| l.split(' ').nth(1).map(ToOwned::to_owned)));
+    assert!(commits.len() >= 6, "the journal and notes refer to the work ({commits:?})");
+    for commit in &commits {
+        let out = std::process::Command::new("git")
+            .args(["cat-file", "-e", commit])
+            .current_dir(&repo.dir)
+            .status()
+            .expect("git");
+        assert!(out.success(), "commit {commit} referenced by the journal or a note was pruned");
+    }
+}
+
+/// L4: `git pack-refs` running while claims are taken and released never brings a released
+/// claim back (a delete removes the ref from packed-refs too).
+#[test]
+fn l4_pack_refs_under_concurrent_claimers_never_resurrects_a_released_claim() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = std::process::Command::new("git").args(["pack-refs", "--all"]).current_dir(&repo.dir).output();
+            }
+        });
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let repo = &repo;
+                scope.spawn(move || {
+                    for round in 0..15 {
+                        let key = format!("node:w{w}-{round}");
+                        repo.run(&["claim", "acquire", &key, "--holder", "h"]).ok();
+                        repo.run(&["claim", "release", &key, "--holder", "h"]).ok();
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    repo.git(&["pack-refs", "--all"]);
+    assert_eq!(repo.git(&["for-each-ref", "refs/loop/claims"]), "", "no released claim came back");
+}
