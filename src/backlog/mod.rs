@@ -352,7 +352,7 @@ impl Board {
 
     /// The claim on a task (live or stale), read in full.
     pub fn claim(&self, id: &str) -> Option<Held> {
-        self.claims.get(id).and_then(|c| c.held().ok())
+        self.claims.get(id).and_then(|c| c.held().ok()).filter(|h| !h.record.is_released())
     }
 
     /// Readiness from a task's id, state and dependencies.

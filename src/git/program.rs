@@ -135,6 +135,57 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
     out
 }
 
+/// Fetch through the git program, for transports this build of gix does not carry (http and
+/// https: gix would need libcurl or a TLS stack; git brings the user's credential helpers).
+/// Lists the remote's refs matching `prefixes` first (`git ls-remote`, the truth about what
+/// it holds, deletions included), then fetches `refspecs` if anything matched.
+pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
+    let run = |args: &[String]| -> Result<String> {
+        let output = Command::new("git")
+            .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .output()
+            .with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+        if !output.status.success() {
+            anyhow::bail!(
+                "'git {}' failed ({}): {}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let mut ls = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
+    ls.extend(prefixes.iter().map(|p| format!("{p}*")));
+    let listed = run(&ls)?;
+    let refs: Vec<(String, ObjectId)> = listed
+        .lines()
+        .filter_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            let id = ObjectId::from_hex(id.trim().as_bytes()).ok()?;
+            prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
+        })
+        .collect();
+    if !refs.is_empty() {
+        let mut args = vec![
+            "fetch".to_owned(),
+            "--quiet".to_owned(),
+            "--no-tags".to_owned(),
+            "--no-write-fetch-head".to_owned(),
+            "--".to_owned(),
+            remote.to_owned(),
+        ];
+        args.extend(refspecs.iter().cloned());
+        run(&args)?;
+    }
+    Ok(refs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

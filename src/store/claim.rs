@@ -5,6 +5,12 @@
 //! object: gix's create-if-absent succeeds when the ref already holds exactly the new id, and
 //! identical records would let two claimants both "win".
 //!
+//! Releasing never deletes the ref: it writes a tombstone record (`released_at` set), by
+//! compare-and-swap like any other change. A delete racing a concurrent `git pack-refs` can
+//! resurrect the ref (pack-refs read it before the delete and writes it back into packed-refs
+//! after), while an update cannot (the loose ref shadows packed-refs, and pack-refs only prunes
+//! a loose ref still holding what it packed). A tombstone counts as "not held" everywhere.
+//!
 //! The decision (create, refresh, take over a stale record, or refuse) is made against the
 //! record as read, and the write is a compare-and-swap against that same record, so of any
 //! number of concurrent claimants exactly one succeeds from a given state; the others read
@@ -48,9 +54,17 @@ pub struct Record {
     /// The holder this record took the claim over from, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub took_over_from: Option<String>,
+    /// Set on a tombstone: the claim was released then (by `holder`, who held it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<DateTime<Utc>>,
 }
 
 impl Record {
+    /// A tombstone: released, held by nobody.
+    pub fn is_released(&self) -> bool {
+        self.released_at.is_some()
+    }
+
     pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
         now >= self.expires_at
     }
@@ -112,8 +126,13 @@ pub fn read_at(repo: &gix::Repository, key: &ClaimKey, oid: ObjectId) -> Result<
     Ok(Held { record: parse(key, &object.data)?, oid })
 }
 
-/// Read claim `key`: `None` when nobody holds it.
+/// Read claim `key`: `None` when nobody holds it (never claimed, or released).
 pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
+    Ok(read_record(store, key)?.filter(|held| !held.record.is_released()))
+}
+
+/// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
+pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
     let target = match store.repo.try_find_reference(name.as_str()) {
         Ok(found) => found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)),
@@ -133,7 +152,9 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
     // record we would refuse on is still the remote's.
     let mut confirmed = arbiter.is_none();
     for _attempt in 0..50 {
-        let current = read(store, key)?;
+        let raw = read_record(store, key)?;
+        let expect = Expect::from_current(raw.as_ref().map(|h| h.oid));
+        let current = raw.filter(|h| !h.record.is_released());
         let now = ctx.now();
         let (acquired_at, previous) = match &current {
             None => (now, None),
@@ -163,9 +184,9 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             refreshed_at: now,
             expires_at: now + opts.ttl,
             took_over_from: previous.as_ref().map(|p| p.holder.clone()),
+            released_at: None,
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
-        let expect = Expect::from_current(current.as_ref().map(|h| h.oid));
         match swap(store, arbiter.as_deref(), &name, expect, Some(oid))? {
             Cas::Applied => {
                 let held = Held { record, oid };
@@ -213,7 +234,8 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
                 let Some(oid) = git::ref_target(&store.repo, &name).ok().flatten() else {
                     return remove_unreadable_ref(store, &name);
                 };
-                match swap(store, arbiter.as_deref(), &name, Expect::Is(oid), None)? {
+                let tombstone = tombstone(store, ctx, key, "(corrupt record)", None)?;
+                match swap(store, arbiter.as_deref(), &name, Expect::Is(oid), Some(tombstone))? {
                     Cas::Applied => return Ok(Release::RemovedCorrupt),
                     Cas::Lost { .. } => continue,
                 }
@@ -227,7 +249,8 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
         if held.record.holder != holder && !(force && stale) {
             return Ok(Release::HeldByOther(held.record));
         }
-        match swap(store, arbiter.as_deref(), &name, Expect::Is(held.oid), None)? {
+        let tombstone = tombstone(store, ctx, key, &held.record.holder, Some(&held.record))?;
+        match swap(store, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone))? {
             Cas::Applied => return Ok(Release::Released(held.record)),
             Cas::Lost { .. } => continue,
         }
@@ -266,6 +289,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         refreshed_at: now,
         expires_at: now + opts.ttl,
         took_over_from: Some(held.record.holder.clone()),
+        released_at: None,
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     match swap(store, arbiter_for(store, key).as_deref(), &refs::claim(key), Expect::Is(held.oid), Some(oid))? {
@@ -275,6 +299,28 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
             None => acquire(store, ctx, key, opts),
         },
     }
+}
+
+/// Write the tombstone that releases `key` (held by `holder`, as recorded in `was`).
+fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Option<&Record>) -> Result<ObjectId> {
+    let now = ctx.now();
+    let record = Record {
+        version: CLAIM_VERSION,
+        key: key.to_string(),
+        holder: holder.to_owned(),
+        session: was.and_then(|r| r.session.clone()),
+        reason: was.and_then(|r| r.reason.clone()),
+        host: ctx.host.clone(),
+        pid: ctx.pid,
+        boot_id: ctx.boot_id.clone(),
+        nonce: random_base32(16),
+        acquired_at: was.map_or(now, |r| r.acquired_at),
+        refreshed_at: now,
+        expires_at: now,
+        took_over_from: None,
+        released_at: Some(now),
+    };
+    git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
 }
 
 /// A loose ref file that is not even a ref (empty, garbage): remove the file itself.
@@ -343,6 +389,7 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
             continue;
         };
         match read_at(&store.repo, &key, oid) {
+            Ok(held) if held.record.is_released() => {}
             Ok(held) => out.push(Listed::Claim { key, held: Box::new(held) }),
             Err(refusal) => out.push(Listed::Corrupt { name, problem: refusal.message }),
         }

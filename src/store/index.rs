@@ -210,12 +210,14 @@ impl ClaimRow {
     fn fresh(key: &ClaimKey, held: &Held) -> Result<ClaimRow> {
         let json = serde_json::to_string(&held.record)?;
         let (text, ranges) = owned(&[key.name(), &clean(&held.record.holder), &json]);
+        // A released claim holds nothing: it "expired" at the epoch.
+        let expires_at = if held.record.is_released() { DateTime::<Utc>::UNIX_EPOCH } else { held.record.expires_at };
         Ok(ClaimRow {
             text,
             task: ranges[0].clone(),
             oid: held.oid,
             holder: ranges[1].clone(),
-            expires_at: held.record.expires_at,
+            expires_at,
             json: ranges[2].clone(),
         })
     }
@@ -273,6 +275,7 @@ pub fn load(store: &Store) -> Result<Loaded> {
                 }
                 changed = true;
                 match claim::read_at(&store.repo, &key, oid) {
+                    // A tombstone is cached like a claim that expired at its release.
                     Ok(held) => loaded.claims.push(ClaimRow::fresh(&key, &held)?),
                     Err(refusal) => loaded.corrupt.push((name, refusal.message)),
                 }

@@ -111,14 +111,24 @@ pub struct Fetched {
 /// Tags are not fetched and nothing is pruned.
 pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
     let repo = &store.repo;
-    let mut handle = repo
-        .find_remote(remote)
-        .map_err(|_| {
-            Refusal::new(Class::Usage, format!("remote '{remote}' is not configured")).hint(
-                "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
-            )
-        })?
-        .with_fetch_tags(gix::remote::fetch::Tags::None);
+    let handle = repo.find_remote(remote).map_err(|_| {
+        Refusal::new(Class::Usage, format!("remote '{remote}' is not configured")).hint(
+            "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
+        )
+    })?;
+    let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
+    if matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https)) {
+        // This build of gix carries no http transport: let git do it (see `program::fetch`).
+        let prefixes: Vec<String> = refspecs
+            .iter()
+            .filter_map(|spec| {
+                spec.trim_start_matches('+').split(':').next().map(|src| src.trim_end_matches('*').to_owned())
+            })
+            .collect();
+        let remote_refs = crate::git::program::fetch(store.workdir(), remote, &prefixes, refspecs)?;
+        return Ok(Fetched { remote_refs });
+    }
+    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
     handle
         .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
         .context("invalid fetch refspec")?;

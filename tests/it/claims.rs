@@ -39,7 +39,14 @@ fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
     );
     repo.run(&["claim", "release", "node:t-1", "--holder", "ann"]).ok();
     assert_eq!(repo.run(&["claim", "release", "node:t-1", "--holder", "ann"]).ok().stdout, "node:t-1 was not held\n");
-    assert!(repo.git(&["for-each-ref", "refs/loop/claims"]).is_empty(), "a released claim leaves no ref");
+    let record: serde_json::Value =
+        serde_json::from_str(&repo.git(&["cat-file", "-p", "refs/loop/claims/node/t-1"])).expect("a record");
+    assert!(
+        record["released_at"].is_string(),
+        "a release leaves a tombstone, never a deleted ref (pack-refs could resurrect it)"
+    );
+    assert_eq!(repo.run(&["claim", "list", "--include-stale", "--json"]).ok().json()["claims"], serde_json::json!([]));
+    repo.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]).ok();
 }
 
 #[test]

@@ -391,7 +391,12 @@ fn c4_a_claim_pushed_by_a_killed_client_is_learned_by_sync_and_can_be_released()
         a.run(&["claim", "release", "node:c4", "--holder", "h1"]).ok().stdout,
         "released node:c4 (taken just now)\n"
     );
-    assert_eq!((ref_value(&env, &bare, name), ref_value(&env, &a.dir, name)), (String::new(), String::new()));
+    let (remote_value, local_value) = (ref_value(&env, &bare, name), ref_value(&env, &a.dir, name));
+    assert_eq!(remote_value, local_value, "the release reached the remote and the mirror alike");
+    let tombstone: serde_json::Value =
+        serde_json::from_str(&env.git(&bare, &["cat-file", "-p", &remote_value])).expect("a claim record");
+    assert!(tombstone["released_at"].is_string(), "released as a tombstone: {tombstone}");
+    assert_eq!(a.run(&["claim", "list", "--include-stale", "--json"]).ok().json()["claims"], serde_json::json!([]));
 }
 
 /// C7: a server that does not advertise atomic pushes gets a clear error, never a silent

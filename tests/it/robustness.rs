@@ -264,5 +264,13 @@ fn l4_pack_refs_under_concurrent_claimers_never_resurrects_a_released_claim() {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     repo.git(&["pack-refs", "--all"]);
-    assert_eq!(repo.git(&["for-each-ref", "refs/loop/claims"]), "", "no released claim came back");
+    assert_eq!(
+        repo.run(&["claim", "list", "--include-stale", "--json"]).ok().json()["claims"],
+        serde_json::json!([]),
+        "no released claim came back"
+    );
+    for line in repo.git(&["for-each-ref", "--format=%(objectname)", "refs/loop/claims"]).lines() {
+        let record: serde_json::Value = serde_json::from_str(&repo.git(&["cat-file", "-p", line])).expect("a record");
+        assert!(record["released_at"].is_string(), "every claim ref holds its tombstone: {record}");
+    }
 }
