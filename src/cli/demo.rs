@@ -142,6 +142,8 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
         checks_timeout: Duration::from_secs(60),
         grace: Duration::from_secs(2),
         labels: Vec::new(),
+        tasks: Vec::new(),
+        termination_key: None,
         lease: chrono::Duration::minutes(10),
         limits: Limits { per_unit_dispatches: 3, ..Default::default() },
         parallel: 1,

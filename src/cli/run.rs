@@ -64,6 +64,13 @@ pub struct RunArgs {
     /// Only tasks with this label; repeat to require several.
     #[arg(long, value_name = "LABEL")]
     label: Vec<String>,
+    /// Only this task (id or unique prefix); repeat for several.
+    #[arg(long, value_name = "ID")]
+    task: Vec<String>,
+    /// Also journal how the walk ended under this key, as a 'walk_terminated' event in the
+    /// journal chain of that name (what a mission commander waits for).
+    #[arg(long, value_name = "KEY")]
+    termination_key: Option<crate::ids::WriterId>,
     /// Between asking a session to stop (SIGTERM) and killing it (SIGKILL).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     grace: Span,
@@ -104,8 +111,15 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
             }
         },
     };
+    let tasks = args
+        .task
+        .iter()
+        .map(|t| crate::backlog::resolve(&store, t).map(|id| id.to_string()))
+        .collect::<Result<Vec<_>>>()?;
     let opts = walk::Options {
         agent,
+        tasks,
+        termination_key: args.termination_key,
         checks: args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()),
         session_timeout: Some(to_std(args.session_timeout)),
         checks_timeout: to_std(args.checks_timeout),

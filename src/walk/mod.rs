@@ -44,6 +44,10 @@ pub struct Options {
     /// Between SIGTERM and SIGKILL when a session is stopped.
     pub grace: Duration,
     pub labels: Vec<String>,
+    /// Only these tasks (empty: any).
+    pub tasks: Vec<String>,
+    /// Also journal how the walk ended in the chain of this writer (for mission commanders).
+    pub termination_key: Option<WriterId>,
     /// How long a task claim lasts unless refreshed (it is refreshed while sessions run).
     pub lease: chrono::Duration,
     pub limits: Limits,
@@ -241,6 +245,16 @@ pub fn walk(
             "dispatches": tally.dispatches, "error": error.as_ref().map(|e| format!("{e:#}")),
         }),
     )?;
+    if let Some(key) = &walker.opts.termination_key {
+        let mut data = serde_json::Map::new();
+        data.insert("stop".into(), serde_json::json!(stop_word(&stop)));
+        data.insert("walker".into(), serde_json::json!(walker.key));
+        data.insert("closed".into(), serde_json::json!(tally.closed));
+        data.insert("succeeded".into(), serde_json::json!(tally.succeeded));
+        data.insert("failed".into(), serde_json::json!(tally.failed));
+        data.insert("error".into(), serde_json::json!(error.as_ref().map(|e| format!("{e:#}"))));
+        journal::append(store, ctx, key, NewEvent { kind: "walk_terminated".into(), task: None, session: None, data })?;
+    }
     if stop == Stop::Interrupted {
         let _ = std::fs::remove_file(git::loop_dir(&store.repo).join("cancel"));
     }

@@ -247,8 +247,13 @@ impl runloop::Queue for GitQueue<'_> {
         let mut stuck = None;
         for _round in 0..5 {
             let board = Board::load(self.store, ctx)?;
-            let ready: Vec<TaskId> =
-                board.ready(&self.walker.opts.labels).iter().filter_map(|r| r.id().parse().ok()).collect();
+            let only = &self.walker.opts.tasks;
+            let ready: Vec<TaskId> = board
+                .ready(&self.walker.opts.labels)
+                .iter()
+                .filter(|r| only.is_empty() || only.iter().any(|t| t == r.id()))
+                .filter_map(|r| r.id().parse().ok())
+                .collect();
             if ready.is_empty() {
                 return Ok(None);
             }

@@ -599,3 +599,24 @@ fn the_demo_walks_its_backlog_to_the_end() {
     assert!(out.stdout.contains("parked · blocked: dividing by zero needs a decision"), "one task is parked");
     assert_eq!(env.git(&dir, &["status", "--porcelain"]), "", "the demo leaves its repository clean");
 }
+
+/// `--task` limits a walk to the given tasks; `--termination-key` journals how it ended under
+/// that key, where a mission commander looks for it.
+#[test]
+fn a_walk_limited_to_some_tasks_journals_its_end_under_a_key() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let wanted = repo.add(&["wanted", "-p", "p3"]);
+    let other = repo.add(&["other", "-p", "p0"]);
+    let cmd = agent(&env, "done", "git loop finish done");
+    run(&repo, &cmd, &["--task", &wanted, "--termination-key", "m-demo-api-1"]).ok();
+    assert_eq!(repo.run(&["show", &wanted, "--json"]).ok().json()["state"], "done");
+    assert_eq!(repo.run(&["show", &other, "--json"]).ok().json()["state"], "open", "tasks not named are left alone");
+    let chain = repo.git(&["log", "--format=%B", "refs/loop/journal/m-demo-api-1"]);
+    let event: serde_json::Value =
+        serde_json::from_str(chain.lines().find(|l| l.starts_with('{')).expect("an event")).expect("json");
+    assert_eq!(
+        (event["kind"].as_str(), event["data"]["stop"].as_str(), event["data"]["succeeded"].as_u64()),
+        (Some("walk_terminated"), Some("no_work"), Some(1))
+    );
+}
