@@ -152,12 +152,14 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
                     body: Some(parsed.body.unwrap_or_default()),
                     priority: Some(parsed.priority.unwrap_or_default()),
                     pick: parsed.pick,
+                    ..Default::default()
                 },
                 add: Lists {
                     after: parsed.after,
                     labels: parsed.labels,
                     agents: parsed.agents,
                     together: parsed.together,
+                    ..Default::default()
                 },
                 ..Default::default()
             },
@@ -262,7 +264,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
                     origin: Some(Origin { format: "beads".into(), id: raw_id }),
                     created_at: time_of("created_at"),
                 }),
-                set: Fields { title: Some(title), body: Some(body), priority: Some(priority), pick: None },
+                set: Fields { title: Some(title), body: Some(body), priority: Some(priority), ..Default::default() },
                 add: Lists { after, labels, ..Default::default() },
                 state,
                 ..Default::default()

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
+use gix::ObjectId;
 
 use crate::context::Context;
 use crate::error::{refused, usage, Refusal};
@@ -89,6 +90,8 @@ pub struct TaskFields {
     pub agents: Vec<String>,
     pub together: Vec<String>,
     pub pick: Option<String>,
+    pub fallback: Vec<String>,
+    pub forbid: Vec<String>,
 }
 
 /// Check a label or agent name given on the command line.
@@ -98,6 +101,11 @@ fn check_word(what: &str, value: &str) -> Result<(), Refusal> {
             .hint(format!("a {what} is 1 to 100 characters, without commas or control characters")));
     }
     Ok(())
+}
+
+/// Check an agent name given on the command line.
+pub fn check_agent_name(name: &str) -> Result<(), Refusal> {
+    check_word("agent", name)
 }
 
 fn check_pick(pick: &str) -> Result<(), Refusal> {
@@ -135,7 +143,7 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
     for label in &fields.labels {
         check_word("label", label)?;
     }
-    for agent in fields.agents.iter().chain(&fields.together) {
+    for agent in fields.agents.iter().chain(&fields.together).chain(&fields.fallback).chain(&fields.forbid) {
         check_word("agent", agent)?;
     }
     if let Some(pick) = &fields.pick {
@@ -148,12 +156,15 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
             body: Some(fields.body.clone().unwrap_or_default()),
             priority: Some(fields.priority.unwrap_or_default()),
             pick: fields.pick.clone(),
+            assigned: None,
         },
         add: Lists {
             after: resolve_all(store, &fields.after)?,
             labels: fields.labels.clone(),
             agents: fields.agents.clone(),
             together: fields.together.clone(),
+            fallback: fields.fallback.clone(),
+            forbid: fields.forbid.clone(),
         },
         ..Default::default()
     })
@@ -165,6 +176,9 @@ pub struct Removals {
     pub after: Vec<String>,
     pub labels: Vec<String>,
     pub agents: Vec<String>,
+    pub together: Vec<String>,
+    pub fallback: Vec<String>,
+    pub forbid: Vec<String>,
 }
 
 /// Edit a task's fields.
@@ -177,7 +191,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
     for label in &fields.labels {
         check_word("label", label)?;
     }
-    for agent in fields.agents.iter().chain(&fields.together) {
+    for agent in fields.agents.iter().chain(&fields.together).chain(&fields.fallback).chain(&fields.forbid) {
         check_word("agent", agent)?;
     }
     if let Some(pick) = &fields.pick {
@@ -197,9 +211,29 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
         }
     }
     let change = Change {
-        set: Fields { title: fields.title, body: fields.body, priority: fields.priority, pick: fields.pick },
-        add: Lists { after, labels: fields.labels, agents: fields.agents, together: fields.together },
-        remove: Lists { after: remove.after, labels: remove.labels, agents: remove.agents, together: Vec::new() },
+        set: Fields {
+            title: fields.title,
+            body: fields.body,
+            priority: fields.priority,
+            pick: fields.pick,
+            assigned: None,
+        },
+        add: Lists {
+            after,
+            labels: fields.labels,
+            agents: fields.agents,
+            together: fields.together,
+            fallback: fields.fallback,
+            forbid: fields.forbid,
+        },
+        remove: Lists {
+            after: remove.after,
+            labels: remove.labels,
+            agents: remove.agents,
+            together: remove.together,
+            fallback: remove.fallback,
+            forbid: remove.forbid,
+        },
         ..Default::default()
     };
     if change.is_empty() {
@@ -224,9 +258,35 @@ pub struct DoneOptions {
 
 /// Mark a task done, with a completion note on the commit that completed it.
 pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Result<Snapshot> {
+    done_with(store, ctx, id, opts, None)
+}
+
+/// `done`, only if `check` allows it against the task as it is when the record is written.
+/// Of several callers racing, the one whose record lands writes the evidence; the others
+/// write nothing.
+pub fn done_if(
+    store: &Store,
+    ctx: &Context,
+    id: &TaskId,
+    opts: DoneOptions,
+    check: task::Precondition<'_>,
+) -> Result<Snapshot> {
+    done_with(store, ctx, id, opts, Some(check))
+}
+
+fn done_with(
+    store: &Store,
+    ctx: &Context,
+    id: &TaskId,
+    opts: DoneOptions,
+    check: Option<task::Precondition<'_>>,
+) -> Result<Snapshot> {
     let Some(current) = task::read(store, id)? else {
         return Err(usage(format!("task '{id}' does not exist")).into());
     };
+    if let Some(check) = check {
+        check(&current.task)?;
+    }
     let commit = match &opts.commit {
         Some(rev) => Some(git::resolve_commit(&store.repo, rev)?),
         None => git::ref_target(&store.repo, &refs::task_branch(id))?,
@@ -242,9 +302,8 @@ pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Res
         at,
         by: by.clone(),
     };
-    if let Some(commit) = commit {
-        // Evidence first: if we stop after this, the task is simply not done yet, and doing it
-        // again replaces the note. The anchor keeps the commit alive through gc.
+    let evidence = |commit: ObjectId| -> Result<()> {
+        // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
         notes::write(
             store,
@@ -260,15 +319,24 @@ pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Res
                 checks: completion.checks.clone(),
                 message: completion.message.clone(),
                 at,
-                by,
+                by: by.clone(),
             },
-        )?;
+        )
+    };
+    // Unconditional: evidence first, so if we stop after it the task is simply not done yet,
+    // and doing it again replaces the note. Conditional: only the caller whose record lands
+    // writes evidence, so a loser never leaves a note claiming its commit completed the task.
+    if let (Some(commit), None) = (commit, check) {
+        evidence(commit)?;
     }
     let change = Change {
-        state: Some(StateChange { state: State::Done, reason: None, completion: Some(completion) }),
+        state: Some(StateChange { state: State::Done, reason: None, completion: Some(completion.clone()) }),
         ..Default::default()
     };
-    let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
+    let snapshot = task::update(store, ctx, id, change, check.unwrap_or(&|_| Ok(())))?;
+    if let (Some(commit), Some(_)) = (commit, check) {
+        evidence(commit)?;
+    }
     record(
         store,
         ctx,
@@ -279,27 +347,94 @@ pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Res
     Ok(snapshot)
 }
 
+/// A change of a task's state, as a person or the loop makes it.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub state: State,
+    pub reason: Option<String>,
+    /// The journal event's kind, when it says more than entering the state does
+    /// (`handed_back`, `session_stopped`); default: the state's own kind.
+    pub kind: Option<&'static str>,
+    /// More for the journal event (an object).
+    pub data: serde_json::Value,
+    /// Only from these states (empty: from any state but the rules below).
+    pub from: Vec<State>,
+}
+
+impl Transition {
+    pub fn to(state: State, reason: Option<String>) -> Transition {
+        Transition { state, reason, kind: None, data: serde_json::json!({}), from: Vec::new() }
+    }
+}
+
 /// Park, cancel or reopen a task.
 pub fn set_state(store: &Store, ctx: &Context, id: &TaskId, state: State, reason: Option<String>) -> Result<Snapshot> {
-    let check = move |task: &Task| -> Result<(), Refusal> {
+    transition(store, ctx, id, Transition::to(state, reason))
+}
+
+/// Move a task to another state and journal it with who did it. A task in a state cannot
+/// enter it again, and a done task can only be reopened. Reopening also releases a claim the
+/// loop kept on the closed task (park exclusion) or a person held, so it is ready at once.
+pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> Result<Snapshot> {
+    let (state, from) = (t.state, t.from.clone());
+    let previous = std::cell::Cell::new(State::Open);
+    let check = |task: &Task| -> Result<(), Refusal> {
+        previous.set(task.state);
         match (task.state, state) {
-            (from, to) if from == to => Err(refused(format!("task '{}' is already {}", task.id, to.as_str()))),
-            (State::Done, State::Parked | State::Cancelled) => Err(refused(format!("task '{}' is done", task.id))
+            (now, to) if now == to => Err(refused(format!("task '{}' is already {}", task.id, to.as_str()))),
+            (State::Done, to) if to != State::Open => Err(refused(format!("task '{}' is done", task.id))
                 .hint(format!("reopen it first with 'git loop reopen {}'", task.id))),
+            (now, _) if !from.is_empty() && !from.contains(&now) => Err(refused(format!(
+                "task '{}' is {}, not {}",
+                task.id,
+                now.as_str(),
+                from.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" or ")
+            ))),
             _ => Ok(()),
         }
     };
     let change =
-        Change { state: Some(StateChange { state, reason: reason.clone(), completion: None }), ..Default::default() };
+        Change { state: Some(StateChange { state, reason: t.reason.clone(), completion: None }), ..Default::default() };
     let snapshot = task::update(store, ctx, id, change, &check)?;
-    let kind = match state {
-        State::Open => "task_reopened",
-        State::Parked => "task_parked",
-        State::Cancelled => "task_cancelled",
-        State::Done => "task_done",
+    if state == State::Open {
+        release_hold(store, ctx, id)?;
+    }
+    let mut data = match t.data {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
     };
-    record(store, ctx, kind, Some(id), serde_json::json!({ "reason": reason }))?;
+    data.insert("from".into(), previous.get().as_str().into());
+    data.insert("to".into(), state.as_str().into());
+    data.insert("reason".into(), serde_json::json!(t.reason));
+    data.insert("by".into(), store.identity.to_string().into());
+    record(store, ctx, t.kind.unwrap_or(state.event_kind()), Some(id), serde_json::Value::Object(data))?;
     Ok(snapshot)
+}
+
+/// The reason a claim kept on a closed task starts with (park exclusion).
+pub const HOLD_REASON: &str = "closed";
+
+/// Release a claim that only kept a closed task away from the loop, or that a person held
+/// (`take-over`). A claim a walker works the task under is left to that walker.
+pub fn release_hold(store: &Store, ctx: &Context, id: &TaskId) -> Result<()> {
+    let key = ClaimKey::node(id);
+    let Some(held) = claim::read(store, &key)? else { return Ok(()) };
+    let r = &held.record;
+    let hold = r.reason.as_deref().is_some_and(|why| why.starts_with(HOLD_REASON) || why.starts_with("parked"))
+        || r.holder.starts_with(PERSON_PREFIX);
+    if hold && !r.is_stale(ctx.now()) {
+        claim::release(store, ctx, &key, &r.holder.clone(), true)?;
+    }
+    Ok(())
+}
+
+/// Claim holders that are people (`take-over`) start with this.
+pub const PERSON_PREFIX: &str = "person:";
+
+/// The claim holder name of the person running this command.
+pub fn person(store: &Store) -> String {
+    let who = if store.identity.email.trim().is_empty() { &store.identity.name } else { &store.identity.email };
+    format!("{PERSON_PREFIX}{who}")
 }
 
 /// Why a task is or is not ready to work on.
@@ -353,6 +488,17 @@ impl Board {
     /// The claim on a task (live or stale), read in full.
     pub fn claim(&self, id: &str) -> Option<Held> {
         self.claims.get(id).and_then(|c| c.held().ok()).filter(|h| !h.record.is_released())
+    }
+
+    /// The state as people read it: `running` for an open task a walker works on (its live
+    /// claim), else the recorded state.
+    pub fn shown_state(&self, id: &str, state: State) -> &'static str {
+        let worked = self.claims.get(id).is_some_and(|c| c.expires_at > self.now && c.holder().starts_with("w-"));
+        if state == State::Open && worked {
+            "running"
+        } else {
+            state.as_str()
+        }
     }
 
     /// Readiness from a task's id, state and dependencies.

@@ -38,6 +38,12 @@ pub struct FieldArgs {
     /// How a race picks its winner: first or judge.
     #[arg(long, value_name = "MODE")]
     pub pick: Option<String>,
+    /// An agent to turn to when its agent is unreachable; repeat for several (they race).
+    #[arg(long, value_name = "PRESET")]
+    pub fallback: Vec<String>,
+    /// An agent that must not work on this task; repeat for several.
+    #[arg(long, value_name = "PRESET")]
+    pub forbid: Vec<String>,
 }
 
 impl FieldArgs {
@@ -69,6 +75,8 @@ impl FieldArgs {
             agents: self.agent,
             together: self.together,
             pick: self.pick,
+            fallback: self.fallback,
+            forbid: self.forbid,
         })
     }
 }

@@ -135,21 +135,14 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
         ids.push(backlog::add(&store, &denv.ctx, fields)?.task.id);
     }
     println!("Added {} tasks; walking them with the demo agent, checks 'sh test.sh':\n", ids.len());
-    let opts = walk::Options {
-        agent: presets::resolve(&store, "demo", None, &env.exe)?,
-        checks: Some("sh test.sh".into()),
-        session_timeout: Some(Duration::from_secs(120)),
-        checks_timeout: Duration::from_secs(60),
-        grace: Duration::from_secs(2),
-        labels: Vec::new(),
-        tasks: Vec::new(),
-        termination_key: None,
-        lease: chrono::Duration::minutes(10),
-        limits: Limits { per_unit_dispatches: 3, ..Default::default() },
-        parallel: 1,
-        base: None,
-        merge: false,
-    };
+    let mut opts = walk::Options::new(presets::resolve(&store, "demo", None, &env.exe)?);
+    opts.checks = Some("sh test.sh".into());
+    opts.session_timeout = Some(Duration::from_secs(120));
+    opts.checks_timeout = Duration::from_secs(60);
+    opts.grace = Duration::from_secs(2);
+    opts.lease = chrono::Duration::minutes(10);
+    opts.limits = Limits { per_unit_dispatches: 3, ..Default::default() };
+    opts.sync_every = None;
     let observer = Progress::new(false, denv.ctx.clone());
     let cancel = AtomicBool::new(false);
     let ended = walk::walk(&store, &denv.ctx, dir.clone(), env.exe.clone(), opts, &observer, &cancel)?;
@@ -158,7 +151,7 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
     println!("\nThe journal ('git loop log', last 12 events):\n");
     show(&env.exe, &dir, &["log", "-n", "12"])?;
     println!(
-        "\nAll of it is in the repository, readable with plain git:\n\n  cd {}\n  git for-each-ref refs/loop              # tasks, claims, journal, tries\n  git log --oneline --graph loop/{}      # the accepted work of one task\n  git notes --ref=loop show loop/{}      # its completion evidence\n  git log --oneline loop-try/{}/1        # a try that failed its checks, then passed\n  git log refs/loop/tasks/{}             # a task's history, one commit per change\n  git loop show {}                       # the parked task, and why",
+        "\nAll of it is in the repository, readable with plain git:\n\n  cd {}\n  git for-each-ref refs/loop              # tasks, claims, journal, tries\n  git log --oneline --graph loop/{}      # the accepted work of one task\n  git notes --ref=loop show loop/{}      # its completion evidence\n  git log --oneline loop-try/{}/1        # a try that failed its checks, then passed\n  git log refs/loop/tasks/{}             # a task's history, one commit per change\n  git loop show {}                       # the task that needs you, and why",
         dir.display(),
         ids[3],
         ids[0],

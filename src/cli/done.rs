@@ -12,6 +12,9 @@ use crate::backlog::{self, DoneOptions};
 /// The evidence (who, when, which commit, the message) is recorded in the task and as a note
 /// on the completing commit: 'git notes --ref=loop show <commit>'.
 ///
+/// With --try N, the decision between tries (after a stop, or a race that needs one): the task
+/// branch moves to try N by compare-and-swap, never while it is checked out.
+///
 /// Example: git loop done t-4f2a --commit HEAD --message "parser lands"
 #[derive(Args)]
 pub struct DoneArgs {
@@ -23,10 +26,24 @@ pub struct DoneArgs {
     /// What was done.
     #[arg(long, short, value_name = "TEXT")]
     message: Option<String>,
+    /// Accept try N: move the task branch to it (fast-forward, else a merge) and mark it done.
+    #[arg(long = "try", value_name = "N", conflicts_with = "commit")]
+    try_number: Option<u32>,
 }
 
 pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     let store = env.open()?;
+    if let Some(n) = args.try_number {
+        let decided = crate::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
+        let commit = decided.commit.to_string();
+        Out::new().line(format!(
+            "{} done with try {n} · loop/{} moved to {}",
+            decided.task,
+            decided.task,
+            &commit[..12]
+        ))?;
+        return Ok(0);
+    }
     let id = backlog::resolve(&store, &args.id)?;
     let opts = DoneOptions { commit: args.commit, message: args.message, ..Default::default() };
     let snapshot = backlog::done(&store, &env.ctx, &id, opts)?;

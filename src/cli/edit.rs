@@ -8,7 +8,7 @@ use super::output::{task_json, Out};
 use super::Env;
 use crate::backlog::{self, Board, Removals};
 
-/// Change a task's title, priority, dependencies, labels, agents or body.
+/// Change a task's title, priority, dependencies, labels, agents, race or body.
 ///
 /// Example: git loop edit t-4f2a -p p0 --after t-9k2m --remove-label later
 #[derive(Args)]
@@ -29,6 +29,15 @@ pub struct EditArgs {
     /// Drop a preferred agent; repeat for several.
     #[arg(long, value_name = "PRESET")]
     remove_agent: Vec<String>,
+    /// Drop an agent from the race; repeat for several.
+    #[arg(long, value_name = "PRESET")]
+    remove_together: Vec<String>,
+    /// Drop a fallback agent; repeat for several.
+    #[arg(long, value_name = "PRESET")]
+    remove_fallback: Vec<String>,
+    /// Allow a forbidden agent again; repeat for several.
+    #[arg(long, value_name = "PRESET")]
+    remove_forbid: Vec<String>,
     /// Print the task as JSON.
     #[arg(long)]
     json: bool,
@@ -43,7 +52,14 @@ pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
         .map(|a| backlog::resolve(&store, a).map(|i| i.to_string()).or_else(|_| Ok::<_, anyhow::Error>(a.clone())))
         .collect::<Result<Vec<_>>>()?;
     let fields = args.fields.into_fields(args.title)?;
-    let removals = Removals { after: remove_after, labels: args.remove_label, agents: args.remove_agent };
+    let removals = Removals {
+        after: remove_after,
+        labels: args.remove_label,
+        agents: args.remove_agent,
+        together: args.remove_together,
+        fallback: args.remove_fallback,
+        forbid: args.remove_forbid,
+    };
     let snapshot = backlog::edit(&store, &env.ctx, &id, fields, removals)?;
     let mut out = Out::new();
     if args.json {

@@ -21,7 +21,8 @@ pub struct ListArgs {
     /// Only tasks that `next` could hand out now.
     #[arg(long)]
     ready: bool,
-    /// Only tasks in this state: open, done, parked or cancelled.
+    /// Only tasks in this state: open, needs-decision, needs-you, taken-over, failed, done,
+    /// parked or cancelled.
     #[arg(long, value_name = "STATE")]
     state: Option<String>,
     /// Only tasks with this label; repeat to require several.
@@ -33,13 +34,13 @@ pub struct ListArgs {
 }
 
 pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
-    let state =
-        match &args.state {
-            Some(s) => Some(State::parse(s).ok_or_else(|| {
-                usage(format!("state '{s}' is not valid")).hint("use open, done, parked or cancelled")
-            })?),
-            None => None,
-        };
+    let state = match &args.state {
+        Some(s) => Some(State::parse(s).ok_or_else(|| {
+            usage(format!("state '{s}' is not valid"))
+                .hint(format!("use one of: {}", State::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")))
+        })?),
+        None => None,
+    };
     let store = env.open()?;
     let board = Board::load(&store, &env.ctx)?;
     warn_corrupt(&board.corrupt);
@@ -55,9 +56,10 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         (Readiness::Ready, _) => 0,
         (Readiness::Claimed, _) => 1,
         (Readiness::Blocked(_), _) => 2,
-        (_, State::Parked) => 3,
-        (_, State::Done) => 4,
-        _ => 5,
+        (_, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed) => 3,
+        (_, State::Parked) => 4,
+        (_, State::Done) => 5,
+        _ => 6,
     };
     rows.sort_by(|(a, ra), (b, rb)| {
         (rank(ra, a.state), a.priority, a.created_at, a.id()).cmp(&(
@@ -84,7 +86,8 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             Readiness::Ready => ("ready", String::new()),
             Readiness::Claimed => {
                 let holder = board.claims.get(&t.id).map(|c| c.holder()).unwrap_or("?");
-                ("claimed", format!("  ({holder})"))
+                let word = if board.shown_state(&t.id, t.state) == "running" { "running" } else { "claimed" };
+                (word, format!("  ({holder})"))
             }
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
             Readiness::Closed => (t.state.as_str(), String::new()),

@@ -10,6 +10,7 @@ mod demo_agent;
 mod done;
 mod edit;
 mod finish;
+mod hand_back;
 mod human;
 mod import;
 mod init;
@@ -19,6 +20,8 @@ mod log;
 mod next;
 mod output;
 mod park;
+mod race;
+mod reassign;
 mod reopen;
 mod run;
 mod session_guard;
@@ -26,6 +29,7 @@ mod show;
 mod status;
 mod stop;
 mod sync;
+mod take_over;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,9 +74,13 @@ enum Command {
     Journal(journal::JournalCommand),
     Sync(sync::SyncArgs),
     Run(run::RunArgs),
+    Race(race::RaceArgs),
     Finish(finish::FinishArgs),
     Status(status::StatusArgs),
     Stop(stop::StopArgs),
+    Reassign(reassign::ReassignArgs),
+    TakeOver(take_over::TakeOverArgs),
+    HandBack(hand_back::HandBackArgs),
     Demo(demo::DemoArgs),
     #[command(hide = true)]
     SessionGuard(session_guard::GuardArgs),
@@ -109,7 +117,7 @@ pub fn main() -> ExitCode {
         Command::SessionGuard(_) => {}
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
         // a second one ends the process after deleting in-flight lock files.
-        Command::Run(_) | Command::Demo(_) => {
+        Command::Run(_) | Command::Race(_) | Command::Demo(_) => {
             let _ = gix::interrupt::init_handler_default(1);
         }
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
@@ -138,9 +146,13 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => journal::run(&env, cmd),
         Command::Sync(args) => sync::run(&env, args),
         Command::Run(args) => run::run(&env, args),
+        Command::Race(args) => race::run(&env, args),
         Command::Finish(args) => finish::run(&env, args),
         Command::Status(args) => status::run(&env, args),
         Command::Stop(args) => stop::run(&env, args),
+        Command::Reassign(args) => reassign::run(&env, args),
+        Command::TakeOver(args) => take_over::run(&env, args),
+        Command::HandBack(args) => hand_back::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
         Command::SessionGuard(args) => session_guard::run(&env, args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),

@@ -63,6 +63,7 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
         Readiness::Closed | Readiness::Claimed => (false, Vec::new()),
     };
     value["ready"] = json!(ready);
+    value["status"] = json!(board.shown_state(&t.id, t.state));
     value["blocked_by"] = json!(blocked_by);
     value["claim"] = board.claim(&t.id).map_or(Value::Null, |h| claim_json(&h, board.now));
     value

@@ -22,7 +22,8 @@ use crate::walk::{self, Event, Observer};
 ///
 /// Takes the next ready task, claims it, runs an agent session on it in its own worktree and
 /// try branch, commits what it leaves, checks its verdict, closes the task, and goes on until
-/// nothing is ready, a budget is spent, or the walk policy pauses it.
+/// nothing is ready, a budget is spent, or the walk policy pauses it. With --together, every
+/// task is raced by several agents at once.
 ///
 /// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure, 2 usage,
 /// 3 another walker runs here, 4 paused by policy, 77 agent program missing, 130 interrupted.
@@ -30,34 +31,14 @@ use crate::walk::{self, Event, Observer};
 /// Example: git loop run --agent claude --checks "cargo test" --max-units 5
 #[derive(Args)]
 pub struct RunArgs {
-    /// The agent: claude, codex, opencode, gemini, aider, demo, or a name defined with
-    /// loop.agent.<name>.command (default: loop.agent).
-    #[arg(long, value_name = "PRESET", conflicts_with = "agent_cmd")]
-    agent: Option<String>,
-    /// A command line of your own, run by 'sh -c' in the worktree, the prompt on stdin.
-    #[arg(long, value_name = "COMMAND")]
-    agent_cmd: Option<String>,
-    /// The model to ask the agent's CLI for.
-    #[arg(long, value_name = "MODEL")]
-    model: Option<String>,
-    /// Stop after closing this many tasks (done or parked); 1 is "once" mode.
+    #[command(flatten)]
+    agent: AgentArgs,
+    /// Stop after closing this many tasks (done or not); 1 is "once" mode.
     #[arg(long, value_name = "N")]
     max_units: Option<u32>,
     /// Stop after this many sessions in all.
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
-    /// Sessions per task before it fails (each continuation is one).
-    #[arg(long, value_name = "N", default_value = "15")]
-    per_unit_dispatches: u32,
-    /// Stop a session after this long.
-    #[arg(long, value_name = "DURATION", default_value = "60m")]
-    session_timeout: Span,
-    /// A command that must pass in the worktree for "done" to count (default: loop.checks).
-    #[arg(long, value_name = "COMMAND")]
-    checks: Option<String>,
-    /// Stop the checks after this long.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    checks_timeout: Span,
     /// Work this many tasks at once, each with its own claim, try and worktree.
     #[arg(long, value_name = "N", default_value = "1")]
     parallel: u32,
@@ -71,9 +52,64 @@ pub struct RunArgs {
     /// journal chain of that name (what a mission commander waits for).
     #[arg(long, value_name = "KEY")]
     termination_key: Option<crate::ids::WriterId>,
+    /// Race these agents on every task that does not name its own race (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
+    together: Vec<String>,
+    #[command(flatten)]
+    walk: WalkArgs,
+}
+
+/// Which agent works the tasks.
+#[derive(Args)]
+pub struct AgentArgs {
+    /// The agent: claude, codex, opencode, gemini, aider, demo, or a name defined with
+    /// loop.agent.<name>.command (default: loop.agent).
+    #[arg(long, value_name = "PRESET", conflicts_with = "agent_cmd")]
+    agent: Option<String>,
+    /// A command line of your own, run by 'sh -c' in the worktree, the prompt on stdin.
+    #[arg(long, value_name = "COMMAND")]
+    agent_cmd: Option<String>,
+    /// The model to ask the agent's CLI for.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+}
+
+/// How each task is worked: races, checks, review, fallbacks, timing, output.
+#[derive(Args)]
+pub struct WalkArgs {
+    /// How a race picks its winner: first (the first try to pass) or judge (default: the
+    /// task's pick, else loop.pick, else first).
+    #[arg(long, value_name = "MODE")]
+    pick: Option<String>,
+    /// In judge mode, the command that picks among the tries that passed: it reads a JSON
+    /// document on stdin and prints the winner's try number (default: loop.judge).
+    #[arg(long, value_name = "COMMAND")]
+    judge_cmd: Option<String>,
+    /// A command that must pass in the worktree for "done" to count (default: loop.checks).
+    #[arg(long, value_name = "COMMAND")]
+    checks: Option<String>,
+    /// A command that must approve a try (exit 0) after its checks pass (default: loop.review).
+    #[arg(long, value_name = "COMMAND")]
+    review: Option<String>,
+    /// Agents to turn to when a task's agent is unreachable, comma-separated; several race
+    /// (default: the task's own, else loop.fallback).
+    #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
+    fallback: Vec<String>,
+    /// Sessions per task before it fails (each continuation is one; a race's entrants share them).
+    #[arg(long, value_name = "N", default_value = "15")]
+    per_unit_dispatches: u32,
+    /// Stop a session after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60m")]
+    session_timeout: Span,
+    /// Stop the checks (and the review and the judge) after this long.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    checks_timeout: Span,
     /// Between asking a session to stop (SIGTERM) and killing it (SIGKILL).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     grace: Span,
+    /// How long a session asked to wrap up (take-over, reassignment) may take to finish.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    wrap_up: Span,
     /// How long a task claim lasts unless refreshed (it is refreshed while a session runs).
     #[arg(long, value_name = "DURATION", default_value = "30m")]
     lease: Span,
@@ -89,18 +125,19 @@ pub struct RunArgs {
 }
 
 pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
-    if args.parallel == 0 || args.per_unit_dispatches == 0 {
+    if args.walk.per_unit_dispatches == 0 || args.parallel == 0 {
         return Err(usage("--parallel and --per-unit-dispatches must be at least 1").into());
     }
     if args.max_units == Some(0) || args.max_iterations == Some(0) {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
     let store = env.open()?;
-    let agent = match (&args.agent, &args.agent_cmd) {
+    let agent = match (&args.agent.agent, &args.agent.agent_cmd) {
         (_, Some(cmd)) => presets::custom("custom", cmd),
-        (Some(name), None) => presets::resolve(&store, name, args.model.as_deref(), &env.exe)?,
+        (Some(name), None) => presets::resolve(&store, name, args.agent.model.as_deref(), &env.exe)?,
         (None, None) => match store.config("loop.agent").filter(|a| !a.is_empty()) {
-            Some(name) => presets::resolve(&store, &name, args.model.as_deref(), &env.exe)?,
+            Some(name) => presets::resolve(&store, &name, args.agent.model.as_deref(), &env.exe)?,
+            None if !args.together.is_empty() => presets::resolve(&store, &args.together[0], None, &env.exe)?,
             None => {
                 return Err(usage("no agent to run")
                     .hint(format!(
@@ -116,27 +153,110 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         .iter()
         .map(|t| crate::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
-    let opts = walk::Options {
-        agent,
-        tasks,
-        termination_key: args.termination_key,
-        checks: args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()),
-        session_timeout: Some(to_std(args.session_timeout)),
-        checks_timeout: to_std(args.checks_timeout),
-        grace: to_std(args.grace),
-        labels: args.label,
-        lease: args.lease.0,
-        limits: Limits {
-            max_units: args.max_units,
-            max_iterations: args.max_iterations,
-            per_unit_dispatches: args.per_unit_dispatches,
-            ..Default::default()
-        },
-        parallel: args.parallel,
-        base: args.base,
-        merge: args.merge,
+    let json = args.walk.json;
+    let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
+    opts.tasks = tasks;
+    opts.termination_key = args.termination_key;
+    opts.labels = args.label;
+    opts.parallel = args.parallel;
+    opts.limits.max_units = args.max_units;
+    opts.limits.max_iterations = args.max_iterations;
+    walk_and_report(env, &store, opts, json)
+}
+
+impl WalkArgs {
+    pub fn json(&self) -> bool {
+        self.json
+    }
+}
+
+/// A comma-separated list from git config (`loop.fallback = codex,opencode`).
+fn config_list(store: &crate::store::Store, key: &str) -> Vec<String> {
+    store
+        .config(key)
+        .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// Check that every agent named for racing or falling back exists; a missing program is
+/// exit 77 before anything is claimed.
+fn check_agents(env: &Env, store: &crate::store::Store, names: &[String], what: &str) -> Result<()> {
+    for name in names {
+        crate::backlog::check_agent_name(name)?;
+        let agent = presets::resolve(store, name, None, &env.exe)?;
+        if crate::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+            return Err(crate::error::Refusal::new(
+                crate::error::Class::AgentMissing,
+                format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
+            )
+            .hint("install it or put it on PATH; see docs/agents.md")
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The walk options shared by `run` and `race`.
+pub(super) fn walk_options(
+    env: &Env,
+    store: &crate::store::Store,
+    agent: presets::Agent,
+    together: Vec<String>,
+    args: WalkArgs,
+) -> Result<walk::Options> {
+    if args.per_unit_dispatches == 0 {
+        return Err(usage("--per-unit-dispatches must be at least 1").into());
+    }
+    let pick = match args.pick.or_else(|| store.config("loop.pick")) {
+        Some(word) => Some(walk::dispatch::Pick::parse(&word).ok_or_else(|| {
+            usage(format!("pick mode '{}' is not valid", word.escape_debug())).hint("use 'first' or 'judge'")
+        })?),
+        None => None,
     };
-    let observer = Progress::new(args.json, env.ctx.clone());
+    let judge = args.judge_cmd.or_else(|| store.config("loop.judge")).filter(|c| !c.trim().is_empty());
+    if pick == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
+        return Err(usage("judge mode needs a judge")
+            .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
+            .into());
+    }
+    let fallback = if args.fallback.is_empty() { config_list(store, "loop.fallback") } else { args.fallback };
+    check_agents(env, store, &together, "racing")?;
+    check_agents(env, store, &fallback, "fallback")?;
+    let mut opts = walk::Options::new(agent);
+    opts.checks = args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty());
+    opts.review = args.review.or_else(|| store.config("loop.review")).filter(|c| !c.trim().is_empty());
+    opts.session_timeout = Some(to_std(args.session_timeout));
+    opts.checks_timeout = to_std(args.checks_timeout);
+    opts.grace = to_std(args.grace);
+    opts.wrap_up = to_std(args.wrap_up);
+    opts.lease = args.lease.0;
+    opts.limits = Limits { per_unit_dispatches: args.per_unit_dispatches, ..Default::default() };
+    opts.base = args.base;
+    opts.merge = args.merge;
+    opts.together = together;
+    opts.pick = pick;
+    opts.judge = judge;
+    opts.fallback = fallback;
+    if let Some(span) = store.config("loop.unreachableFor") {
+        let span: Span = span
+            .parse()
+            .map_err(|_| usage(format!("loop.unreachableFor '{span}' is not a duration")).hint("e.g. 15m, 1h"))?;
+        opts.unreachable_for = to_std(span);
+    }
+    opts.sync_every =
+        match store.config("loop.syncEvery") {
+            Some(v) if v == "0" || v == "never" => None,
+            Some(v) => Some(to_std(v.parse().map_err(|_| {
+                usage(format!("loop.syncEvery '{v}' is not a duration")).hint("e.g. 30s, 2m, or never")
+            })?)),
+            None => Some(Duration::from_secs(30)),
+        };
+    Ok(opts)
+}
+
+/// Walk with `opts`, printing progress, and turn how it ended into the exit code.
+pub(super) fn walk_and_report(env: &Env, store: &crate::store::Store, opts: walk::Options, json: bool) -> Result<u8> {
+    let observer = Progress::new(json, env.ctx.clone());
     let cancel = AtomicBool::new(false);
     let ticking = AtomicBool::new(true);
     let ended = std::thread::scope(|scope| {
@@ -146,7 +266,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
                 std::thread::sleep(Duration::from_millis(250));
             }
         });
-        let ended = walk::walk(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), opts, &observer, &cancel);
+        let ended = walk::walk(store, &env.ctx, env.cwd.clone(), env.exe.clone(), opts, &observer, &cancel);
         ticking.store(false, Ordering::SeqCst);
         ended
     })?;
@@ -322,12 +442,20 @@ impl Observer for Progress {
                 };
                 self.say(Some(task), format!("done{said}"))
             }
-            Event::Parked { task, reason } => {
-                self.say(Some(task), format!("parked · {}", reason.lines().next().unwrap_or("")))
+            Event::Closed { task, state, reason } => {
+                self.say(Some(task), format!("{state} · {}", reason.lines().next().unwrap_or("")))
             }
             Event::Abandoned { task, why } => {
-                self.say(Some(task), format!("left open: {why} (its work is on its try branch)"))
+                self.say(Some(task), format!("left: {why} · its work is on its try branch"))
             }
+            Event::Reviewed { task, approved } => self.say(
+                Some(task),
+                (if *approved { "the review approved" } else { "the review did not approve" }).to_owned(),
+            ),
+            Event::RaceStarted { line, .. } | Event::RaceDecided { line, .. } | Event::Handover { line, .. } => {
+                self.say(None, line.clone())
+            }
+            Event::Synced { changes } => self.say(None, format!("synced with the remote ({changes} refs changed)")),
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::Warning { message } => {
                 self.clear_live();
@@ -344,12 +472,13 @@ impl Observer for Progress {
                     Stop::Paused { policy: PausePolicy::ConsecutiveFailures(n), units } => {
                         format!("paused after {n} failures in a row ({})", units.join(", "))
                     }
+                    Stop::Paused { policy: PausePolicy::Unreachable(why), .. } => format!("paused: {why}"),
                     Stop::Interrupted => "interrupted; sessions stopped and their work committed".to_owned(),
                 };
                 self.say(
                     None,
                     format!(
-                        "{} done, {} parked, {} left open · {} sessions · {why}",
+                        "{} done, {} not done, {} left open · {} sessions · {why}",
                         tally.succeeded, tally.failed, tally.abandoned, tally.dispatches
                     ),
                 );
@@ -388,7 +517,18 @@ fn event_json(event: &Event) -> serde_json::Value {
             json!({ "event": "merged", "task": task, "base": base, "commit": commit })
         }
         Event::Done { task, message } => json!({ "event": "done", "task": task, "message": message }),
-        Event::Parked { task, reason } => json!({ "event": "parked", "task": task, "reason": reason }),
+        Event::Closed { task, state, reason } => {
+            json!({ "event": "closed", "task": task, "state": state, "reason": reason })
+        }
+        Event::Reviewed { task, approved } => json!({ "event": "review", "task": task, "approved": approved }),
+        Event::RaceStarted { task, agents, tries, line } => {
+            json!({ "event": "race_started", "task": task, "agents": agents, "tries": tries, "line": line })
+        }
+        Event::RaceDecided { task, winner, line } => {
+            json!({ "event": "race_decided", "task": task, "winner": winner, "line": line })
+        }
+        Event::Handover { task, line } => json!({ "event": "handover", "task": task, "line": line }),
+        Event::Synced { changes } => json!({ "event": "synced", "changes": changes }),
         Event::Abandoned { task, why } => json!({ "event": "left_open", "task": task, "reason": why }),
         Event::FollowUp { task, added, title } => {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })
@@ -397,13 +537,17 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Finished { stop, tally } => {
             let mut value = json!({
                 "event": "finished", "stop": walk::stop_word(stop), "exit_code": exit_code(stop),
-                "done": tally.succeeded, "parked": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
+                "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
             });
             if let Stop::Paused { policy, units } = stop {
                 value["policy"] = json!(match policy {
                     PausePolicy::P0Failure => "p0_failure".to_owned(),
                     PausePolicy::ConsecutiveFailures(n) => format!("{n}_consecutive_failures"),
+                    PausePolicy::Unreachable(_) => "unreachable".to_owned(),
                 });
+                if let PausePolicy::Unreachable(why) = policy {
+                    value["reason"] = json!(why);
+                }
                 value["units"] = json!(units);
             }
             value

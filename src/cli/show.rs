@@ -37,6 +37,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let status = match board.readiness_of(&t.id, t.state, t.after.iter().map(String::as_str)) {
         Readiness::Ready => "open, ready".to_owned(),
         Readiness::Blocked(_) => "open, blocked".to_owned(),
+        Readiness::Claimed if board.shown_state(&t.id, t.state) == "running" => "running".to_owned(),
         Readiness::Claimed => "open, claimed".to_owned(),
         Readiness::Closed => t.state.as_str().to_owned(),
     };
@@ -62,8 +63,18 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     if !t.agents.is_empty() {
         out.line(format!("  agents:  {}", t.agents.join(", ")))?;
     }
+    if let Some(assigned) = &t.assigned {
+        let why = assigned.r#override.as_deref().map(|o| format!(" (rule overridden: {o})")).unwrap_or_default();
+        out.line(format!("  agent:   {}{why}", assigned.agent))?;
+    }
     if !t.together.is_empty() {
         out.line(format!("  race:    {} (pick {})", t.together.join(", "), t.pick.as_deref().unwrap_or("first")))?;
+    }
+    if !t.fallback.is_empty() {
+        out.line(format!("  fallback: {}", t.fallback.join(", ")))?;
+    }
+    if !t.forbid.is_empty() {
+        out.line(format!("  forbid:  {}", t.forbid.join(", ")))?;
     }
     if let Some(held) = board.claim(&t.id) {
         let r = &held.record;

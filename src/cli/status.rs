@@ -53,6 +53,13 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let ready_count = board.ready(&[]).len();
     let parked: Vec<Task> =
         board.tasks.iter().filter(|r| r.state == State::Parked).map(|r| r.task()).collect::<Result<_>>()?;
+    let waiting: Vec<Task> = board
+        .tasks
+        .iter()
+        .filter(|r| matches!(r.state, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed))
+        .map(|r| r.task())
+        .collect::<Result<_>>()?;
+    let worked = board.tasks.iter().filter(|r| board.shown_state(r.id(), r.state) == "running").count();
     let last_walk = journal::timeline(&store, &Filter::default())?
         .entries
         .into_iter()
@@ -75,9 +82,13 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "claims": claims.iter().map(|(_, h)| claim_json(h, now)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
+            "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "paused": paused.map(|e| json!({ "at": e.event.at, "data": e.event.data })),
             "counts": {
-                "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": running.len(),
+                "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": worked,
+                "sessions": running.len(),
+                "needs_decision": count(State::NeedsDecision), "needs_you": count(State::NeedsYou),
+                "taken_over": count(State::TakenOver), "failed": count(State::Failed),
                 "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
             },
             "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
@@ -131,6 +142,18 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             out.line(format!("  … and {} more", ready_count - 5))?;
         }
     }
+    if !waiting.is_empty() {
+        out.line("\nwaiting for you:")?;
+        for t in &waiting {
+            out.line(format!(
+                "  {:<11} {:<14} {}  {}",
+                t.id,
+                t.state.as_str(),
+                short(&t.title, 36),
+                short(t.reason.as_deref().unwrap_or(""), 50)
+            ))?;
+        }
+    }
     if !parked.is_empty() {
         out.line("\nparked:")?;
         for t in &parked {
@@ -152,12 +175,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             .unwrap_or_default();
         out.line(format!("\nthe last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
     }
+    let waiting_count =
+        if waiting.is_empty() { String::new() } else { format!(" · {} waiting for you", waiting.len()) };
     out.line(format!(
-        "\n{} open ({} ready, {} blocked, {} running) · {} done · {} parked · {} cancelled",
+        "\n{} open ({} ready, {} blocked, {} running){waiting_count} · {} done · {} parked · {} cancelled",
         count(State::Open),
         ready_count,
         blocked,
-        running.len(),
+        worked,
         count(State::Done),
         count(State::Parked),
         count(State::Cancelled)

@@ -28,6 +28,8 @@ pub enum Verdict {
     Blocked,
     /// It tried and failed.
     Failed,
+    /// A person must choose (a race whose judge gave no usable answer).
+    Undecided,
 }
 
 /// What one dispatch came to.
@@ -41,6 +43,10 @@ pub enum Dispatched {
     Lost { reason: String },
     /// The walk was interrupted while the session ran.
     Interrupted,
+    /// The walk's session budget ran out partway (a race takes more sessions as it goes).
+    Spent,
+    /// No agent can work the unit now (every one unreachable): leave it and pause the walk.
+    Pause { reason: String },
 }
 
 /// Identity of a unit, as the policy needs it.
@@ -60,11 +66,52 @@ pub trait Queue {
     fn abandon(&mut self, unit: &mut Self::Unit, why: &str) -> Result<()>;
 }
 
-/// Runs one session on a unit.
+/// Runs one session on a unit (or, for a race, several at once).
 pub trait Dispatcher<U> {
     /// Dispatch number `attempt` (from 1); `carry` is what the previous session left, for a
     /// continuation.
     fn dispatch(&mut self, unit: &mut U, attempt: u32, carry: Option<&str>) -> Result<Dispatched>;
+
+    /// The same, for a dispatcher that may run more sessions than the one the runloop took
+    /// from the budget for this dispatch (a race): it takes each further one from `budget`.
+    fn dispatch_within(
+        &mut self,
+        unit: &mut U,
+        attempt: u32,
+        carry: Option<&str>,
+        budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
+        let _ = budget;
+        self.dispatch(unit, attempt, carry)
+    }
+}
+
+/// What a dispatch may still spend: sessions left for its unit, and the walk's own budget.
+pub struct Budget<'w> {
+    walk: Option<&'w Walk>,
+    unit_left: Mutex<u32>,
+}
+
+impl Budget<'_> {
+    /// No sessions beyond the dispatch's own.
+    pub fn none() -> Budget<'static> {
+        Budget { walk: None, unit_left: Mutex::new(0) }
+    }
+
+    /// Take one more session; false when the unit's or the walk's budget is spent.
+    pub fn take(&self) -> bool {
+        let mut left = self.unit_left.lock().unwrap_or_else(|p| p.into_inner());
+        if *left == 0 || !self.walk.is_some_and(|w| w.take_iteration()) {
+            return false;
+        }
+        *left -= 1;
+        true
+    }
+
+    /// Sessions the unit may still run after this dispatch's first.
+    pub fn unit_left(&self) -> u32 {
+        *self.unit_left.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Which rule paused the walk.
@@ -72,6 +119,8 @@ pub trait Dispatcher<U> {
 pub enum PausePolicy {
     ConsecutiveFailures(u32),
     P0Failure,
+    /// No agent could be reached (the reason says which and why).
+    Unreachable(String),
 }
 
 /// Why the walk stopped.
@@ -299,7 +348,9 @@ where
 {
     let cap = walk.lock().limits.per_unit_dispatches.max(1);
     let mut carry: Option<String> = None;
-    for attempt in 1..=cap {
+    let mut attempt = 0;
+    while attempt < cap {
+        attempt += 1;
         if cancelled() {
             walk.stop(Stop::Interrupted);
         }
@@ -311,9 +362,22 @@ where
             queue.abandon(unit, "the iteration budget is spent")?;
             return Ok(None);
         }
-        match dispatcher.dispatch(unit, attempt, carry.as_deref())? {
+        let budget = Budget { walk: Some(walk), unit_left: Mutex::new(cap - attempt) };
+        let dispatched = dispatcher.dispatch_within(unit, attempt, carry.as_deref(), &budget)?;
+        // Sessions a race ran beyond the first count as attempts of this unit.
+        attempt += (cap - attempt) - budget.unit_left();
+        match dispatched {
             Dispatched::Verdict { verdict, message } => return queue.close(unit, verdict, &message).map(Some),
             Dispatched::Continue { note } => carry = Some(note),
+            Dispatched::Spent => {
+                queue.abandon(unit, "the session budget is spent")?;
+                return Ok(None);
+            }
+            Dispatched::Pause { reason } => {
+                walk.stop(Stop::Paused { policy: PausePolicy::Unreachable(reason.clone()), units: vec![unit.id()] });
+                queue.abandon(unit, &reason)?;
+                return Ok(None);
+            }
             Dispatched::Lost { reason } => {
                 queue.abandon(unit, &reason)?;
                 return Ok(None);
@@ -525,5 +589,54 @@ mod tests {
         let (stop, tally) = walk.outcome();
         assert_eq!((stop, tally.closed), (Stop::Done, 3));
         assert_eq!(shared.lock().expect("lock").closed.len(), 3, "exactly max_units units were closed");
+    }
+
+    /// Runs "races": each dispatch takes `extra` more sessions from the budget, then passes.
+    struct Racing {
+        extra: u32,
+        taken: Vec<u32>,
+    }
+
+    impl Dispatcher<FakeUnit> for Racing {
+        fn dispatch(&mut self, _unit: &mut FakeUnit, _attempt: u32, _carry: Option<&str>) -> Result<Dispatched> {
+            unreachable!("the runloop dispatches within a budget")
+        }
+        fn dispatch_within(
+            &mut self,
+            _unit: &mut FakeUnit,
+            _attempt: u32,
+            _carry: Option<&str>,
+            budget: &Budget<'_>,
+        ) -> Result<Dispatched> {
+            let taken = (0..self.extra).take_while(|_| budget.take()).count() as u32;
+            self.taken.push(taken);
+            Ok(if taken == self.extra { done() } else { Dispatched::Spent })
+        }
+    }
+
+    #[test]
+    fn a_race_takes_its_extra_sessions_from_the_unit_and_the_walk_budgets() {
+        let walk = Walk::new(Limits { max_iterations: Some(7), per_unit_dispatches: 4, ..Default::default() });
+        let (mut q, mut d) = (queue(&["a", "b", "c"]), Racing { extra: 2, taken: Vec::new() });
+        work(&walk, &mut q, &mut d, &|| false).expect("no errors");
+        let (stop, tally) = walk.outcome();
+        // a: 1 + 2, b: 1 + 2, c: 1 + 0 of 2 (the walk's 7 are spent).
+        assert_eq!(d.taken, vec![2, 2, 0]);
+        assert_eq!((stop, tally.dispatches, tally.succeeded, tally.abandoned), (Stop::Budget, 7, 2, 1));
+        let walk = Walk::new(Limits { per_unit_dispatches: 2, ..Default::default() });
+        let (mut q, mut d) = (queue(&["a"]), Racing { extra: 3, taken: Vec::new() });
+        work(&walk, &mut q, &mut d, &|| false).expect("no errors");
+        assert_eq!(d.taken, vec![1], "a unit's cap bounds its race");
+        assert_eq!(q.abandoned, vec!["a".to_owned()]);
+    }
+
+    #[test]
+    fn nobody_to_work_a_unit_pauses_the_walk_and_leaves_the_unit_open() {
+        let reason = "claude is unreachable (usage limit) and no fallback agent is set".to_owned();
+        let (mut q, mut d) =
+            (queue(&["a", "b"]), Scripted::new(&[("a", vec![Dispatched::Pause { reason: reason.clone() }])]));
+        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+        assert_eq!(stop, Stop::Paused { policy: PausePolicy::Unreachable(reason), units: vec!["a".into()] });
+        assert_eq!((tally.closed, q.abandoned.clone()), (0, vec!["a".to_owned()]));
     }
 }

@@ -8,6 +8,10 @@
 //! the session marker. When the agent exits on its own, whatever it left running in the
 //! background is killed the same way. The guard exits with the agent's code (128 + signal
 //! when a signal ended it).
+//!
+//! SIGUSR1 asks the agent to wrap up: the guard passes it on as one SIGINT to the agent's
+//! process group (what an interactive CLI takes as "stop what you are doing"), and goes on
+//! watching; the loop stops the session for good if it has not ended after a while.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,10 +21,15 @@ use anyhow::Result;
 use super::process::{Exit, Running, Spec};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::SeqCst);
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only atomic stores: async-signal-safe.
+    if signal == libc::SIGUSR1 {
+        INTERRUPT.store(true, Ordering::SeqCst);
+    } else {
+        STOP.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Run `spec` guarded; `parent` is the loop's pid (if it is already gone, stop at once).
@@ -28,7 +37,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
     // SAFETY: the handler only stores to an atomic; prctl and getppid have no memory effects
     // on this process beyond their documented ones.
     unsafe {
-        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1] {
             libc::signal(signal, on_signal as *const () as libc::sighandler_t);
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
@@ -46,6 +55,9 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
         if STOP.load(Ordering::SeqCst) {
             let exit = running.stop(grace)?;
             return Ok(code(exit));
+        }
+        if INTERRUPT.swap(false, Ordering::SeqCst) {
+            running.interrupt();
         }
         backoff.wait();
     }

@@ -3,4 +3,5 @@
 pub mod guard;
 pub mod presets;
 pub mod process;
+pub mod reach;
 pub mod record;

@@ -116,6 +116,23 @@ impl Running {
         Ok(self.exit.expect("set above"))
     }
 
+    /// Send one SIGINT to its group: "stop what you are doing" to an interactive CLI.
+    pub fn interrupt(&mut self) {
+        if matches!(self.poll(), Ok(None)) {
+            signal_group(self.pid, libc::SIGINT);
+        }
+    }
+
+    /// Ask the session guard running as this process to pass a SIGINT on to its agent.
+    pub fn ask_guard_to_interrupt(&mut self) {
+        if matches!(self.poll(), Ok(None)) {
+            // SAFETY: kill only sends a signal to our own child, which we have not reaped.
+            unsafe {
+                libc::kill(self.pid as libc::pid_t, libc::SIGUSR1);
+            }
+        }
+    }
+
     /// After a normal exit: kill whatever the agent left running in the background.
     pub fn sweep(&mut self) {
         if self.exit.is_some() {

@@ -35,7 +35,10 @@ pub const OP_VERSION: u32 = 1;
 const TASK_FILE: &str = "task.json";
 const OP_FILE: &str = "op.json";
 
-/// Where a task stands. Kebab-case in JSON and on the command line.
+/// Where a task stands, as recorded. Kebab-case in JSON and on the command line.
+///
+/// `running` is not recorded: it is an open task whose claim a walker holds (docs/states.md
+/// draws the machine). Every state but `open` keeps the loop away until a person acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
@@ -43,26 +46,75 @@ pub enum State {
     Done,
     Parked,
     Cancelled,
+    /// A person must choose: a session was stopped, or a race's judge gave no usable answer.
+    NeedsDecision,
+    /// The agent needs something it does not have, or its work cannot land without a person.
+    NeedsYou,
+    /// A person took the task over from the loop.
+    TakenOver,
+    /// The agent tried and failed, or never reached a verdict within its sessions.
+    Failed,
 }
 
 impl State {
+    pub const ALL: [State; 8] = [
+        State::Open,
+        State::NeedsDecision,
+        State::NeedsYou,
+        State::TakenOver,
+        State::Failed,
+        State::Done,
+        State::Parked,
+        State::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             State::Open => "open",
             State::Done => "done",
             State::Parked => "parked",
             State::Cancelled => "cancelled",
+            State::NeedsDecision => "needs-decision",
+            State::NeedsYou => "needs-you",
+            State::TakenOver => "taken-over",
+            State::Failed => "failed",
         }
     }
 
     pub fn parse(s: &str) -> Option<State> {
-        [State::Open, State::Done, State::Parked, State::Cancelled].into_iter().find(|st| st.as_str() == s)
+        State::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// Done, parked and cancelled tasks are closed: nothing works on them until reopened.
+    /// Every state but open is closed to the loop: nothing works on it until a person acts.
     pub fn is_closed(self) -> bool {
         self != State::Open
     }
+
+    /// The journal event kind for entering this state.
+    pub fn event_kind(self) -> &'static str {
+        match self {
+            State::Open => "task_reopened",
+            State::Done => "task_done",
+            State::Parked => "task_parked",
+            State::Cancelled => "task_cancelled",
+            State::NeedsDecision => "task_needs_decision",
+            State::NeedsYou => "task_needs_you",
+            State::TakenOver => "task_taken_over",
+            State::Failed => "task_failed",
+        }
+    }
+}
+
+/// Which agent a person assigned the task to (`git loop reassign`); it overrides the walk's
+/// agent and the task's preferred agents. Each reassignment has a fresh nonce, so the loop
+/// sees a reassignment to the same agent too (a restart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub agent: String,
+    pub nonce: String,
+    /// Why a rule forbidding this agent was overridden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#override: Option<String>,
 }
 
 /// What completed a task: the evidence also written as a note on `commit`.
@@ -113,7 +165,16 @@ pub struct Task {
     /// How a race picks its winner: `first` or `judge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<String>,
-    /// Why the task was parked or cancelled.
+    /// Agents that take over when its agent is unreachable (else `loop.fallback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    /// Agents that must not work on it (a reassignment can override this with a reason).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid: Vec<String>,
+    /// The agent a person assigned it to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned: Option<Assignment>,
+    /// Why the task is in its state (any state but open and done).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +202,9 @@ impl Task {
             agents: Vec::new(),
             together: Vec::new(),
             pick: None,
+            fallback: Vec::new(),
+            forbid: Vec::new(),
+            assigned: None,
             reason: None,
             completion: None,
             origin: None,
@@ -168,6 +232,8 @@ pub struct Fields {
     /// `Some("")` clears the pick mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pick: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned: Option<Assignment>,
 }
 
 /// List fields an operation adds to or removes from.
@@ -181,11 +247,20 @@ pub struct Lists {
     pub agents: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub together: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid: Vec<String>,
 }
 
 impl Lists {
     fn is_empty(&self) -> bool {
-        self.after.is_empty() && self.labels.is_empty() && self.agents.is_empty() && self.together.is_empty()
+        self.after.is_empty()
+            && self.labels.is_empty()
+            && self.agents.is_empty()
+            && self.together.is_empty()
+            && self.fallback.is_empty()
+            && self.forbid.is_empty()
     }
 }
 
@@ -250,14 +325,29 @@ impl Change {
         if let Some(p) = self.set.priority {
             parts.push(format!("priority {p}"));
         }
-        for (what, list) in [("after", &self.add.after), ("label", &self.add.labels), ("agent", &self.add.agents)] {
+        if let Some(assigned) = &self.set.assigned {
+            parts.push(format!("assign {}", assigned.agent));
+        }
+        for (what, list) in [
+            ("after", &self.add.after),
+            ("label", &self.add.labels),
+            ("agent", &self.add.agents),
+            ("together", &self.add.together),
+            ("fallback", &self.add.fallback),
+            ("forbid", &self.add.forbid),
+        ] {
             if !list.is_empty() {
                 parts.push(format!("+{what} {}", list.join(",")));
             }
         }
-        for (what, list) in
-            [("after", &self.remove.after), ("label", &self.remove.labels), ("agent", &self.remove.agents)]
-        {
+        for (what, list) in [
+            ("after", &self.remove.after),
+            ("label", &self.remove.labels),
+            ("agent", &self.remove.agents),
+            ("together", &self.remove.together),
+            ("fallback", &self.remove.fallback),
+            ("forbid", &self.remove.forbid),
+        ] {
             if !list.is_empty() {
                 parts.push(format!("-{what} {}", list.join(",")));
             }
@@ -308,14 +398,21 @@ fn fold(task: &mut Task, op: &Op) {
     if let Some(pick) = &set.pick {
         task.pick = (!pick.is_empty()).then(|| pick.clone());
     }
+    if let Some(assigned) = &set.assigned {
+        task.assigned = Some(assigned.clone());
+    }
     add_all(&mut task.after, &op.change.add.after);
     add_all(&mut task.labels, &op.change.add.labels);
     add_all(&mut task.agents, &op.change.add.agents);
     add_all(&mut task.together, &op.change.add.together);
+    add_all(&mut task.fallback, &op.change.add.fallback);
+    add_all(&mut task.forbid, &op.change.add.forbid);
     remove_all(&mut task.after, &op.change.remove.after);
     remove_all(&mut task.labels, &op.change.remove.labels);
     remove_all(&mut task.agents, &op.change.remove.agents);
     remove_all(&mut task.together, &op.change.remove.together);
+    remove_all(&mut task.fallback, &op.change.remove.fallback);
+    remove_all(&mut task.forbid, &op.change.remove.forbid);
     if let Some(change) = &op.change.state {
         task.state = change.state;
         task.reason = change.reason.clone();

@@ -328,3 +328,72 @@ impl Drop for WorktreeLock {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// One file's change between two commits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileChange {
+    pub path: String,
+    /// `added`, `modified`, `deleted` or `renamed`.
+    pub kind: &'static str,
+    /// Lines added and removed (`None` for binary files).
+    pub added: Option<u32>,
+    pub removed: Option<u32>,
+}
+
+/// What changed from `from` to `to`, file by file, with line counts.
+pub fn diffstat(repo: &gix::Repository, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
+    use gix::prelude::TreeDiffChangeExt as _;
+    let tree_of = |commit: ObjectId| -> Result<gix::Tree<'_>> {
+        repo.find_commit(commit).context("could not read a commit to compare")?.tree().context("could not read a tree")
+    };
+    let (old, new) = (tree_of(from)?, tree_of(to)?);
+    let changes = repo.diff_tree_to_tree(Some(&old), Some(&new), None).context("could not compare the trees")?;
+    let mut cache = repo.diff_resource_cache_for_tree_diff().context("could not prepare a diff")?;
+    let mut out = Vec::new();
+    for detached in &changes {
+        let change = detached.attach(repo, repo);
+        if !change.entry_mode().is_blob_or_symlink() {
+            continue;
+        }
+        let kind = match &change {
+            gix::object::tree::diff::Change::Addition { .. } => "added",
+            gix::object::tree::diff::Change::Deletion { .. } => "deleted",
+            gix::object::tree::diff::Change::Modification { .. } => "modified",
+            gix::object::tree::diff::Change::Rewrite { .. } => "renamed",
+        };
+        let counts = change.diff(&mut cache).ok().and_then(|mut platform| platform.line_counts().ok().flatten());
+        cache.clear_resource_cache_keep_allocation();
+        out.push(FileChange {
+            path: change.location().to_string(),
+            kind,
+            added: counts.as_ref().map(|c| c.insertions),
+            removed: counts.as_ref().map(|c| c.removals),
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// A diffstat as lines a person or an agent reads: `  M src/lib.rs (+12 -3)`.
+pub fn describe_changes(changes: &[FileChange]) -> String {
+    if changes.is_empty() {
+        return "  (no changes)".to_owned();
+    }
+    changes
+        .iter()
+        .map(|c| {
+            let letter = match c.kind {
+                "added" => 'A',
+                "deleted" => 'D',
+                "renamed" => 'R',
+                _ => 'M',
+            };
+            let lines = match (c.added, c.removed) {
+                (Some(a), Some(r)) => format!(" (+{a} -{r})"),
+                _ => " (binary)".to_owned(),
+            };
+            format!("  {letter} {}{lines}", c.path)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,61 +1,74 @@
-//! The dispatcher side of the walk: one agent session on a unit.
+//! The dispatcher side of the walk: what works a unit next, and with which agent.
 //!
-//! A session: a fresh session key; its files in `.git/loop/sessions/<key>/` (prompt, log,
-//! result, record); the agent started under the session guard in the try's worktree; its
-//! claim's lease refreshed while it runs, and the session stopped if the claim is lost, the
-//! timeout passes or the walk is cancelled. Whatever way it ends, its work is committed to
-//! the try branch (commit-on-stop). Then the evidence: the `termination` event the session
-//! journaled with `git loop finish`, else a complete and valid `$GIT_LOOP_RESULT` file. A
-//! `done` counts only if the checks pass in the worktree; failing checks, or no verdict at
-//! all, continue the unit with a note for the next session.
+//! Before each dispatch the task is read again, so a person's word between sessions counts.
+//! Then the plan:
+//! 1. A race of this task that a killed walk left unfinished is re-entered (`race`).
+//! 2. An agent a person assigned (`git loop reassign`) works it alone.
+//! 3. A race: the task's `together` agents, else the walk's `--together`.
+//! 4. Else one agent: the task's first preferred agent that is allowed and reachable, else
+//!    the walk's agent.
+//!
+//! An agent whose CLI said it cannot be reached (rate or usage limit, service down, login
+//! expired) is left alone for `loop.unreachableFor` (default 15 minutes): its task goes to
+//! the fallback agents (the task's own, else `loop.fallback`), one continuing its try, several
+//! racing from its work; new tasks go back to it once that time is up. With no fallback, the
+//! walk pauses.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use gix::ObjectId;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::queue::WorkUnit;
-use super::{prompt, Event, Walker};
-use crate::backlog::{self, TaskFields};
+use super::session::{Ran, Seat, Step, Withdrawal};
+use super::{handoff, race, Event, Walker};
 use crate::git;
-use crate::ids::{random_base32, ClaimKey, Priority, TaskId};
+use crate::ids::TaskId;
 use crate::refs;
-use crate::runloop::{self, Dispatched, Verdict};
-use crate::session::presets::PromptVia;
-use crate::session::process::{Running, Spec};
-use crate::session::record;
-use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::runloop::{self, Budget, Dispatched, Verdict};
 use crate::store::journal;
-use crate::store::task::Task;
+use crate::store::task::{self, State, Task};
 use crate::store::Store;
-use crate::tries::{self, commit::Committed, Try};
+use crate::tries::{self, Try};
 
 pub struct GitDispatcher<'a> {
-    store: &'a Store,
-    walker: &'a Walker<'a>,
+    pub(super) store: &'a Store,
+    pub(super) walker: &'a Walker<'a>,
 }
 
-/// A command to run under the session guard.
-struct Guarded<'c> {
-    program: &'c str,
-    args: &'c [String],
-    cwd: &'c Path,
-    env: &'c [(String, String)],
-    stdin: Option<PathBuf>,
-    log: &'c Path,
-    marker: &'c str,
-    timeout: Option<Duration>,
+/// How a race picks its winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The first try to pass wins; the others are stopped at once.
+    First,
+    /// Every try runs to its end; a judge command picks among those that passed.
+    Judge,
 }
 
-/// Why a session's process ended.
-enum Ending {
-    Exited(String),
-    TimedOut,
-    Cancelled,
-    Lost(String),
+impl Pick {
+    pub fn parse(word: &str) -> Option<Pick> {
+        match word {
+            "first" => Some(Pick::First),
+            "judge" => Some(Pick::Judge),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pick::First => "first",
+            Pick::Judge => "judge",
+        }
+    }
+}
+
+/// Who works a unit next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    Single { agent: String },
+    Race { agents: Vec<String>, pick: Pick },
 }
 
 impl<'a> GitDispatcher<'a> {
@@ -63,19 +76,84 @@ impl<'a> GitDispatcher<'a> {
         GitDispatcher { store, walker }
     }
 
-    /// Set up the unit's try: task branch (base + done dependencies), then an unfinished try
-    /// of this task to continue, or a new one; and its worktree.
-    fn prepare(&self, unit: &mut WorkUnit) -> Result<Option<Dispatched>> {
+    /// Who should work `task` now (see the module docs); `Err` says why nobody can.
+    fn plan(&self, unit: &WorkUnit) -> Result<Plan, String> {
+        let task = &unit.task;
+        if let Some(assigned) = &task.assigned {
+            return self.reachable_or_fallback(task, &assigned.agent);
+        }
+        if let Some(plan) = &unit.plan {
+            return Ok(plan.clone());
+        }
+        let opts = &self.walker.opts;
+        let racers = if task.together.is_empty() { &opts.together } else { &task.together };
+        if !racers.is_empty() {
+            let pick = task.pick.as_deref().and_then(Pick::parse).or(opts.pick).unwrap_or(Pick::First);
+            let usable: Vec<String> =
+                racers.iter().filter(|a| self.allowed(task, a) && self.walker.reachable(a)).cloned().collect();
+            return match usable.len() {
+                0 => self.reachable_or_fallback(task, &racers[0]),
+                1 => Ok(Plan::Single { agent: usable[0].clone() }),
+                _ => Ok(Plan::Race { agents: usable, pick }),
+            };
+        }
+        let preferred = task.agents.iter().find(|a| self.allowed(task, a) && self.walker.installed(self.store, a));
+        let agent = preferred.cloned().unwrap_or_else(|| opts.agent.name.clone());
+        if !self.allowed(task, &agent) {
+            return self.fallback_plan(task, &agent, &format!("{agent} is forbidden for {}", task.id));
+        }
+        self.reachable_or_fallback(task, &agent)
+    }
+
+    fn allowed(&self, task: &Task, agent: &str) -> bool {
+        !task.forbid.iter().any(|f| f == agent) || task.assigned.as_ref().is_some_and(|a| a.agent == agent)
+    }
+
+    fn reachable_or_fallback(&self, task: &Task, agent: &str) -> Result<Plan, String> {
+        match self.walker.unreachable_reason(agent) {
+            None => Ok(Plan::Single { agent: agent.to_owned() }),
+            Some(reason) => self.fallback_plan(task, agent, &format!("{agent} is unreachable ({reason})")),
+        }
+    }
+
+    /// The fallback agents for `task` in place of `agent` (`why` says what is wrong with it):
+    /// one continues, several race.
+    fn fallback_plan(&self, task: &Task, agent: &str, why: &str) -> Result<Plan, String> {
+        let listed = if task.fallback.is_empty() { &self.walker.opts.fallback } else { &task.fallback };
+        let usable: Vec<String> = listed
+            .iter()
+            .filter(|a| a.as_str() != agent && self.allowed(task, a) && self.walker.reachable(a))
+            .filter(|a| self.walker.installed(self.store, a))
+            .cloned()
+            .collect();
+        match usable.len() {
+            0 if listed.is_empty() => Err(format!("{why} and no fallback agent is set (loop.fallback)")),
+            0 => Err(format!("{why} and no fallback agent can take {} either", task.id)),
+            1 => Ok(Plan::Single { agent: usable[0].clone() }),
+            _ => Ok(Plan::Race { agents: usable, pick: Pick::First }),
+        }
+    }
+
+    /// Make sure the task branch exists (base + done dependencies); `Err` is a verdict.
+    pub(super) fn task_branch(&self, task: &Task) -> Result<Result<ObjectId, Dispatched>> {
+        let id = task.task_id();
+        let deps: Vec<TaskId> = task.after.iter().filter_map(|d| d.parse().ok()).collect();
+        Ok(match tries::ensure_task_branch(self.store, &id, self.walker.base, &deps)? {
+            tries::TaskBranch::Ready(head) => Ok(head),
+            tries::TaskBranch::Conflict { dependency, paths } => Err(Dispatched::Verdict {
+                verdict: Verdict::Blocked,
+                message: format!("merging the work of '{dependency}' conflicts in: {}", paths.join(", ")),
+            }),
+        })
+    }
+
+    /// Set up the unit's try: an unfinished try of this task to continue, or a new one from
+    /// the task branch; and its worktree.
+    fn prepare(&self, unit: &mut WorkUnit, agent: &str) -> Result<Option<Dispatched>> {
         let id = unit.id();
-        let deps: Vec<TaskId> = unit.task.after.iter().filter_map(|d| d.parse().ok()).collect();
-        let head = match tries::ensure_task_branch(self.store, &id, self.walker.base, &deps)? {
-            tries::TaskBranch::Ready(head) => head,
-            tries::TaskBranch::Conflict { dependency, paths } => {
-                return Ok(Some(Dispatched::Verdict {
-                    verdict: Verdict::Blocked,
-                    message: format!("merging the work of '{dependency}' conflicts in: {}", paths.join(", ")),
-                }));
-            }
+        let head = match self.task_branch(&unit.task)? {
+            Ok(head) => head,
+            Err(early) => return Ok(Some(early)),
         };
         let root = tries::worktrees_root(self.store)?;
         let (try_, resumed) = match unfinished_try(self.store, &id)? {
@@ -100,7 +178,7 @@ impl<'a> GitDispatcher<'a> {
             self.store,
             "try_opened",
             Some(&unit.task.id),
-            json!({ "try": try_.number, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string(), "resumed": resumed }),
+            json!({ "try": try_.number, "agent": agent, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string(), "resumed": resumed }),
         )?;
         self.walker.observer.event(&Event::TryOpened {
             task: unit.task.id.clone(),
@@ -113,485 +191,225 @@ impl<'a> GitDispatcher<'a> {
         Ok(None)
     }
 
-    fn claim_options(&self, session: &str) -> AcquireOptions {
-        AcquireOptions {
-            holder: self.walker.key.clone(),
-            ttl: self.walker.opts.lease,
-            reason: Some(format!("worked by {} (session {session})", self.walker.key)),
-            session: Some(session.to_owned()),
-        }
-    }
-
-    /// Run the session's process to its end, refreshing the claim meanwhile.
-    fn supervise(&self, unit: &WorkUnit, running: &mut Running, session: &str) -> Result<Ending> {
-        let key = ClaimKey::node(&unit.id());
-        let refresh_every = Duration::from_secs((self.walker.opts.lease.num_seconds() as u64 / 3).clamp(1, 120));
-        let timeout = self.walker.opts.session_timeout;
-        let mut last_refresh = Instant::now();
-        let mut backoff = crate::session::process::Backoff::new();
-        loop {
-            if let Some(exit) = running.poll()? {
-                // The guard sweeps the session's processes before it exits; if it did not
-                // exit by itself (killed by a signal), sweep here.
-                if matches!(exit, crate::session::process::Exit::Signal(_)) {
-                    running.sweep();
-                }
-                return Ok(Ending::Exited(exit.to_string()));
-            }
-            if self.walker.cancelled(self.store) {
-                running.stop(self.walker.opts.grace)?;
-                return Ok(Ending::Cancelled);
-            }
-            if timeout.is_some_and(|t| running.started.elapsed() >= t) {
-                running.stop(self.walker.opts.grace)?;
-                return Ok(Ending::TimedOut);
-            }
-            if last_refresh.elapsed() >= refresh_every {
-                last_refresh = Instant::now();
-                match claim::acquire(self.store, &self.walker.ctx, &key, &self.claim_options(session)) {
-                    Ok(Acquire::HeldByOther(held)) => {
-                        running.stop(self.walker.opts.grace)?;
-                        return Ok(Ending::Lost(format!("its claim was taken by {}", held.record.holder)));
-                    }
-                    Ok(_) => {}
-                    Err(err) => self.walker.observer.event(&Event::Warning {
-                        message: format!("could not refresh the claim on {}: {err:#}", unit.task.id),
-                    }),
-                }
-            }
-            backoff.wait();
-        }
-    }
-
-    /// Run a command under the session guard; with `timeout`, to its end or until then.
-    fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<crate::session::process::Exit>)> {
-        let Guarded { program, args, cwd, env, stdin, log, marker, timeout } = cmd;
-        let mut guard_args = vec![
-            "session-guard".to_owned(),
-            "--parent".to_owned(),
-            self.walker.ctx.pid.to_string(),
-            "--grace-ms".to_owned(),
-            self.walker.opts.grace.as_millis().to_string(),
-            "--log".to_owned(),
-            log.display().to_string(),
-        ];
-        if let Some(stdin) = &stdin {
-            guard_args.push("--stdin".into());
-            guard_args.push(stdin.display().to_string());
-        }
-        guard_args.push("--".into());
-        guard_args.push(program.to_owned());
-        guard_args.extend(args.iter().cloned());
-        let spec = Spec {
-            program: self.walker.exe.display().to_string(),
-            args: guard_args,
-            cwd: cwd.to_owned(),
-            env: env.to_vec(),
-            stdin: None,
-            log: log.with_extension("guard.log"),
-            marker: marker.to_owned(),
-        };
-        let mut running = Running::spawn(&spec)?;
-        if let Some(timeout) = timeout {
-            let deadline = Instant::now() + timeout;
-            let mut backoff = crate::session::process::Backoff::new();
-            while running.poll()?.is_none() && Instant::now() < deadline && !self.walker.cancelled(self.store) {
-                backoff.wait();
-            }
-            if running.poll()?.is_none() {
-                running.stop(self.walker.opts.grace)?;
-            }
-            let exit = running.poll()?;
-            return Ok((running, exit));
-        }
-        Ok((running, None))
-    }
-
-    /// The environment every session gets (the agent contract, docs/agents.md).
-    fn session_env(&self, unit: &WorkUnit, try_: &Try, session: &str, dir: &Path) -> Vec<(String, String)> {
-        let exe_dir = self.walker.exe.parent().map(|p| p.display().to_string()).unwrap_or_default();
-        let path = match &self.walker.ctx.path_var {
-            Some(p) => format!("{exe_dir}:{}", p.to_string_lossy()),
-            None => exe_dir,
-        };
-        let mut env = vec![
-            ("GIT_LOOP_SESSION".into(), session.to_owned()),
-            ("GIT_LOOP_TASK".into(), unit.task.id.clone()),
-            ("GIT_LOOP_TRY".into(), try_.number.to_string()),
-            ("GIT_LOOP_WORKTREE".into(), try_.worktree.display().to_string()),
-            ("GIT_LOOP_PROMPT".into(), dir.join("prompt.md").display().to_string()),
-            ("GIT_LOOP_RESULT".into(), dir.join("result.json").display().to_string()),
-            ("GIT_LOOP_REPO".into(), self.store.workdir().display().to_string()),
-            ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
-            ("PATH".into(), path),
-        ];
-        env.extend(self.walker.opts.agent.session_env(dir));
-        env
-    }
-
-    /// Run the checks in the worktree; `None` when there are none.
-    fn checks(
+    /// One agent on the unit's own try.
+    fn single(
         &self,
         unit: &mut WorkUnit,
-        try_: &Try,
-        dir: &Path,
-        env: &[(String, String)],
-    ) -> Result<Option<(bool, String)>> {
-        let Some(command) = self.walker.opts.checks.clone() else {
-            return Ok(None);
-        };
-        let log = dir.join("checks.log");
-        let marker = format!("checks-{}", random_base32(12));
-        let started = Instant::now();
-        let args = vec!["-c".to_owned(), command.clone()];
-        let (_running, exit) = self.run_guarded(Guarded {
-            program: "sh",
-            args: &args,
-            cwd: &try_.worktree,
-            env,
-            stdin: None,
-            log: &log,
-            marker: &marker,
-            timeout: Some(self.walker.opts.checks_timeout),
+        agent_name: &str,
+        attempt: u32,
+        carry: Option<&str>,
+        budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
+        let agent = self.walker.agent(self.store, agent_name)?;
+        if unit.try_.is_none() {
+            if let Some(early) = self.prepare(unit, agent_name)? {
+                return Ok(early);
+            }
+        }
+        let try_ = unit.try_.clone().expect("prepared above");
+        let handoff = unit.handoff.take();
+        let ran = self.session(&Seat {
+            task: &unit.task,
+            try_: &try_,
+            agent: &agent,
+            attempt,
+            carry,
+            halt: None,
+            handoff: handoff.as_deref(),
         })?;
-        let passed = exit == Some(crate::session::process::Exit::Code(0));
-        let elapsed = started.elapsed();
-        let tail = tail(&log, 40);
-        unit.checks = Some(json!({
-            "command": command,
-            "passed": passed,
-            "exit": exit.map(|e| e.to_string()),
-            "elapsed_ms": elapsed.as_millis() as u64,
-            "log": log.display().to_string(),
-        }));
+        unit.last_session = Some(ran.session.clone());
+        unit.last_agent = Some(agent.name.clone());
+        if ran.checks.is_some() {
+            unit.checks = ran.checks.clone();
+        }
+        match ran.step.clone() {
+            Step::Passed { message } => {
+                self.walker.journal(
+                    self.store,
+                    "try_passed",
+                    Some(&unit.task.id),
+                    json!({ "try": try_.number, "agent": agent.name, "head": git::ref_target(&self.store.repo, &try_.branch)?.map(|h| h.to_string()) }),
+                )?;
+                Ok(Dispatched::Verdict { verdict: Verdict::Done, message })
+            }
+            Step::Continue { note } => Ok(Dispatched::Continue { note }),
+            Step::Verdict { verdict, message } => Ok(Dispatched::Verdict { verdict, message }),
+            Step::Unreachable { reason } => self.unreachable(unit, &agent.name, reason, &ran, budget),
+            Step::Lost { reason } => {
+                unit.lost = true;
+                Ok(Dispatched::Lost { reason })
+            }
+            Step::Withdrawn(w) => self.withdrawn(unit, w, &agent.name, &ran),
+            Step::Interrupted | Step::Halted => Ok(Dispatched::Interrupted),
+        }
+    }
+
+    /// A person's word ended the session: give the task up, or hand it to the new agent.
+    pub(super) fn withdrawn(&self, unit: &mut WorkUnit, w: Withdrawal, from: &str, ran: &Ran) -> Result<Dispatched> {
+        match w {
+            Withdrawal::Closed { state, reason } => {
+                // A take-over passes the claim to the person; any other state is closed by
+                // a person, who decides what comes next: the claim goes.
+                unit.lost = state == State::TakenOver;
+                let said = reason.map(|r| format!(" ({r})")).unwrap_or_default();
+                Ok(Dispatched::Lost { reason: format!("it is {} now{said}", state.as_str()) })
+            }
+            Withdrawal::Reassigned { agent } => {
+                unit.plan = None;
+                let why = if agent == from {
+                    "a person restarted it".to_owned()
+                } else {
+                    format!("a person reassigned the task to {agent}")
+                };
+                let line = if agent == from {
+                    format!("{} · {from} restarts · its work so far is kept", unit.task.id)
+                } else {
+                    format!("{} · reassigned from {from} to {agent} · its work so far is kept", unit.task.id)
+                };
+                self.walker.journal(
+                    self.store,
+                    "handed_over",
+                    Some(&unit.task.id),
+                    json!({ "from": from, "to": agent, "why": why, "session": ran.session }),
+                )?;
+                self.walker.observer.event(&Event::Handover { task: unit.task.id.clone(), line });
+                let note = match &unit.try_ {
+                    Some(try_) => {
+                        let transcript = handoff::transcript_of(self.store, &ran.session);
+                        unit.handoff = transcript.clone();
+                        handoff::note(
+                            self.store,
+                            try_,
+                            &handoff::Previous {
+                                agent: from,
+                                why: &why,
+                                session: Some(&ran.session),
+                                summary: ran.summary.as_deref(),
+                            },
+                            transcript.as_deref(),
+                        )?
+                    }
+                    None => format!("This task was with {from} until now: {why}.\n"),
+                };
+                Ok(Dispatched::Continue { note })
+            }
+        }
+    }
+
+    /// The agent could not be reached: mark it, and hand its task to the fallbacks.
+    pub(super) fn unreachable(
+        &self,
+        unit: &mut WorkUnit,
+        agent: &str,
+        reason: &'static str,
+        ran: &Ran,
+        _budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
+        self.walker.mark_unreachable(self.store, agent, reason, &unit.task.id)?;
+        let head = format!("{agent} is unreachable ({reason})");
+        let plan = match self.plan(unit) {
+            Ok(plan) => plan,
+            Err(why) => return Ok(Dispatched::Pause { reason: why }),
+        };
+        let line = match &plan {
+            Plan::Single { agent: next } => format!("{head} · {next} takes {}", unit.task.id),
+            Plan::Race { agents, pick } => {
+                format!("{head} · {}", race::announce(agents, *pick, &unit.task.id, self.walker.opts.checks.is_some()))
+            }
+        };
+        self.walker.observer.event(&Event::Handover { task: unit.task.id.clone(), line });
         self.walker.journal(
             self.store,
-            "checks",
+            "handed_over",
             Some(&unit.task.id),
-            json!({ "passed": passed, "elapsed_ms": elapsed.as_millis() as u64, "exit": exit.map(|e| e.to_string()) }),
+            json!({ "from": agent, "why": head, "to": match &plan { Plan::Single { agent } => vec![agent.clone()], Plan::Race { agents, .. } => agents.clone() }, "session": ran.session }),
         )?;
-        self.walker.observer.event(&Event::Checks { task: unit.task.id.clone(), passed, elapsed });
-        Ok(Some((passed, tail)))
+        if let Plan::Race { .. } = &plan {
+            unit.announced = true;
+        }
+        unit.plan = Some(plan);
+        let why = format!("it is unreachable ({reason})");
+        let note = match &unit.try_ {
+            Some(try_) => {
+                let transcript = handoff::transcript_of(self.store, &ran.session);
+                unit.handoff = transcript.clone();
+                handoff::note(
+                    self.store,
+                    try_,
+                    &handoff::Previous {
+                        agent,
+                        why: &why,
+                        session: Some(&ran.session),
+                        summary: ran.summary.as_deref(),
+                    },
+                    transcript.as_deref(),
+                )?
+            }
+            None => format!("This task was with {agent} until now: {why}.\n"),
+        };
+        Ok(Dispatched::Continue { note })
     }
 }
 
 impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
     fn dispatch(&mut self, unit: &mut WorkUnit, attempt: u32, carry: Option<&str>) -> Result<Dispatched> {
-        if unit.try_.is_none() {
-            if let Some(early) = self.prepare(unit)? {
-                return Ok(early);
+        self.dispatch_within(unit, attempt, carry, &Budget::none())
+    }
+
+    fn dispatch_within(
+        &mut self,
+        unit: &mut WorkUnit,
+        attempt: u32,
+        carry: Option<&str>,
+        budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
+        // A person may have acted since the last session.
+        match task::read(self.store, &unit.id())? {
+            Some(now) if now.task.state == State::Open => unit.task = now.task,
+            Some(now) => {
+                let from = unit.last_agent.clone().unwrap_or_default();
+                let ran = Ran { session: String::new(), step: Step::Interrupted, checks: None, summary: None };
+                let w = Withdrawal::Closed { state: now.task.state, reason: now.task.reason };
+                return self.withdrawn(unit, w, &from, &ran);
             }
-        }
-        let try_ = unit.try_.clone().expect("prepared above");
-        if !try_.worktree.join(".git").exists() {
-            // Deleted under the loop: the branch holds the work; check it out again.
-            tries::add_worktree(self.store, &try_)?;
-        }
-        let session = format!("s-{}", random_base32(8));
-        let loop_dir = self.store.loop_dir()?;
-        let dir = record::dir(&loop_dir, &session);
-        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-        let prompt_path = dir.join("prompt.md");
-        let text = prompt::build(
-            self.store,
-            &prompt::Input {
-                task: &unit.task,
-                try_: &try_,
-                attempt,
-                carry,
-                checks: self.walker.opts.checks.as_deref(),
-                result_path: &dir.join("result.json"),
-            },
-        )?;
-        std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
-        let env = self.session_env(unit, &try_, &session, &dir);
-        let marker = format!("{session}-{}", random_base32(12));
-        let agent = &self.walker.opts.agent;
-        let stdin = (agent.prompt == PromptVia::Stdin).then(|| prompt_path.clone());
-        // The CLI's own session id, where the loop may choose it (so it can be resumed).
-        let agent_session = crate::ids::uuid_v4();
-        if agent.env.iter().any(|(_, v)| v.contains("{session_dir}")) {
-            std::fs::create_dir_all(dir.join("tmp"))
-                .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
-        }
-        let argv = agent.argv(&prompt_path, &agent_session);
-        let log = dir.join("log");
-        let (mut running, _) = self.run_guarded(Guarded {
-            program: &agent.program,
-            args: &argv,
-            cwd: &try_.worktree,
-            env: &env,
-            stdin,
-            log: &log,
-            marker: &marker,
-            timeout: None,
-        })?;
-        let started_at = self.walker.ctx.now();
-        let mut rec = record::Record {
-            version: record::RECORD_VERSION,
-            session: session.clone(),
-            walker: self.walker.key.clone(),
-            task: unit.task.id.clone(),
-            try_number: try_.number,
-            agent: agent.name.clone(),
-            worktree: try_.worktree.clone(),
-            pid: running.pid,
-            pid_start: crate::session::process::start_time(running.pid),
-            boot_id: self.walker.ctx.boot_id.clone(),
-            marker: marker.clone(),
-            started_at,
-            ended_at: None,
-            ended: None,
-            agent_session: agent.presets_session_id().then(|| agent_session.clone()),
-        };
-        record::write(&loop_dir, &rec)?;
-        unit.last_session = Some(session.clone());
-        self.walker.journal(
-            self.store,
-            "session_started",
-            Some(&unit.task.id),
-            json!({ "session": session, "agent": agent.name, "try": try_.number, "attempt": attempt, "worktree": try_.worktree.display().to_string() }),
-        )?;
-        self.walker.observer.event(&Event::SessionStarted {
-            task: unit.task.id.clone(),
-            session: session.clone(),
-            agent: agent.name.clone(),
-            number: try_.number,
-            attempt,
-        });
-
-        let ending = self.supervise(unit, &mut running, &session)?;
-        let elapsed = running.started.elapsed();
-        let why = match &ending {
-            Ending::Exited(exit) => format!("the agent exited ({exit})"),
-            Ending::TimedOut => format!("it timed out after {}", human_duration(elapsed)),
-            Ending::Cancelled => "the walk was interrupted".to_owned(),
-            Ending::Lost(reason) => reason.clone(),
-        };
-        let author = gix::actor::Signature {
-            name: agent.name.as_str().into(),
-            email: format!("{}@agent.invalid", agent.name).as_str().into(),
-            time: gix::date::Time { seconds: self.walker.ctx.now().timestamp(), offset: 0 },
-        };
-        let message = format!(
-            "loop: work of session {session} on {}\n\nTask: {} ({})\nTry: {}\nSession: {session}\nAgent: {}\nStopped: {why}\n",
-            unit.task.id, unit.task.id, first_line(&unit.task.title), try_.number, agent.name
-        );
-        let committed = tries::commit::commit_on_stop(self.store, &try_, &author, &message)?;
-        let commit = match &committed {
-            Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
-            Committed::Clean | Committed::NoWorktree => None,
-        };
-        rec.ended_at = Some(self.walker.ctx.now());
-        rec.ended = Some(why.clone());
-        // A hook may have reported the CLI's own session id meanwhile.
-        rec.agent_session = record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session);
-        let _ = std::fs::remove_dir_all(dir.join("tmp"));
-        record::write(&loop_dir, &rec)?;
-        self.walker.journal(
-            self.store,
-            "session_ended",
-            Some(&unit.task.id),
-            json!({ "session": session, "reason": why, "elapsed_ms": elapsed.as_millis() as u64, "commit": commit }),
-        )?;
-        self.walker.observer.event(&Event::SessionEnded {
-            task: unit.task.id.clone(),
-            session: session.clone(),
-            elapsed,
-            why: why.clone(),
-            commit: commit.clone(),
-        });
-
-        match ending {
-            Ending::Cancelled => return Ok(Dispatched::Interrupted),
-            Ending::Lost(reason) => {
+            None => {
                 unit.lost = true;
-                return Ok(Dispatched::Lost { reason });
+                return Ok(Dispatched::Lost { reason: "the task was deleted".into() });
             }
-            Ending::Exited(_) | Ending::TimedOut => {}
         }
-        let evidence = self.evidence(unit, &session, &dir)?;
-        // A holder paused past its lease (SIGSTOP, a laptop lid) may have been superseded
-        // while it slept: confirm the claim is still ours before any verdict closes the task.
-        if let Some(reason) = self.claim_lost(unit, &session)? {
-            unit.lost = true;
-            return Ok(Dispatched::Lost { reason });
-        }
-        let log_tail = tail(&dir.join("log"), 20);
-        let Some((verdict, message)) = evidence else {
-            return Ok(Dispatched::Continue {
-                note: format!(
-                    "The previous session ({session}) ended without reporting a verdict: {why}.\nThe last lines of its output were:\n{log_tail}"
-                ),
-            });
+        // The first session after a person handed the task back is told what they changed.
+        let handed_back = match (carry, attempt) {
+            (None, 1) => crate::people::hand_back_note(self.store, &unit.id())?,
+            _ => None,
         };
-        match verdict {
-            Verdict::Done => match self.checks(unit, &try_, &dir, &env)? {
-                None | Some((true, _)) => {
-                    if let Some(reason) = self.claim_lost(unit, &session)? {
-                        unit.lost = true;
-                        return Ok(Dispatched::Lost { reason });
-                    }
-                    Ok(Dispatched::Verdict { verdict, message })
-                }
-                Some((false, tail)) => {
-                    let command = self.walker.opts.checks.clone().unwrap_or_default();
-                    // Anything the checks wrote is the next session's to keep or clean up.
-                    Ok(Dispatched::Continue {
-                        note: format!(
-                            "The previous session ({session}) reported done, but the checks failed: `{command}`.\nThe last lines of their output were:\n{tail}"
-                        ),
-                    })
-                }
-            },
-            other => Ok(Dispatched::Verdict { verdict: other, message }),
+        let carry = carry.or(handed_back.as_deref());
+        if let Some(resumed) = race::unfinished(self.store, &unit.task)? {
+            return race::run(self, unit, race::Entry::Resume(resumed), carry, budget);
         }
-    }
-}
-
-/// The result file a session may leave (`$GIT_LOOP_RESULT`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResultFile {
-    verdict: String,
-    #[serde(default)]
-    summary: Option<String>,
-    #[serde(default)]
-    follow_ups: Vec<FollowUp>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FollowUp {
-    title: String,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    priority: Option<Priority>,
-    #[serde(default)]
-    labels: Vec<String>,
-}
-
-fn parse_verdict(word: &str) -> Option<Verdict> {
-    match word {
-        "done" => Some(Verdict::Done),
-        "blocked" => Some(Verdict::Blocked),
-        "failed" => Some(Verdict::Failed),
-        _ => None,
-    }
-}
-
-impl GitDispatcher<'_> {
-    /// Whether the unit's claim is someone else's now (read only: a lease that merely ran out
-    /// is still ours until someone takes it, and the next refresh renews it).
-    fn claim_lost(&self, unit: &WorkUnit, _session: &str) -> Result<Option<String>> {
-        let key = ClaimKey::node(&unit.id());
-        Ok(match claim::read(self.store, &key)? {
-            Some(held) if held.record.holder != self.walker.key => {
-                Some(format!("its claim was taken by {}", held.record.holder))
-            }
-            Some(_) => None,
-            None => Some("its claim was released by someone else".to_owned()),
-        })
-    }
-
-    /// The session's verdict: its journaled termination, else its result file. Follow-up
-    /// tasks in the result file are added either way.
-    fn evidence(&self, unit: &WorkUnit, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
-        let termination = journal::find_termination(self.store, &super::session_writer(session)?)?;
-        let from_journal = termination.and_then(|entry| {
-            let word = entry.event.data.get("verdict")?.as_str()?.to_owned();
-            let message = entry.event.data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
-            Some((parse_verdict(&word)?, message))
-        });
-        let result_path = dir.join("result.json");
-        let from_file = match std::fs::read(&result_path) {
-            Err(_) => None,
-            Ok(bytes) => match serde_json::from_slice::<ResultFile>(&bytes) {
-                Ok(result) => match parse_verdict(&result.verdict) {
-                    Some(verdict) => {
-                        self.add_follow_ups(unit, session, result.follow_ups)?;
-                        Some((verdict, result.summary.unwrap_or_default()))
-                    }
-                    None => {
-                        self.invalid_result(unit, session, &format!("unknown verdict '{}'", result.verdict))?;
-                        None
-                    }
-                },
-                Err(err) => {
-                    self.invalid_result(unit, session, &err.to_string())?;
-                    None
-                }
-            },
+        let plan = match self.plan(unit) {
+            Ok(plan) => plan,
+            Err(why) => return Ok(Dispatched::Pause { reason: why }),
         };
-        Ok(match (from_journal, from_file) {
-            (Some((verdict, message)), file) => {
-                let message = if message.is_empty() { file.map(|(_, m)| m).unwrap_or_default() } else { message };
-                Some((verdict, message))
-            }
-            (None, file) => file,
-        })
-    }
-
-    fn invalid_result(&self, unit: &WorkUnit, session: &str, problem: &str) -> Result<()> {
-        let message = format!(
-            "session {session} left a result file that is torn or invalid ({problem}); it counts as no verdict"
-        );
-        self.walker.journal(
-            self.store,
-            "result_invalid",
-            Some(&unit.task.id),
-            json!({ "session": session, "problem": problem }),
-        )?;
-        self.walker.observer.event(&Event::Warning { message });
-        Ok(())
-    }
-
-    fn add_follow_ups(&self, unit: &WorkUnit, session: &str, follow_ups: Vec<FollowUp>) -> Result<()> {
-        for follow in follow_ups {
-            if follow.title.trim().is_empty() {
-                continue;
-            }
-            let fields = TaskFields {
-                title: Some(follow.title.clone()),
-                body: follow.body,
-                priority: follow.priority.or(Some(unit.task.priority)),
-                labels: follow.labels,
-                ..Default::default()
-            };
-            match backlog::add(self.store, &self.walker.ctx, fields) {
-                Ok(added) => {
-                    self.walker.journal(
-                        self.store,
-                        "follow_up",
-                        Some(&unit.task.id),
-                        json!({ "session": session, "added": added.task.id, "title": follow.title }),
-                    )?;
-                    self.walker.observer.event(&Event::FollowUp {
-                        task: unit.task.id.clone(),
-                        added: added.task.id.clone(),
-                        title: follow.title,
-                    });
-                }
-                Err(err) => self
-                    .walker
-                    .observer
-                    .event(&Event::Warning { message: format!("could not add follow-up '{}': {err:#}", follow.title) }),
-            }
+        match plan {
+            Plan::Single { agent } => self.single(unit, &agent, attempt, carry, budget),
+            Plan::Race { agents, pick } => race::run(self, unit, race::Entry::New { agents, pick }, carry, budget),
         }
-        Ok(())
     }
 }
 
 /// The try of `task` that a previous walk opened and did not close, if any.
+///
+/// Race entrants' tries are not counted (a race finds its own again), and a try stays
+/// unfinished through a stop, a take-over and a hand-back: only closing it ends it.
 pub fn unfinished_try(store: &Store, task: &TaskId) -> Result<Option<u32>> {
     let filter = journal::Filter { task: Some(task.to_string()), session: None };
     let mut open = None;
     for entry in journal::timeline(store, &filter)?.entries {
-        let number = entry.event.data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
+        let data = &entry.event.data;
+        let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
         match entry.event.kind.as_str() {
-            "try_opened" => open = number,
-            "unit_closed" | "task_done" | "task_reopened" => open = None,
+            "try_opened" if data.get("race").and_then(|r| r.as_bool()) != Some(true) => open = number,
+            "unit_closed" | "task_done" | "race_started" => open = None,
             _ => {}
         }
     }
@@ -662,7 +480,7 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn first_line(text: &str) -> &str {
+pub fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 

@@ -12,9 +12,12 @@
 //! 5. Journal how it ended, release the singleton, report.
 
 pub mod dispatch;
+pub mod handoff;
 pub mod prompt;
 pub mod queue;
+pub mod race;
 pub mod recover;
+pub mod session;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,26 +59,159 @@ pub struct Options {
     pub base: Option<String>,
     /// Also merge each done task branch into the base branch.
     pub merge: bool,
+    /// Agents to race on every task that does not name its own.
+    pub together: Vec<String>,
+    /// How races pick their winner when the task does not say.
+    pub pick: Option<dispatch::Pick>,
+    /// The command that picks among passing tries in `judge` mode.
+    pub judge: Option<String>,
+    /// A command that must approve a try (exit 0) for it to pass.
+    pub review: Option<String>,
+    /// Agents that take over a task whose agent is unreachable, when the task names none.
+    pub fallback: Vec<String>,
+    /// How long a session asked to wrap up may take before it is stopped.
+    pub wrap_up: Duration,
+    /// How long an unreachable agent is left alone before new tasks go back to it.
+    pub unreachable_for: Duration,
+    /// Sync the loop's refs with `loop.remote` this often while walking (none: never).
+    pub sync_every: Option<Duration>,
+}
+
+impl Options {
+    /// A walk with `agent` and the defaults `git loop run` has.
+    pub fn new(agent: Agent) -> Options {
+        Options {
+            agent,
+            checks: None,
+            session_timeout: Some(Duration::from_secs(60 * 60)),
+            checks_timeout: Duration::from_secs(10 * 60),
+            grace: Duration::from_secs(10),
+            labels: Vec::new(),
+            tasks: Vec::new(),
+            termination_key: None,
+            lease: chrono::Duration::minutes(30),
+            limits: Limits::default(),
+            parallel: 1,
+            base: None,
+            merge: false,
+            together: Vec::new(),
+            pick: None,
+            judge: None,
+            review: None,
+            fallback: Vec::new(),
+            wrap_up: Duration::from_secs(30),
+            unreachable_for: Duration::from_secs(15 * 60),
+            sync_every: Some(Duration::from_secs(30)),
+        }
+    }
 }
 
 /// Something worth telling the person watching.
 #[derive(Debug, Clone)]
 pub enum Event {
-    Started { walker: String, agent: String, parallel: u32, limits: Limits, labels: Vec<String> },
-    Recovered { task: String, detail: String },
-    Claimed { task: String, title: String, priority: String },
-    TryOpened { task: String, number: u32, branch: String, worktree: PathBuf, resumed: bool },
-    SessionStarted { task: String, session: String, agent: String, number: u32, attempt: u32 },
-    SessionEnded { task: String, session: String, elapsed: Duration, why: String, commit: Option<String> },
-    Checks { task: String, passed: bool, elapsed: Duration },
-    BranchMoved { task: String, branch: String, commit: String },
-    Merged { task: String, base: String, commit: String },
-    Done { task: String, message: String },
-    Parked { task: String, reason: String },
-    Abandoned { task: String, why: String },
-    FollowUp { task: String, added: String, title: String },
-    Warning { message: String },
-    Finished { stop: Stop, tally: Tally },
+    Started {
+        walker: String,
+        agent: String,
+        parallel: u32,
+        limits: Limits,
+        labels: Vec<String>,
+    },
+    Recovered {
+        task: String,
+        detail: String,
+    },
+    Claimed {
+        task: String,
+        title: String,
+        priority: String,
+    },
+    TryOpened {
+        task: String,
+        number: u32,
+        branch: String,
+        worktree: PathBuf,
+        resumed: bool,
+    },
+    SessionStarted {
+        task: String,
+        session: String,
+        agent: String,
+        number: u32,
+        attempt: u32,
+    },
+    SessionEnded {
+        task: String,
+        session: String,
+        elapsed: Duration,
+        why: String,
+        commit: Option<String>,
+    },
+    Checks {
+        task: String,
+        passed: bool,
+        elapsed: Duration,
+    },
+    Reviewed {
+        task: String,
+        approved: bool,
+    },
+    /// A race begins (or is taken up again); `line` says who races and how it is decided.
+    RaceStarted {
+        task: String,
+        agents: Vec<String>,
+        tries: Vec<u32>,
+        line: String,
+    },
+    /// A race is decided (or ends without a winner).
+    RaceDecided {
+        task: String,
+        winner: Option<u32>,
+        line: String,
+    },
+    /// The task goes from one agent to another (reassigned, restarted, unreachable).
+    Handover {
+        task: String,
+        line: String,
+    },
+    Synced {
+        changes: usize,
+    },
+    BranchMoved {
+        task: String,
+        branch: String,
+        commit: String,
+    },
+    Merged {
+        task: String,
+        base: String,
+        commit: String,
+    },
+    Done {
+        task: String,
+        message: String,
+    },
+    /// Closed without landing: failed, needs-you or needs-decision.
+    Closed {
+        task: String,
+        state: String,
+        reason: String,
+    },
+    Abandoned {
+        task: String,
+        why: String,
+    },
+    FollowUp {
+        task: String,
+        added: String,
+        title: String,
+    },
+    Warning {
+        message: String,
+    },
+    Finished {
+        stop: Stop,
+        tally: Tally,
+    },
 }
 
 /// Receives events as they happen (from several worker threads).
@@ -96,6 +232,8 @@ pub struct Walker<'a> {
     pub observer: &'a dyn Observer,
     pub cancel: &'a AtomicBool,
     started: chrono::DateTime<Utc>,
+    /// Agents found unreachable, with why and until when they are left alone.
+    unreachable: std::sync::Mutex<std::collections::HashMap<String, (&'static str, std::time::Instant)>>,
 }
 
 impl Walker<'_> {
@@ -116,6 +254,57 @@ impl Walker<'_> {
             NewEvent { kind: kind.into(), task: task.map(Into::into), session: None, data },
         )?;
         Ok(())
+    }
+
+    /// The agent named `name`: the walk's own, or a preset or configured agent.
+    pub fn agent(&self, store: &Store, name: &str) -> Result<Agent> {
+        if name == self.opts.agent.name {
+            return Ok(self.opts.agent.clone());
+        }
+        crate::session::presets::resolve(store, name, None, &self.exe)
+    }
+
+    /// Whether agent `name` can be started here (its program is on PATH).
+    pub fn installed(&self, store: &Store, name: &str) -> bool {
+        self.agent(store, name).is_ok_and(|agent| {
+            crate::session::process::find_program(&agent.program, self.ctx.path_var.as_deref()).is_some()
+        })
+    }
+
+    /// Why agent `name` is being left alone, if it is.
+    pub fn unreachable_reason(&self, name: &str) -> Option<&'static str> {
+        let mut map = self.unreachable.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(name) {
+            Some((reason, until)) if std::time::Instant::now() < *until => Some(reason),
+            Some(_) => {
+                map.remove(name);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn reachable(&self, name: &str) -> bool {
+        self.unreachable_reason(name).is_none()
+    }
+
+    /// Leave agent `name` alone for a while: its CLI said it cannot be reached.
+    pub fn mark_unreachable(&self, store: &Store, name: &str, reason: &'static str, task: &str) -> Result<()> {
+        let until = std::time::Instant::now() + self.opts.unreachable_for;
+        self.unreachable.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned(), (reason, until));
+        self.journal(
+            store,
+            "agent_unreachable",
+            Some(task),
+            serde_json::json!({ "agent": name, "reason": reason, "retry_after_s": self.opts.unreachable_for.as_secs() }),
+        )
+    }
+
+    /// The user's own "unreachable" phrases for a named agent (`loop.agent.<name>.unreachable`).
+    pub fn agent_phrases(&self, store: &Store, agent: &Agent) -> Vec<String> {
+        let key = format!("loop.agent.{}.unreachable", agent.name);
+        let config = store.repo.config_snapshot();
+        config.plumbing().raw_values(key.as_str()).unwrap_or_default().iter().map(|v| v.to_string()).collect()
     }
 
     /// Whether the walk should stop: Ctrl-C / SIGTERM, or `git loop stop --all` since it began.
@@ -183,7 +372,18 @@ pub fn walk(
     let key = format!("w-{}", random_base32(8));
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
-    let walker = Walker { key, opts, ctx: ctx.clone(), cwd, exe, base, observer, cancel, started: ctx.now() };
+    let walker = Walker {
+        key,
+        opts,
+        ctx: ctx.clone(),
+        cwd,
+        exe,
+        base,
+        observer,
+        cancel,
+        started: ctx.now(),
+        unreachable: Default::default(),
+    };
     walker.journal(
         store,
         "walk_started",
@@ -231,6 +431,7 @@ pub fn walk(
         let policy = match policy {
             runloop::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
             runloop::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
+            runloop::PausePolicy::Unreachable(why) => why.clone(),
         };
         walker.journal(store, "walk_paused", None, serde_json::json!({ "policy": policy, "units": units }))?;
     }
@@ -318,7 +519,9 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
     Ok(Singleton { store, ctx, key: key.clone(), holder: holder.to_owned() })
 }
 
-/// Keep the singleton's lease fresh until told to stop.
+/// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
+/// loop's refs with it now and then, so a person's word written on another clone (a stop, a
+/// take-over, a reassignment) reaches this walk.
 fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
     let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
     let opts = AcquireOptions {
@@ -327,12 +530,28 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
         reason: Some(format!("git loop run (pid {})", walker.ctx.pid)),
         session: None,
     };
+    let remote = store.arbiter();
     let mut last = std::time::Instant::now();
+    let mut last_sync = std::time::Instant::now();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
         if last.elapsed() >= Duration::from_secs(30) {
             let _ = claim::acquire(&store, &walker.ctx, key, &opts);
             last = std::time::Instant::now();
+        }
+        if let (Some(remote), Some(every)) = (&remote, walker.opts.sync_every) {
+            if last_sync.elapsed() >= every {
+                last_sync = std::time::Instant::now();
+                match crate::store::sync::sync(&store, remote) {
+                    Ok(report) if !report.changes.is_empty() => {
+                        walker.observer.event(&Event::Synced { changes: report.changes.len() })
+                    }
+                    Ok(_) => {}
+                    Err(err) => walker
+                        .observer
+                        .event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),
+                }
+            }
         }
     }
 }

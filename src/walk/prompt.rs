@@ -63,8 +63,11 @@ pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
     if !deps.is_empty() {
         writeln!(out, "\nThis task builds on these, already done and merged into your branch:\n{}", deps.join("\n"))?;
     }
-    if input.attempt > 1 {
-        writeln!(out, "\n## What happened before\n\nThis is session {} on this task.", input.attempt)?;
+    if input.attempt > 1 || input.carry.is_some() {
+        writeln!(out, "\n## What happened before\n")?;
+        if input.attempt > 1 {
+            writeln!(out, "This is session {} on this task.", input.attempt)?;
+        }
         if let Some(carry) = input.carry {
             writeln!(out, "\n{}", carry.trim_end())?;
         }
@@ -72,6 +75,10 @@ pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
             writeln!(out, "\nWork already on your branch (compared with where the task started):\n\n{stat}")?;
         }
     }
+    writeln!(
+        out,
+        "\nIf the file named by $GIT_LOOP_WRAP_UP appears while you work, a person wants the task back: finish the step you are on, report your verdict as below, and stop."
+    )?;
     writeln!(out, "\n## When you are finished\n")?;
     writeln!(out, "Report your verdict by running exactly one of:\n")?;
     writeln!(out, "    git loop finish done --message \"<what you did>\"")?;
@@ -88,7 +95,7 @@ pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
     Ok(out)
 }
 
-/// Files changed on the try branch since the task branch, as `path (+added -removed)` lines.
+/// Files changed on the try branch since the task branch, as `M path (+added -removed)` lines.
 fn diffstat(store: &Store, try_: &Try) -> Result<Option<String>> {
     let repo = &store.repo;
     let (Some(head), Some(start)) =
@@ -99,23 +106,15 @@ fn diffstat(store: &Store, try_: &Try) -> Result<Option<String>> {
     if head == start {
         return Ok(None);
     }
-    let old = repo.find_commit(start)?.tree()?;
-    let new = repo.find_commit(head)?.tree()?;
-    let changes = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
-    let lines: Vec<String> = changes
-        .iter()
-        .take(50)
-        .map(|c| {
-            use gix::object::tree::diff::ChangeDetached as C;
-            match c {
-                C::Addition { location, .. } => format!("    added     {location}"),
-                C::Deletion { location, .. } => format!("    deleted   {location}"),
-                C::Modification { location, .. } => format!("    modified  {location}"),
-                C::Rewrite { source_location, location, .. } => {
-                    format!("    renamed   {source_location} -> {location}")
-                }
-            }
-        })
-        .collect();
-    Ok((!lines.is_empty()).then(|| lines.join("\n")))
+    let mut changes = crate::tries::diffstat(repo, start, head)?;
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let more = changes.len().saturating_sub(50);
+    changes.truncate(50);
+    let mut text = crate::tries::describe_changes(&changes);
+    if more > 0 {
+        text.push_str(&format!("\n  … and {more} more files"));
+    }
+    Ok(Some(text))
 }

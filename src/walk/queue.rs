@@ -3,9 +3,10 @@
 //! Closing done: the task branch moves to the try's head by compare-and-swap (fast-forward
 //! when it can, else a merge of the two), never while it is checked out somewhere; the task
 //! is marked done with a completion note on that commit; the claim is released.
-//! Closing failed or blocked: the task is parked and the claim is kept, with its lease
-//! refreshed (park exclusion: `next` moves on instead of re-picking a broken task). A lost
-//! claim is never released: it is not ours any more.
+//! Closing otherwise: failed goes to `failed`, blocked (or work that cannot land without a
+//! person) to `needs-you`, an undecided race to `needs-decision`; the claim is kept with its
+//! lease refreshed (park exclusion: `next` moves on instead of re-picking a broken task) until
+//! a person reopens the task. A lost claim is never released: it is not ours any more.
 
 use anyhow::Result;
 use serde_json::json;
@@ -34,6 +35,14 @@ pub struct WorkUnit {
     pub checks: Option<serde_json::Value>,
     /// Set when the claim turned out to be someone else's.
     pub lost: bool,
+    /// Who works it since its agent became unreachable (kept for the rest of this unit).
+    pub plan: Option<super::dispatch::Plan>,
+    /// The transcript of the agent it was taken from, for the next agent's worktree.
+    pub handoff: Option<std::path::PathBuf>,
+    /// The next race was announced already (as part of a handover line).
+    pub announced: bool,
+    /// The agent of the most recent session.
+    pub last_agent: Option<String>,
 }
 
 impl WorkUnit {
@@ -98,28 +107,42 @@ impl<'a> GitQueue<'a> {
         }
     }
 
-    /// Park the task, keep the claim (park exclusion), tidy the worktree.
-    fn park(&mut self, unit: &mut WorkUnit, reason: &str) -> Result<bool> {
+    /// Close the task in `state` (failed, needs-you, needs-decision), keep the claim (park
+    /// exclusion), tidy the worktree.
+    fn close_as(&mut self, unit: &mut WorkUnit, state: State, reason: &str) -> Result<bool> {
         let ctx = self.session_ctx(unit);
-        match backlog::set_state(self.store, &ctx, &unit.id(), State::Parked, Some(reason.to_owned())) {
+        let mut transition = backlog::Transition::to(state, Some(reason.to_owned()));
+        transition.from = vec![State::Open];
+        transition.data = json!({ "try": unit.try_.as_ref().map(|t| t.number), "walker": self.walker.key });
+        match backlog::transition(self.store, &ctx, &unit.id(), transition) {
             Ok(_) => {}
-            // Someone parked or closed it meanwhile: their word stands.
+            // A person changed its state meanwhile: their word stands.
             Err(err) if crate::error::find_refusal(&err).is_some() => {}
             Err(err) => return Err(err),
         }
         if !unit.lost {
-            let opts = self.claim_options(format!("parked: {}", first_line(reason)));
+            let opts =
+                self.claim_options(format!("{} ({}): {}", backlog::HOLD_REASON, state.as_str(), first_line(reason)));
             claim::acquire(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts)?;
         }
         self.walker.journal(
             self.store,
             "unit_closed",
             Some(&unit.task.id),
-            json!({ "verdict": "parked", "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
+            json!({ "verdict": state.as_str(), "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
         )?;
         self.drop_worktree(unit);
-        self.walker.observer.event(&Event::Parked { task: unit.task.id.clone(), reason: reason.to_owned() });
+        self.walker.observer.event(&Event::Closed {
+            task: unit.task.id.clone(),
+            state: state.as_str().to_owned(),
+            reason: reason.to_owned(),
+        });
         Ok(false)
+    }
+
+    /// Work that is ready but cannot land without a person.
+    fn park(&mut self, unit: &mut WorkUnit, reason: &str) -> Result<bool> {
+        self.close_as(unit, State::NeedsYou, reason)
     }
 
     /// Move the task branch to the try's head and mark the task done.
@@ -129,6 +152,11 @@ impl<'a> GitQueue<'a> {
         };
         let repo = &self.store.repo;
         let id = unit.id();
+        if task::read(self.store, &id)?.is_none_or(|now| now.task.state != State::Open) {
+            // A person closed it while its last session was being checked: their word stands.
+            runloop::Queue::abandon(self, unit, "a person closed the task as its try passed")?;
+            return Ok(false);
+        }
         let branch = refs::task_branch(&id);
         let head = git::ref_target(repo, &try_.branch)?
             .ok_or_else(|| anyhow::anyhow!("try branch '{}' is missing", try_.branch))?;
@@ -289,6 +317,10 @@ impl runloop::Queue for GitQueue<'_> {
                             last_session: None,
                             checks: None,
                             lost: false,
+                            plan: None,
+                            handoff: None,
+                            announced: false,
+                            last_agent: None,
                         }));
                     }
                     _ => {
@@ -308,12 +340,17 @@ impl runloop::Queue for GitQueue<'_> {
     fn close(&mut self, unit: &mut WorkUnit, verdict: Verdict, message: &str) -> Result<bool> {
         match verdict {
             Verdict::Done => self.finish(unit, message),
-            Verdict::Blocked => {
-                self.park(unit, &format!("blocked: {}", if message.is_empty() { "no reason given" } else { message }))
-            }
-            Verdict::Failed => {
-                self.park(unit, &format!("failed: {}", if message.is_empty() { "no reason given" } else { message }))
-            }
+            Verdict::Blocked => self.close_as(
+                unit,
+                State::NeedsYou,
+                &format!("blocked: {}", if message.is_empty() { "no reason given" } else { message }),
+            ),
+            Verdict::Failed => self.close_as(
+                unit,
+                State::Failed,
+                &format!("failed: {}", if message.is_empty() { "no reason given" } else { message }),
+            ),
+            Verdict::Undecided => self.close_as(unit, State::NeedsDecision, message),
         }
     }
 

@@ -82,7 +82,11 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
                 || (r.host == walker.ctx.host
                     && r.boot_id == walker.ctx.boot_id
                     && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists()));
-        if !ours_and_dead || r.reason.as_deref().is_some_and(|why| why.starts_with("parked")) {
+        let hold = r
+            .reason
+            .as_deref()
+            .is_some_and(|why| why.starts_with("parked") || why.starts_with(crate::backlog::HOLD_REASON));
+        if !ours_and_dead || hold {
             continue;
         }
         claim::release(store, &walker.ctx, &key, &r.holder, false)?;

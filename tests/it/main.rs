@@ -7,6 +7,8 @@ mod cli_docs;
 mod harness;
 mod journal;
 mod next_claim;
+mod people;
+mod race;
 mod remote;
 mod robustness;
 mod run;

@@ -121,16 +121,16 @@ fn three_consecutive_failures_pause_the_walk_with_exit_4_and_hold_the_claims() {
     let out = run(&repo, &cmd, &["--json"]).code(4);
     let last = events(&out).pop().expect("a finished event");
     assert_eq!((last["stop"].as_str(), last["policy"].as_str()), (Some("paused"), Some("3_consecutive_failures")));
-    let parked: Vec<String> = repo.run(&["list", "--state", "parked", "--json"]).ok().json()["tasks"]
+    let parked: Vec<String> = repo.run(&["list", "--state", "failed", "--json"]).ok().json()["tasks"]
         .as_array()
         .expect("tasks")
         .iter()
         .map(|t| t["id"].as_str().expect("id").to_owned())
         .collect();
-    assert_eq!(parked.len(), 3, "three tasks were parked");
+    assert_eq!(parked.len(), 3, "three tasks failed");
     assert_eq!(last["units"].as_array().map(Vec::len), Some(3));
     let claims = repo.run(&["claim", "list", "--json"]).ok().json();
-    assert_eq!(claims["claims"].as_array().map(Vec::len), Some(3), "parked tasks keep their claims (park exclusion)");
+    assert_eq!(claims["claims"].as_array().map(Vec::len), Some(3), "failed tasks keep their claims (park exclusion)");
     let untouched: Vec<&String> = ids.iter().filter(|id| !parked.contains(id)).collect();
     assert_eq!(
         repo.run(&["next", "--json"]).ok().json()["id"],
@@ -189,7 +189,7 @@ fn sessions_without_a_verdict_continue_with_a_note_then_the_task_fails() {
     let task = repo.run(&["show", &id, "--json"]).ok().json();
     assert_eq!(
         (task["state"].as_str(), task["reason"].as_str()),
-        (Some("parked"), Some("failed: no verdict after 2 sessions"))
+        (Some("failed"), Some("failed: no verdict after 2 sessions"))
     );
     let texts: Vec<String> = std::fs::read_dir(&prompts)
         .expect("prompts")
@@ -501,9 +501,9 @@ fn a_task_builds_on_the_work_of_the_tasks_it_depends_on() {
 }
 
 /// --merge merges each done task branch into the base by compare-and-swap; a conflict parks
-/// the task with the paths named and leaves the base untouched.
+/// the task (needs-you) with the paths named and leaves the base untouched.
 #[test]
-fn merge_into_the_base_moves_it_or_parks_on_conflict_never_half_merged() {
+fn merge_into_the_base_moves_it_or_needs_you_on_conflict_never_half_merged() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     repo.git(&["checkout", "-q", "-b", "work"]);
@@ -523,7 +523,7 @@ fn merge_into_the_base_moves_it_or_parks_on_conflict_never_half_merged() {
     let cmd = agent(&env, "two", "echo two > README\ngit loop finish done");
     run(&repo, &cmd, &["--merge", "--base", "main"]).ok();
     let task = repo.run(&["show", &two, "--json"]).ok().json();
-    assert_eq!(task["state"], "parked");
+    assert_eq!(task["state"], "needs-you");
     assert!(task["reason"].as_str().expect("reason").contains("conflicts in: README"), "{task}");
     assert_eq!(repo.git(&["rev-parse", "integration"]), before, "the base was not touched");
     let _ = one;
@@ -547,7 +547,7 @@ fn parallel_walks_work_several_tasks_at_once() {
     );
     let out = run(&repo, &cmd, &["--parallel", "2", "--json"]).ok();
     let last = events(&out).pop().expect("finished");
-    assert_eq!((last["done"].as_u64(), last["parked"].as_u64()), (Some(4), Some(0)), "{last}");
+    assert_eq!((last["done"].as_u64(), last["not_done"].as_u64()), (Some(4), Some(0)), "{last}");
 }
 
 /// Run from a linked worktree, the loop behaves as from the main one: same state, and one
@@ -594,9 +594,9 @@ fn the_demo_walks_its_backlog_to_the_end() {
             .expect("run the demo"),
     )
     .ok();
-    assert!(out.stdout.contains("5 done, 1 parked, 0 left open · 7 sessions · nothing left to do"), "{}", out.stdout);
+    assert!(out.stdout.contains("5 done, 1 not done, 0 left open · 7 sessions · nothing left to do"), "{}", out.stdout);
     assert!(out.stdout.contains("checks failed"), "one task fails its checks first");
-    assert!(out.stdout.contains("parked · blocked: dividing by zero needs a decision"), "one task is parked");
+    assert!(out.stdout.contains("needs-you · blocked: dividing by zero needs a decision"), "one task needs you");
     assert_eq!(env.git(&dir, &["status", "--porcelain"]), "", "the demo leaves its repository clean");
 }
 

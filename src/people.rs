@@ -1,0 +1,706 @@
+//! People in the loop: stop a session, reassign a task, take it over by hand, hand it back,
+//! and decide between tries. Each is a change to the task's record (a state, an assignment)
+//! and a journal event with who made it, so it works from any clone: the walk obeys it when
+//! it sees the record change — at once on this clone, after its next sync on another.
+//!
+//! These functions never print; when the session concerned runs on this machine they wait
+//! for the walk to act on their word, and say what came of it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use gix::ObjectId;
+use serde_json::json;
+
+use crate::backlog::{self, DoneOptions, Transition};
+use crate::context::Context;
+use crate::error::{refused, usage};
+use crate::git;
+use crate::ids::{random_base32, ClaimKey, TaskId};
+use crate::refs;
+use crate::session::{presets, process, record};
+use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::journal::{self, Filter};
+use crate::store::task::{self, Assignment, Change, Fields, State, Task};
+use crate::store::Store;
+use crate::tries::{self, commit::Committed, Try};
+
+/// How long a person's claim on a task they took over lasts.
+const PERSON_LEASE: chrono::Duration = chrono::Duration::days(30);
+
+/// A session that ran here, as its record says.
+#[derive(Debug, Clone)]
+pub struct LocalSession {
+    pub session: String,
+    pub agent: String,
+    pub try_number: u32,
+    pub ended: Option<String>,
+    pub agent_session: Option<String>,
+}
+
+fn running_here(store: &Store, ctx: &Context, task: &str) -> Result<Vec<record::Record>> {
+    let loop_dir = store.loop_dir()?;
+    Ok(record::all(&loop_dir)
+        .into_iter()
+        .filter(|r| r.task == task && r.ended_at.is_none())
+        .filter(|r| record::is_alive(r.pid, r.pid_start, &r.boot_id, &ctx.boot_id))
+        .collect())
+}
+
+/// Wait (up to `limit`) for the sessions of `task` running on this machine to end; returns
+/// the last of them as ended.
+fn wait_for_local(store: &Store, ctx: &Context, task: &str, limit: Duration) -> Result<Option<LocalSession>> {
+    let loop_dir = store.loop_dir()?;
+    let running = running_here(store, ctx, task)?;
+    let Some(last) = running.iter().max_by_key(|r| r.started_at).cloned() else {
+        return Ok(None);
+    };
+    let deadline = Instant::now() + limit;
+    let mut backoff = process::Backoff::new();
+    loop {
+        let now = record::read(&loop_dir, &last.session);
+        let ended = now.as_ref().is_some_and(|r| r.ended_at.is_some());
+        if ended || Instant::now() >= deadline {
+            let r = now.unwrap_or(last);
+            return Ok(Some(LocalSession {
+                session: r.session,
+                agent: r.agent,
+                try_number: r.try_number,
+                ended: r.ended.clone().filter(|_| ended),
+                agent_session: r.agent_session,
+            }));
+        }
+        backoff.wait();
+    }
+}
+
+/// The task a session key or a task id names.
+pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
+    if target.starts_with("s-") {
+        if let Some(rec) = record::read(&store.loop_dir()?, target) {
+            return Ok(rec.task.parse()?);
+        }
+        for entry in journal::timeline(store, &Filter::default())?.entries.iter().rev() {
+            let e = &entry.event;
+            if e.kind == "session_started" && e.data.get("session").and_then(|s| s.as_str()) == Some(target) {
+                if let Some(task) = &e.task {
+                    return Ok(task.parse()?);
+                }
+            }
+        }
+        if backlog::resolve(store, target).is_err() {
+            return Err(usage(format!("no session or task '{target}' is known here"))
+                .hint("see running sessions with 'git loop status'")
+                .into());
+        }
+    }
+    backlog::resolve(store, target)
+}
+
+/// The walker holding a live claim on the task, if one does.
+fn worked_by(store: &Store, ctx: &Context, id: &TaskId) -> Result<Option<claim::Held>> {
+    Ok(claim::read(store, &ClaimKey::node(id))?
+        .filter(|h| h.record.holder.starts_with("w-") && !h.record.is_stale(ctx.now())))
+}
+
+fn read_task(store: &Store, id: &TaskId) -> Result<crate::store::task::Snapshot> {
+    task::read(store, id)?.ok_or_else(|| usage(format!("task '{id}' does not exist")).into())
+}
+
+/// What `stop` did.
+pub struct Stopped {
+    pub task: TaskId,
+    /// The walker that works it.
+    pub walker: String,
+    /// The session stopped here, with how it ended (it ran on another machine if `None`).
+    pub session: Option<LocalSession>,
+    /// Its try branch's head after the stop.
+    pub head: Option<ObjectId>,
+}
+
+/// Stop the session working `target` (a session key or a task): the task goes to
+/// needs-decision with the reason "you stopped its session"; the walk stops the session and
+/// commits its work.
+pub fn stop(store: &Store, ctx: &Context, target: &str) -> Result<Stopped> {
+    let id = task_of(store, target)?;
+    let snapshot = read_task(store, &id)?;
+    let Some(held) = worked_by(store, ctx, &id)? else {
+        return Err(refused(format!("nothing is working on {id} (it is {})", snapshot.task.state.as_str()))
+            .hint(format!("to keep the loop away from it, park it: git loop park {id} --reason <why>"))
+            .into());
+    };
+    let session = held.record.session.clone().or_else(|| target.starts_with("s-").then(|| target.to_owned()));
+    let mut transition = Transition::to(State::NeedsDecision, Some("you stopped its session".into()));
+    transition.from = vec![State::Open];
+    transition.data = json!({ "session": session, "walker": held.record.holder });
+    backlog::transition(store, ctx, &id, transition)?;
+    let session = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(45))?;
+    let head = match &session {
+        Some(s) => git::ref_target(&store.repo, &refs::try_branch(&id, s.try_number))?,
+        None => None,
+    };
+    Ok(Stopped { task: id, walker: held.record.holder, session, head })
+}
+
+/// Agents forbidden for `task`: its own list and `loop.forbid`.
+fn forbidden_by(store: &Store, task: &Task, agent: &str) -> Option<String> {
+    if task.forbid.iter().any(|a| a == agent) {
+        return Some(format!("the task forbids it (git loop edit {} --remove-forbid {agent})", task.id));
+    }
+    let global = store.config("loop.forbid").unwrap_or_default();
+    global.split(',').map(str::trim).any(|a| a == agent).then(|| "loop.forbid names it".to_owned())
+}
+
+/// What `reassign` did.
+pub struct Reassigned {
+    pub task: TaskId,
+    pub from: Option<String>,
+    pub to: String,
+    /// It was closed (needs-decision, needs-you, failed) and is open again.
+    pub reopened: Option<State>,
+    /// The session that was asked to wrap up here, as it ended.
+    pub wrapped: Option<LocalSession>,
+    /// A walk works it elsewhere and hands it over at its next sync.
+    pub elsewhere: Option<String>,
+}
+
+/// Assign `task` to `agent`: a running session is asked to wrap up, then stopped; its work
+/// is committed; the next session starts with `agent` and a note of the work so far.
+/// Reassigning to the same agent restarts it.
+pub fn reassign(
+    store: &Store,
+    ctx: &Context,
+    exe: &Path,
+    target: &str,
+    agent: &str,
+    override_reason: Option<String>,
+) -> Result<Reassigned> {
+    backlog::check_agent_name(agent)?;
+    presets::resolve(store, agent, None, exe)?;
+    let id = backlog::resolve(store, target)?;
+    let snapshot = read_task(store, &id)?;
+    let t = &snapshot.task;
+    if matches!(t.state, State::Done | State::Cancelled) {
+        return Err(refused(format!("task '{id}' is {}", t.state.as_str()))
+            .hint(format!("reopen it first: git loop reopen {id}"))
+            .into());
+    }
+    if let Some(rule) = forbidden_by(store, t, agent) {
+        if override_reason.is_none() {
+            return Err(refused(format!("{agent} may not work on {id}: {rule}"))
+                .hint(format!("to assign it anyway, say why: git loop reassign {id} {agent} --override \"<reason>\""))
+                .into());
+        }
+    }
+    if override_reason.as_deref().is_some_and(|r| r.trim().is_empty()) {
+        return Err(usage("--override needs a reason").hint("e.g. --override \"the reviewer is a person\"").into());
+    }
+    let from = running_here(store, ctx, id.as_str())?
+        .first()
+        .map(|r| r.agent.clone())
+        .or_else(|| t.assigned.as_ref().map(|a| a.agent.clone()));
+    let change = Change {
+        set: Fields {
+            assigned: Some(Assignment {
+                agent: agent.to_owned(),
+                nonce: random_base32(12),
+                r#override: override_reason.clone(),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    task::update(store, ctx, &id, change, &|_| Ok(()))?;
+    backlog::record(
+        store,
+        ctx,
+        "task_reassigned",
+        Some(&id),
+        json!({ "from": from, "to": agent, "override": override_reason, "by": store.identity.to_string() }),
+    )?;
+    let mut reopened = None;
+    if matches!(t.state, State::NeedsDecision | State::NeedsYou | State::Failed) {
+        backlog::transition(store, ctx, &id, Transition::to(State::Open, Some(format!("reassigned to {agent}"))))?;
+        reopened = Some(t.state);
+    }
+    let elsewhere = worked_by(store, ctx, &id)?
+        .filter(|_| running_here(store, ctx, id.as_str()).map(|r| r.is_empty()).unwrap_or(true))
+        .map(|h| format!("{} on {}", h.record.holder, h.record.host));
+    let wrapped = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(60))?;
+    Ok(Reassigned { task: id, from, to: agent.to_owned(), reopened, wrapped, elsewhere })
+}
+
+/// What `take-over` gives the person.
+pub struct TakenOver {
+    pub task: TaskId,
+    pub try_: Try,
+    /// The session that was stopped here, as it ended.
+    pub stopped: Option<LocalSession>,
+    /// The agent's own command to resume its last session, ready to paste.
+    pub resume: Option<String>,
+    pub agent: Option<String>,
+    /// The try was opened for you (nothing had worked on the task yet).
+    pub opened: bool,
+}
+
+/// The latest try sessions worked on: its number, its last session's agent and CLI session id.
+struct Worked {
+    try_number: u32,
+    agent: Option<String>,
+    agent_session: Option<String>,
+}
+
+fn last_worked(store: &Store, id: &TaskId) -> Result<Option<Worked>> {
+    let filter = Filter { task: Some(id.to_string()), session: None };
+    let mut last = None;
+    for entry in journal::timeline(store, &filter)?.entries {
+        let d = &entry.event.data;
+        let n = d.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
+        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).map(ToOwned::to_owned);
+        match (entry.event.kind.as_str(), n) {
+            ("session_ended", Some(n)) => {
+                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: text("agent_session") })
+            }
+            ("session_started", Some(n)) => {
+                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            }
+            ("try_opened", Some(n)) if last.is_none() => {
+                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            }
+            _ => {}
+        }
+    }
+    Ok(last)
+}
+
+/// Take `task` over by hand: the loop stops its session after its current step and commits
+/// its work; the claim passes to you; you get the worktree and the agent's resume command.
+pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Result<TakenOver> {
+    let id = backlog::resolve(store, target)?;
+    let snapshot = read_task(store, &id)?;
+    let me = backlog::person(store);
+    let key = ClaimKey::node(&id);
+    match snapshot.task.state {
+        State::Done | State::Cancelled => {
+            return Err(refused(format!("task '{id}' is {}", snapshot.task.state.as_str()))
+                .hint(format!("reopen it first: git loop reopen {id}"))
+                .into())
+        }
+        State::TakenOver => {
+            let holder = claim::read(store, &key)?.map(|h| h.record.holder).unwrap_or_default();
+            if holder != me {
+                return Err(refused(format!("{id} is taken over by {} already", holder.trim_start_matches("person:")))
+                    .hint("they hand it back with 'git loop hand-back'")
+                    .into());
+            }
+        }
+        _ => {
+            let mut transition = Transition::to(State::TakenOver, Some(format!("taken over by {}", store.identity)));
+            transition.data = json!({ "holder": me });
+            backlog::transition(store, ctx, &id, transition)?;
+        }
+    }
+    // The claim passes to you: whoever held it (a walker, a hold on a closed task) loses it.
+    let opts = AcquireOptions {
+        holder: me.clone(),
+        ttl: PERSON_LEASE,
+        reason: Some(format!("taken over by {}", store.identity)),
+        session: None,
+    };
+    for _ in 0..10 {
+        match claim::acquire(store, ctx, &key, &opts)? {
+            Acquire::HeldByOther(held) => {
+                if let Acquire::TookOver { .. } = claim::take_over(store, ctx, &key, &held, &opts)? {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    let stopped = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(60))?;
+    let root = tries::worktrees_root(store)?;
+    let mut opened = false;
+    let worked = last_worked(store, &id)?;
+    let try_ = match worked.as_ref().map(|w| w.try_number) {
+        Some(n) if git::ref_target(&store.repo, &refs::try_branch(&id, n))?.is_some() => Try::describe(&id, n, &root),
+        _ => {
+            let base = match store.config("loop.base").filter(|b| !b.is_empty()) {
+                Some(rev) => git::resolve_commit(&store.repo, &rev)?,
+                None => store
+                    .repo
+                    .head_id()
+                    .map_err(|_| usage("the current branch has no commits to start the task branch from"))?
+                    .detach(),
+            };
+            let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
+            let head = match tries::ensure_task_branch(store, &id, base, &deps)? {
+                tries::TaskBranch::Ready(head) => head,
+                tries::TaskBranch::Conflict { dependency, paths } => {
+                    return Err(refused(format!(
+                        "the work of '{dependency}' conflicts with the base in: {}",
+                        paths.join(", ")
+                    ))
+                    .into())
+                }
+            };
+            let n = tries::take_number(store, &id, &me)?;
+            let try_ = Try::describe(&id, n, &root);
+            crate::store::cas::update(store, &try_.branch, crate::store::cas::Expect::Absent, head, "loop: open try")?;
+            opened = true;
+            try_
+        }
+    };
+    tries::add_worktree(store, &try_)?;
+    let head = git::ref_target(&store.repo, &try_.branch)?;
+    if opened {
+        backlog::record(
+            store,
+            ctx,
+            "try_opened",
+            Some(&id),
+            json!({ "try": try_.number, "agent": me, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string() }),
+        )?;
+    }
+    backlog::record(
+        store,
+        ctx,
+        "taken_over",
+        Some(&id),
+        json!({ "try": try_.number, "head": head.map(|h| h.to_string()), "worktree": try_.worktree.display().to_string(), "by": store.identity.to_string() }),
+    )?;
+    let (agent, agent_session) = match (&stopped, &worked) {
+        (Some(s), _) if s.agent_session.is_some() => (Some(s.agent.clone()), s.agent_session.clone()),
+        (_, Some(w)) => (w.agent.clone(), w.agent_session.clone()),
+        (Some(s), None) => (Some(s.agent.clone()), None),
+        _ => (None, None),
+    };
+    let resume = match (&agent, &agent_session) {
+        (Some(agent), Some(session)) => presets::resolve(store, agent, None, exe)
+            .ok()
+            .and_then(|a| a.resume)
+            .map(|template| format!("cd {} && {}", shell_word(&try_.worktree), template.replace("{session}", session))),
+        _ => None,
+    };
+    Ok(TakenOver { task: id, try_, stopped, resume, agent, opened })
+}
+
+/// A path as one shell word.
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+@%".contains(c)) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// How `hand-back` hands the task back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandBack {
+    /// The agent goes on, told what you changed.
+    Continue,
+    /// It is yours: done when the checks pass.
+    Keep,
+}
+
+/// What `hand-back` did.
+pub struct HandedBack {
+    pub task: TaskId,
+    pub try_: Try,
+    /// The commit holding your changes, if you changed anything.
+    pub commit: Option<ObjectId>,
+    pub changes: Vec<tries::FileChange>,
+    /// With `Keep`: the commit the task branch moved to.
+    pub landed: Option<ObjectId>,
+}
+
+/// The try a person took over (from the journal's `taken_over` event).
+fn taken_try(store: &Store, id: &TaskId) -> Result<Option<(u32, Option<ObjectId>)>> {
+    let filter = Filter { task: Some(id.to_string()), session: None };
+    let mut found = None;
+    for entry in journal::timeline(store, &filter)?.entries {
+        if entry.event.kind == "taken_over" {
+            let d = &entry.event.data;
+            let n = d.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
+            let head = d.get("head").and_then(|v| v.as_str()).and_then(|h| h.parse().ok());
+            found = n.map(|n| (n, head));
+        }
+    }
+    Ok(found)
+}
+
+/// Hand a task you took over back: your changes are committed; `Continue` lets the agent go
+/// on, told what you changed; `Keep` lands your work (done) if the checks pass.
+pub fn hand_back(
+    store: &Store,
+    ctx: &Context,
+    target: &str,
+    mode: HandBack,
+    message: Option<String>,
+    checks: Option<String>,
+) -> Result<HandedBack> {
+    let id = backlog::resolve(store, target)?;
+    let snapshot = read_task(store, &id)?;
+    if snapshot.task.state != State::TakenOver {
+        return Err(refused(format!("{id} is {}, not taken over", snapshot.task.state.as_str()))
+            .hint(format!("take it over first: git loop take-over {id}"))
+            .into());
+    }
+    let me = backlog::person(store);
+    let key = ClaimKey::node(&id);
+    if let Some(held) = claim::read(store, &key)? {
+        if held.record.holder != me && !held.record.is_stale(ctx.now()) {
+            return Err(refused(format!(
+                "{id} was taken over by {}, not by you ({})",
+                held.record.holder.trim_start_matches("person:"),
+                me.trim_start_matches("person:")
+            ))
+            .hint("the person who took it over hands it back")
+            .into());
+        }
+    }
+    let Some((number, taken_at)) = taken_try(store, &id)? else {
+        return Err(refused(format!("no try of {id} was taken over here"))
+            .hint("sync first ('git loop sync') if it was taken over on another clone")
+            .into());
+    };
+    let root = tries::worktrees_root(store)?;
+    let try_ = Try::describe(&id, number, &root);
+    let before = git::ref_target(&store.repo, &try_.branch)?
+        .ok_or_else(|| refused(format!("try branch {} is missing", refs::short_branch(&try_.branch))))?;
+    let author = store.signature();
+    let subject = match &message {
+        Some(m) => format!("loop: hand back {id}: {}\n\n{m}\n", m.lines().next().unwrap_or("")),
+        None => format!("loop: hand back {id}\n"),
+    };
+    let commit = match tries::commit::commit_on_stop(store, &try_, &author, &subject)? {
+        Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id),
+        Committed::Clean | Committed::NoWorktree => None,
+    };
+    let head = commit.unwrap_or(before);
+    let changes = tries::diffstat(&store.repo, taken_at.unwrap_or(before), head)?;
+    match mode {
+        HandBack::Continue => {
+            let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
+            transition.kind = Some("handed_back");
+            transition.from = vec![State::TakenOver];
+            transition.data = json!({
+                "mode": "continue", "try": number, "commit": commit.map(|c| c.to_string()),
+                "changes": tries::describe_changes(&changes), "message": message,
+            });
+            backlog::transition(store, ctx, &id, transition)?;
+            Ok(HandedBack { task: id, try_, commit, changes, landed: None })
+        }
+        HandBack::Keep => {
+            let checks_json = match checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()) {
+                Some(command) => Some(run_checks(store, &try_, &command)?),
+                None => None,
+            };
+            let landed = land(store, &id, &try_, head)?;
+            let opts = DoneOptions {
+                commit: Some(landed.to_string()),
+                message: message.clone().or_else(|| Some(format!("done by hand by {}", store.identity))),
+                try_number: Some(number),
+                checks: checks_json,
+            };
+            backlog::done(store, ctx, &id, opts)?;
+            backlog::record(
+                store,
+                ctx,
+                "handed_back",
+                Some(&id),
+                json!({ "mode": "keep", "try": number, "commit": landed.to_string(), "changes": tries::describe_changes(&changes), "by": store.identity.to_string() }),
+            )?;
+            claim::release(store, ctx, &key, &me, true)?;
+            Ok(HandedBack { task: id, try_, commit, changes, landed: Some(landed) })
+        }
+    }
+}
+
+/// Run the checks in a try's worktree; an error (with the log) if they fail.
+fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Value> {
+    let log = store.loop_dir()?.join(format!("checks-{}-{}.log", try_.task, try_.number));
+    let _ = std::fs::remove_file(&log);
+    let marker = format!("checks-{}", random_base32(12));
+    let spec = process::Spec {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: try_.worktree.clone(),
+        env: vec![("GIT_LOOP_TASK".into(), try_.task.to_string())],
+        stdin: None,
+        log: log.clone(),
+        marker,
+    };
+    let started = Instant::now();
+    let mut running = process::Running::spawn(&spec)?;
+    let mut backoff = process::Backoff::new();
+    let exit = loop {
+        if let Some(exit) = running.poll()? {
+            running.sweep();
+            break exit;
+        }
+        if started.elapsed() > Duration::from_secs(30 * 60) {
+            break running.stop(Duration::from_secs(5))?;
+        }
+        backoff.wait();
+    };
+    if exit != process::Exit::Code(0) {
+        return Err(refused(format!(
+            "the checks failed ({exit}) in {}; the task stays yours",
+            try_.worktree.display()
+        ))
+        .hint(format!("see {}; fix it and hand back again, or use --continue to let the agent go on", log.display()))
+        .into());
+    }
+    Ok(
+        json!({ "command": command, "passed": true, "exit": exit.to_string(), "elapsed_ms": started.elapsed().as_millis() as u64, "log": log.display().to_string() }),
+    )
+}
+
+/// Move the task branch to `head` by compare-and-swap (fast-forward, else a merge of the two),
+/// never while it is checked out; returns where it points now.
+fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<ObjectId> {
+    let branch = refs::task_branch(id);
+    let current = git::ref_target(&store.repo, &branch)?;
+    let target = match current {
+        Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
+            let message = format!("loop: merge {} into try {} of {id}\n", refs::short_branch(&branch), try_.number);
+            match tries::merge(store, head, current, &message)? {
+                tries::Merged::Commit(c) => c,
+                tries::Merged::Conflict(paths) => {
+                    return Err(refused(format!(
+                        "{} moved since this try began and merging it conflicts in: {}",
+                        refs::short_branch(&branch),
+                        paths.join(", ")
+                    ))
+                    .hint(format!(
+                        "merge it in the worktree yourself (git merge {}), then try again",
+                        refs::short_branch(&branch)
+                    ))
+                    .into())
+                }
+            }
+        }
+        _ => head,
+    };
+    match tries::move_branch(store, &branch, current, target, "loop: task done")? {
+        tries::Move::Moved => Ok(target),
+        tries::Move::CheckedOut(path) => Err(refused(format!(
+            "{} is checked out in {}, so it cannot be moved",
+            refs::short_branch(&branch),
+            path.display()
+        ))
+        .hint("switch that worktree to another branch, then try again")
+        .into()),
+        tries::Move::Lost(_) => {
+            Err(refused(format!("{} moved meanwhile", refs::short_branch(&branch))).hint("try again").into())
+        }
+    }
+}
+
+/// What `done --try` decided.
+pub struct Decided {
+    pub task: TaskId,
+    pub commit: ObjectId,
+}
+
+/// Decide for try `number` of `task`: the task branch moves to it (fast-forward, else a merge
+/// with what the branch gained meanwhile) and the task is done. Of any number of people
+/// deciding at once for different tries, exactly one wins: the decision is the task record's
+/// compare-and-swap to done, and only the winner moves the branch.
+pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: Option<String>) -> Result<Decided> {
+    let id = backlog::resolve(store, target)?;
+    let snapshot = read_task(store, &id)?;
+    if snapshot.task.state == State::Done {
+        return Err(refused(format!("task '{id}' is done already"))
+            .hint(format!("reopen it first to decide again: git loop reopen {id}"))
+            .into());
+    }
+    let root = tries::worktrees_root(store)?;
+    let try_ = Try::describe(&id, number, &root);
+    let Some(head) = git::ref_target(&store.repo, &try_.branch)? else {
+        return Err(usage(format!("{id} has no try {number}"))
+            .hint(format!("its tries are the branches loop-try/{id}/<n>: git branch --list 'loop-try/{id}/*'"))
+            .into());
+    };
+    let branch = refs::task_branch(&id);
+    if let Some(path) = tries::checked_out_in(store, &branch)? {
+        return Err(refused(format!(
+            "{} is checked out in {}, so it cannot be moved",
+            refs::short_branch(&branch),
+            path.display()
+        ))
+        .hint("switch that worktree to another branch, then try again")
+        .into());
+    }
+    let current = git::ref_target(&store.repo, &branch)?;
+    let target = match current {
+        Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
+            let text = format!("loop: merge {} into try {number} of {id}\n", refs::short_branch(&branch));
+            match tries::merge(store, head, current, &text)? {
+                tries::Merged::Commit(c) => c,
+                tries::Merged::Conflict(paths) => {
+                    return Err(refused(format!(
+                        "{} moved since try {number} began and merging it conflicts in: {}",
+                        refs::short_branch(&branch),
+                        paths.join(", ")
+                    ))
+                    .into())
+                }
+            }
+        }
+        _ => head,
+    };
+    let opts = DoneOptions {
+        commit: Some(target.to_string()),
+        message: message.or_else(|| Some(format!("try {number} chosen by {}", store.identity))),
+        try_number: Some(number),
+        checks: None,
+    };
+    backlog::done_if(store, ctx, &id, opts, &|t: &Task| {
+        if t.state == State::Done {
+            Err(refused(format!("task '{}' was decided meanwhile", t.id)))
+        } else {
+            Ok(())
+        }
+    })?;
+    match tries::move_branch(store, &branch, current, target, "loop: try chosen")? {
+        tries::Move::Moved => {}
+        other => {
+            return Err(anyhow::anyhow!(
+                "{id} is done at {target}, but {} could not be moved there ({other:?}); move it with: git branch -f {} {target}",
+                refs::short_branch(&branch),
+                refs::short_branch(&branch)
+            ))
+        }
+    }
+    backlog::release_hold(store, ctx, &id)?;
+    Ok(Decided { task: id, commit: target })
+}
+
+/// The note for the next session after a person handed the task back, if they did since the
+/// try's last session.
+pub fn hand_back_note(store: &Store, id: &TaskId) -> Result<Option<String>> {
+    let filter = Filter { task: Some(id.to_string()), session: None };
+    let mut note = None;
+    for entry in journal::timeline(store, &filter)?.entries {
+        let e = &entry.event;
+        match e.kind.as_str() {
+            "handed_back" if e.data.get("mode").and_then(|m| m.as_str()) == Some("continue") => {
+                let by = e.data.get("by").and_then(|b| b.as_str()).unwrap_or("a person");
+                let changes = e.data.get("changes").and_then(|c| c.as_str()).unwrap_or("  (no changes)");
+                let mut text = format!(
+                    "{by} took this task over and handed it back to you. What they changed on your branch:\n{changes}\n"
+                );
+                if let Some(m) = e.data.get("message").and_then(|m| m.as_str()) {
+                    text.push_str(&format!("\nTheir note:\n{m}\n"));
+                }
+                note = Some(text);
+            }
+            "session_started" => note = None,
+            _ => {}
+        }
+    }
+    Ok(note)
+}

@@ -1,0 +1,92 @@
+//! Handing a task from one agent to the next — after a reassignment, a restart, or when its
+//! agent became unreachable: a note of the work so far (what changed on the try branch, the
+//! last session's own summary or the end of its output), and a copy of the last session's
+//! transcript inside the next agent's worktree where its CLI keeps one.
+//!
+//! The copy lives in `.git-loop/handoff/` in the worktree, a directory whose own `.gitignore`
+//! ignores everything in it, so commit-on-stop never commits it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::git;
+use crate::refs;
+use crate::session::{reach, record};
+use crate::store::Store;
+use crate::tries::{self, Try};
+
+/// Where transcript copies go, relative to a worktree.
+pub const DIR: &str = ".git-loop/handoff";
+
+/// Who had the task and why it moves on.
+pub struct Previous<'a> {
+    pub agent: &'a str,
+    /// Why it stopped working on it ("you reassigned it to codex", "it is unreachable (usage
+    /// limit)").
+    pub why: &'a str,
+    pub session: Option<&'a str>,
+    pub summary: Option<&'a str>,
+}
+
+/// The transcript of `session` (by its CLI's own session id), if its CLI keeps one on disk.
+pub fn transcript_of(store: &Store, session: &str) -> Option<PathBuf> {
+    let loop_dir = store.loop_dir().ok()?;
+    let rec = record::read(&loop_dir, session)?;
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    reach::transcript(&rec.agent, rec.agent_session.as_deref().unwrap_or(""), &rec.worktree, &home)
+        .filter(|_| rec.agent_session.is_some() || rec.agent == "aider")
+}
+
+/// The path a transcript copy has inside a worktree.
+pub fn copy_name(transcript: &Path) -> String {
+    let name = transcript.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "transcript".into());
+    format!("{DIR}/{name}")
+}
+
+/// Copy `transcript` into the try's worktree (best effort: a missing copy only loses a hint).
+pub fn place(try_: &Try, transcript: &Path) {
+    let dir = try_.worktree.join(DIR);
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let _ = std::fs::write(try_.worktree.join(".git-loop/.gitignore"), "*\n");
+    let _ = std::fs::copy(transcript, try_.worktree.join(copy_name(transcript)));
+}
+
+/// The note for the next agent on `try_`.
+pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Option<&Path>) -> Result<String> {
+    let mut out = format!(
+        "This task was with {} until now: {}. You continue its work on branch `{}`.\n",
+        previous.agent,
+        previous.why,
+        refs::short_branch(&try_.branch)
+    );
+    let repo = &store.repo;
+    if let (Some(head), Some(start)) =
+        (git::ref_target(repo, &try_.branch)?, git::ref_target(repo, &refs::task_branch(&try_.task))?)
+    {
+        let changes = tries::diffstat(repo, start, head)?;
+        out.push_str(&format!("\nWhat it changed so far:\n{}\n", tries::describe_changes(&changes)));
+    }
+    match (previous.summary, previous.session) {
+        (Some(summary), _) if !summary.trim().is_empty() => {
+            out.push_str(&format!("\nIts own summary of its last session:\n{}\n", summary.trim_end()));
+        }
+        (_, Some(session)) => {
+            let log = record::dir(&store.loop_dir()?, session).join("log");
+            let tail = super::dispatch::tail(&log, 20);
+            if !tail.trim().is_empty() {
+                out.push_str(&format!("\nThe last lines of its last session's output:\n{tail}\n"));
+            }
+        }
+        _ => {}
+    }
+    if let Some(transcript) = transcript {
+        out.push_str(&format!(
+            "\nA copy of its transcript is in your worktree at {} (not committed).\n",
+            copy_name(transcript)
+        ));
+    }
+    Ok(out)
+}

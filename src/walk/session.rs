@@ -1,0 +1,784 @@
+//! One agent session on one try — a "seat" — from its prompt to what it came to.
+//!
+//! A session: a fresh session key; its files in `.git/loop/sessions/<key>/` (prompt, log,
+//! result, record); the agent started under the session guard in the try's worktree. While
+//! it runs, its claim's lease is refreshed, and the task is watched: a person who stops it,
+//! takes it over or reassigns it is obeyed (a stop at once; a take-over or reassignment after
+//! a wrap-up request: the file `$GIT_LOOP_WRAP_UP` appears, CLIs that take an interrupt get
+//! one, and the session is stopped if it has not ended within the wrap-up time). Whatever way
+//! it ends, its work is committed to the try branch (commit-on-stop). Then the evidence: the
+//! `termination` event it journaled with `git loop finish`, else a complete and valid
+//! `$GIT_LOOP_RESULT` file. A try passes when the verdict is done, the checks pass in its
+//! worktree and the review (if any) approves; failing checks, a rejecting review or no
+//! verdict continue it with a note for the next session, unless the agent's output says it
+//! could not be reached at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::dispatch::{first_line, human_duration, tail, GitDispatcher};
+use super::{handoff, prompt, Event};
+use crate::backlog::{self, TaskFields};
+use crate::git;
+use crate::ids::{random_base32, ClaimKey, Priority};
+use crate::refs;
+use crate::runloop::Verdict;
+use crate::session::presets::{Agent, PromptVia};
+use crate::session::process::{Exit, Running, Spec};
+use crate::session::{reach, record};
+use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::journal;
+use crate::store::task::{self, State, Task};
+use crate::tries::{self, commit::Committed, Try};
+
+/// One agent on one try.
+pub struct Seat<'s> {
+    pub task: &'s Task,
+    pub try_: &'s Try,
+    pub agent: &'s Agent,
+    /// Which session on this unit this is (1 for the first), for the prompt.
+    pub attempt: u32,
+    /// What the previous session left, or what the next agent should know.
+    pub carry: Option<&'s str>,
+    /// Set when the race this seat is in is over: stop at once.
+    pub halt: Option<&'s AtomicBool>,
+    /// The transcript of the agent this seat takes over from, to copy into its worktree.
+    pub handoff: Option<&'s Path>,
+}
+
+/// A person's word on the task, seen while a session ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// The task left the open state: stopped (needs-decision), taken over, parked, cancelled
+    /// or closed by hand.
+    Closed { state: State, reason: Option<String> },
+    /// It was assigned to an agent (perhaps the same one: a restart).
+    Reassigned { agent: String },
+}
+
+impl Withdrawal {
+    /// How the session's end reads.
+    pub fn describe(&self) -> String {
+        match self {
+            Withdrawal::Closed { state: State::NeedsDecision, .. } => "you stopped it".to_owned(),
+            Withdrawal::Closed { state: State::TakenOver, .. } => "a person took the task over".to_owned(),
+            Withdrawal::Closed { state, .. } => format!("the task was marked {}", state.as_str()),
+            Withdrawal::Reassigned { agent } => format!("the task was reassigned to {agent}"),
+        }
+    }
+}
+
+/// What one session came to.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Done, the checks passed and the review approved.
+    Passed { message: String },
+    /// No verdict, failing checks or a rejecting review: another session should go on.
+    Continue { note: String },
+    /// Blocked or failed, in the agent's own words.
+    Verdict { verdict: Verdict, message: String },
+    /// The agent could not be reached (rate or usage limit, service down, login expired).
+    Unreachable { reason: &'static str },
+    /// The claim is someone else's now.
+    Lost { reason: String },
+    /// A person stopped, took over or reassigned the task.
+    Withdrawn(Withdrawal),
+    /// The walk was interrupted.
+    Interrupted,
+    /// The race was decided while this session ran.
+    Halted,
+}
+
+/// A finished session.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub session: String,
+    pub step: Step,
+    /// What the checks said, for the completion note.
+    pub checks: Option<serde_json::Value>,
+    /// The agent's own summary (its verdict message), if it gave one.
+    pub summary: Option<String>,
+}
+
+/// A command to run under the session guard.
+struct Guarded<'c> {
+    program: &'c str,
+    args: &'c [String],
+    cwd: &'c Path,
+    env: &'c [(String, String)],
+    stdin: Option<PathBuf>,
+    log: &'c Path,
+    marker: &'c str,
+    timeout: Option<Duration>,
+}
+
+/// Why a session's process ended.
+enum Ending {
+    Exited(String),
+    TimedOut,
+    Cancelled,
+    Lost(String),
+    Withdrawn(Withdrawal),
+    Halted,
+}
+
+/// A wrap-up in progress: asked at `since`, stopped for good after the wrap-up time.
+struct WrapUp {
+    why: Withdrawal,
+    since: Instant,
+}
+
+/// Presets whose CLIs take SIGINT as "stop what you are doing" and save their session first.
+fn takes_interrupt(agent: &Agent) -> bool {
+    matches!(agent.name.as_str(), "claude" | "codex" | "gemini" | "opencode" | "aider")
+}
+
+impl GitDispatcher<'_> {
+    /// Run one session for `seat` to its end and say what it came to.
+    pub fn session(&self, seat: &Seat<'_>) -> Result<Ran> {
+        let (task, try_, agent) = (seat.task, seat.try_, seat.agent);
+        if !try_.worktree.join(".git").exists() {
+            // Deleted under the loop: the branch holds the work; check it out again.
+            tries::add_worktree(self.store, try_)?;
+        }
+        let session = format!("s-{}", random_base32(8));
+        let loop_dir = self.store.loop_dir()?;
+        let dir = record::dir(&loop_dir, &session);
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        let prompt_path = dir.join("prompt.md");
+        let text = prompt::build(
+            self.store,
+            &prompt::Input {
+                task,
+                try_,
+                attempt: seat.attempt,
+                carry: seat.carry,
+                checks: self.walker.opts.checks.as_deref(),
+                result_path: &dir.join("result.json"),
+            },
+        )?;
+        std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
+        // MERGE: agent.write_session_files(&dir)?; (hooks, issue 5)
+        if let Some(transcript) = seat.handoff {
+            handoff::place(try_, transcript);
+        }
+        let env = self.session_env(task, try_, &session, &dir, agent);
+        let marker = format!("{session}-{}", random_base32(12));
+        let stdin = (agent.prompt == PromptVia::Stdin).then(|| prompt_path.clone());
+        // The CLI's own session id, where the loop may choose it (so it can be resumed).
+        let agent_session = crate::ids::uuid_v4();
+        if agent.env.iter().any(|(_, v)| v.contains("{session_dir}")) {
+            std::fs::create_dir_all(dir.join("tmp"))
+                .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
+        }
+        let argv = agent.argv(&prompt_path, &agent_session);
+        let log = dir.join("log");
+        let (mut running, _) = self.run_guarded(Guarded {
+            program: &agent.program,
+            args: &argv,
+            cwd: &try_.worktree,
+            env: &env,
+            stdin,
+            log: &log,
+            marker: &marker,
+            timeout: None,
+        })?;
+        let started_at = self.walker.ctx.now();
+        let mut rec = record::Record {
+            version: record::RECORD_VERSION,
+            session: session.clone(),
+            walker: self.walker.key.clone(),
+            task: task.id.clone(),
+            try_number: try_.number,
+            agent: agent.name.clone(),
+            worktree: try_.worktree.clone(),
+            pid: running.pid,
+            pid_start: crate::session::process::start_time(running.pid),
+            boot_id: self.walker.ctx.boot_id.clone(),
+            marker: marker.clone(),
+            started_at,
+            ended_at: None,
+            ended: None,
+            agent_session: agent.presets_session_id().then(|| agent_session.clone()),
+        };
+        record::write(&loop_dir, &rec)?;
+        self.walker.journal(
+            self.store,
+            "session_started",
+            Some(&task.id),
+            json!({ "session": session, "agent": agent.name, "try": try_.number, "attempt": seat.attempt, "worktree": try_.worktree.display().to_string() }),
+        )?;
+        self.walker.observer.event(&Event::SessionStarted {
+            task: task.id.clone(),
+            session: session.clone(),
+            agent: agent.name.clone(),
+            number: try_.number,
+            attempt: seat.attempt,
+        });
+
+        let ending = self.supervise(seat, &mut running, &session, &dir)?;
+        let elapsed = running.started.elapsed();
+        let why = match &ending {
+            Ending::Exited(exit) => format!("the agent exited ({exit})"),
+            Ending::TimedOut => format!("it timed out after {}", human_duration(elapsed)),
+            Ending::Cancelled => "the walk was interrupted".to_owned(),
+            Ending::Lost(reason) => reason.clone(),
+            Ending::Withdrawn(w) => w.describe(),
+            Ending::Halted => "another try won the race".to_owned(),
+        };
+        let author = gix::actor::Signature {
+            name: agent.name.as_str().into(),
+            email: format!("{}@agent.invalid", agent.name).as_str().into(),
+            time: gix::date::Time { seconds: self.walker.ctx.now().timestamp(), offset: 0 },
+        };
+        let message = format!(
+            "loop: work of session {session} on {}\n\nTask: {} ({})\nTry: {}\nSession: {session}\nAgent: {}\nStopped: {why}\n",
+            task.id,
+            task.id,
+            first_line(&task.title),
+            try_.number,
+            agent.name
+        );
+        let committed = tries::commit::commit_on_stop(self.store, try_, &author, &message)?;
+        let commit = match &committed {
+            Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
+            Committed::Clean | Committed::NoWorktree => None,
+        };
+        rec.ended_at = Some(self.walker.ctx.now());
+        rec.ended = Some(why.clone());
+        // A hook may have reported the CLI's own session id meanwhile.
+        rec.agent_session = record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session);
+        let _ = std::fs::remove_dir_all(dir.join("tmp"));
+        record::write(&loop_dir, &rec)?;
+        self.walker.journal(
+            self.store,
+            "session_ended",
+            Some(&task.id),
+            json!({
+                "session": session, "reason": why, "elapsed_ms": elapsed.as_millis() as u64, "commit": commit,
+                "agent": agent.name, "try": try_.number, "agent_session": rec.agent_session,
+            }),
+        )?;
+        self.walker.observer.event(&Event::SessionEnded {
+            task: task.id.clone(),
+            session: session.clone(),
+            elapsed,
+            why: why.clone(),
+            commit: commit.clone(),
+        });
+        let ran = |step: Step| Ran { session: session.clone(), step, checks: None, summary: None };
+        match ending {
+            Ending::Cancelled => return Ok(ran(Step::Interrupted)),
+            Ending::Lost(reason) => return Ok(ran(Step::Lost { reason })),
+            Ending::Withdrawn(w) => return Ok(ran(Step::Withdrawn(w))),
+            Ending::Halted => return Ok(ran(Step::Halted)),
+            Ending::Exited(_) | Ending::TimedOut => {}
+        }
+        let evidence = self.evidence(task, &session, &dir)?;
+        // A holder paused past its lease (SIGSTOP, a laptop lid) may have been superseded
+        // while it slept: confirm the claim is still ours before any verdict closes the task.
+        if let Some(reason) = self.claim_lost(task)? {
+            return Ok(ran(Step::Lost { reason }));
+        }
+        let Some((verdict, message)) = evidence else {
+            let log_tail = tail(&log, 60);
+            let extra = self.walker.agent_phrases(self.store, agent);
+            if let Some(reason) = reach::unreachable(&agent.name, &log_tail, &extra) {
+                return Ok(ran(Step::Unreachable { reason }));
+            }
+            let short_tail = tail(&log, 20);
+            return Ok(ran(Step::Continue {
+                note: format!(
+                    "The previous session ({session}) ended without reporting a verdict: {why}.\nThe last lines of its output were:\n{short_tail}"
+                ),
+            }));
+        };
+        let summary = (!message.trim().is_empty()).then(|| message.clone());
+        if verdict != Verdict::Done {
+            return Ok(Ran { summary, ..ran(Step::Verdict { verdict, message }) });
+        }
+        let mut checks_json = None;
+        if let Some(checks) = self.checks(task, try_, &dir, &env)? {
+            checks_json = Some(checks.json);
+            if !checks.passed {
+                let command = self.walker.opts.checks.clone().unwrap_or_default();
+                // Anything the checks wrote is the next session's to keep or clean up.
+                return Ok(Ran {
+                    summary,
+                    checks: checks_json,
+                    ..ran(Step::Continue {
+                        note: format!(
+                            "The previous session ({session}) reported done, but the checks failed: `{command}`.\nThe last lines of their output were:\n{}",
+                            checks.tail
+                        ),
+                    })
+                });
+            }
+        }
+        if let Some((approved, review_tail)) = self.review(task, try_, &dir, &env)? {
+            if !approved {
+                return Ok(Ran {
+                    summary,
+                    checks: checks_json,
+                    ..ran(Step::Continue {
+                        note: format!(
+                            "The previous session ({session}) reported done and the checks passed, but the review did not approve. It said:\n{review_tail}"
+                        ),
+                    })
+                });
+            }
+        }
+        if let Some(reason) = self.claim_lost(task)? {
+            return Ok(ran(Step::Lost { reason }));
+        }
+        Ok(Ran { summary, checks: checks_json, ..ran(Step::Passed { message }) })
+    }
+
+    fn claim_options(&self, session: &str) -> AcquireOptions {
+        AcquireOptions {
+            holder: self.walker.key.clone(),
+            ttl: self.walker.opts.lease,
+            reason: Some(format!("worked by {} (session {session})", self.walker.key)),
+            session: Some(session.to_owned()),
+        }
+    }
+
+    /// Run the session's process to its end: refresh the claim, watch the task for a
+    /// person's word, and stop it when the walk, its timeout or the race says so.
+    fn supervise(&self, seat: &Seat<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
+        let task = seat.task;
+        let key = ClaimKey::node(&task.task_id());
+        let refresh_every = Duration::from_secs((self.walker.opts.lease.num_seconds() as u64 / 3).clamp(1, 120));
+        let timeout = self.walker.opts.session_timeout;
+        let grace = self.walker.opts.grace;
+        let mut last_refresh = Instant::now();
+        let mut watch = Watch::new(task);
+        let mut wrap: Option<WrapUp> = None;
+        let mut backoff = crate::session::process::Backoff::new();
+        loop {
+            if let Some(exit) = running.poll()? {
+                // The guard sweeps the session's processes before it exits; if it did not
+                // exit by itself (killed by a signal), sweep here.
+                if matches!(exit, Exit::Signal(_)) {
+                    running.sweep();
+                }
+                return Ok(match wrap {
+                    Some(w) => Ending::Withdrawn(w.why),
+                    None => Ending::Exited(exit.to_string()),
+                });
+            }
+            if self.walker.cancelled(self.store) {
+                running.stop(grace)?;
+                return Ok(Ending::Cancelled);
+            }
+            if seat.halt.is_some_and(|h| h.load(Ordering::SeqCst)) {
+                running.stop(grace)?;
+                return Ok(Ending::Halted);
+            }
+            if timeout.is_some_and(|t| running.started.elapsed() >= t) {
+                running.stop(grace)?;
+                return Ok(Ending::TimedOut);
+            }
+            if let Some(w) = &wrap {
+                if w.since.elapsed() >= self.walker.opts.wrap_up {
+                    running.stop(grace)?;
+                    return Ok(Ending::Withdrawn(w.why.clone()));
+                }
+            } else if let Some(word) = watch.poll(self.store)? {
+                let wrap_first =
+                    matches!(word, Withdrawal::Reassigned { .. } | Withdrawal::Closed { state: State::TakenOver, .. });
+                if !wrap_first {
+                    running.stop(grace)?;
+                    return Ok(Ending::Withdrawn(word));
+                }
+                self.ask_to_wrap_up(seat, running, session, dir, &word)?;
+                wrap = Some(WrapUp { why: word, since: Instant::now() });
+            }
+            if last_refresh.elapsed() >= refresh_every {
+                last_refresh = Instant::now();
+                match claim::acquire(self.store, &self.walker.ctx, &key, &self.claim_options(session)) {
+                    Ok(Acquire::HeldByOther(held)) => {
+                        running.stop(grace)?;
+                        return Ok(Ending::Lost(format!("its claim was taken by {}", held.record.holder)));
+                    }
+                    Ok(_) => {}
+                    Err(err) => self.walker.observer.event(&Event::Warning {
+                        message: format!("could not refresh the claim on {}: {err:#}", task.id),
+                    }),
+                }
+            }
+            backoff.wait();
+        }
+    }
+
+    /// Tell the session to finish its step: the wrap-up file it can see, an interrupt for
+    /// CLIs that take one, and a journal entry.
+    fn ask_to_wrap_up(
+        &self,
+        seat: &Seat<'_>,
+        running: &mut Running,
+        session: &str,
+        dir: &Path,
+        why: &Withdrawal,
+    ) -> Result<()> {
+        let text = format!("{}: finish the step you are on, report your verdict and stop.\n", why.describe());
+        std::fs::write(dir.join("wrap-up"), text)
+            .with_context(|| format!("could not write '{}'", dir.join("wrap-up").display()))?;
+        let interrupt = takes_interrupt(seat.agent);
+        if interrupt {
+            running.ask_guard_to_interrupt();
+        }
+        self.walker.journal(
+            self.store,
+            "wrap_up_requested",
+            Some(&seat.task.id),
+            json!({ "session": session, "reason": why.describe(), "interrupted": interrupt, "within_s": self.walker.opts.wrap_up.as_secs() }),
+        )
+    }
+
+    /// Run a command under the session guard; with `timeout`, to its end or until then.
+    fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<Exit>)> {
+        let Guarded { program, args, cwd, env, stdin, log, marker, timeout } = cmd;
+        let mut guard_args = vec![
+            "session-guard".to_owned(),
+            "--parent".to_owned(),
+            self.walker.ctx.pid.to_string(),
+            "--grace-ms".to_owned(),
+            self.walker.opts.grace.as_millis().to_string(),
+            "--log".to_owned(),
+            log.display().to_string(),
+        ];
+        if let Some(stdin) = &stdin {
+            guard_args.push("--stdin".into());
+            guard_args.push(stdin.display().to_string());
+        }
+        guard_args.push("--".into());
+        guard_args.push(program.to_owned());
+        guard_args.extend(args.iter().cloned());
+        let spec = Spec {
+            program: self.walker.exe.display().to_string(),
+            args: guard_args,
+            cwd: cwd.to_owned(),
+            env: env.to_vec(),
+            stdin: None,
+            log: log.with_extension("guard.log"),
+            marker: marker.to_owned(),
+        };
+        let mut running = Running::spawn(&spec)?;
+        if let Some(timeout) = timeout {
+            let deadline = Instant::now() + timeout;
+            let mut backoff = crate::session::process::Backoff::new();
+            while running.poll()?.is_none() && Instant::now() < deadline && !self.walker.cancelled(self.store) {
+                backoff.wait();
+            }
+            if running.poll()?.is_none() {
+                running.stop(self.walker.opts.grace)?;
+            }
+            let exit = running.poll()?;
+            return Ok((running, exit));
+        }
+        Ok((running, None))
+    }
+
+    /// The environment every session gets (the agent contract, docs/agents.md).
+    fn session_env(&self, task: &Task, try_: &Try, session: &str, dir: &Path, agent: &Agent) -> Vec<(String, String)> {
+        let exe_dir = self.walker.exe.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        let path = match &self.walker.ctx.path_var {
+            Some(p) => format!("{exe_dir}:{}", p.to_string_lossy()),
+            None => exe_dir,
+        };
+        let mut env = vec![
+            ("GIT_LOOP_SESSION".into(), session.to_owned()),
+            ("GIT_LOOP_TASK".into(), task.id.clone()),
+            ("GIT_LOOP_TRY".into(), try_.number.to_string()),
+            ("GIT_LOOP_WORKTREE".into(), try_.worktree.display().to_string()),
+            ("GIT_LOOP_PROMPT".into(), dir.join("prompt.md").display().to_string()),
+            ("GIT_LOOP_RESULT".into(), dir.join("result.json").display().to_string()),
+            ("GIT_LOOP_WRAP_UP".into(), dir.join("wrap-up").display().to_string()),
+            ("GIT_LOOP_TASK_BRANCH".into(), refs::short_branch(&refs::task_branch(&task.task_id())).to_owned()),
+            ("GIT_LOOP_REPO".into(), self.store.workdir().display().to_string()),
+            ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
+            ("PATH".into(), path),
+        ];
+        env.extend(agent.session_env(dir));
+        env
+    }
+
+    /// Run `sh -c command` under the guard in `cwd`, to its end or the checks' timeout.
+    pub(super) fn run_command(
+        &self,
+        name: &str,
+        command: &str,
+        cwd: &Path,
+        env: &[(String, String)],
+        stdin: Option<PathBuf>,
+        log: &Path,
+    ) -> Result<Option<Exit>> {
+        let marker = format!("{name}-{}", random_base32(12));
+        let args = vec!["-c".to_owned(), command.to_owned()];
+        let (_running, exit) = self.run_guarded(Guarded {
+            program: "sh",
+            args: &args,
+            cwd,
+            env,
+            stdin,
+            log,
+            marker: &marker,
+            timeout: Some(self.walker.opts.checks_timeout),
+        })?;
+        Ok(exit)
+    }
+
+    /// Run a command of the walk's (checks, review) in the try's worktree.
+    fn run_step(&self, name: &str, command: &str, try_: &Try, dir: &Path, env: &[(String, String)]) -> Result<StepRun> {
+        let log = dir.join(format!("{name}.log"));
+        let started = Instant::now();
+        let exit = self.run_command(name, command, &try_.worktree, env, None, &log)?;
+        Ok(StepRun { passed: exit == Some(Exit::Code(0)), exit, elapsed: started.elapsed(), log })
+    }
+
+    /// Run the checks in the worktree; `None` when there are none.
+    fn checks(&self, task: &Task, try_: &Try, dir: &Path, env: &[(String, String)]) -> Result<Option<Checked>> {
+        let Some(command) = self.walker.opts.checks.clone() else {
+            return Ok(None);
+        };
+        let run = self.run_step("checks", &command, try_, dir, env)?;
+        let json = json!({
+            "command": command,
+            "passed": run.passed,
+            "exit": run.exit.map(|e| e.to_string()),
+            "elapsed_ms": run.elapsed.as_millis() as u64,
+            "log": run.log.display().to_string(),
+        });
+        self.walker.journal(
+            self.store,
+            "checks",
+            Some(&task.id),
+            json!({ "try": try_.number, "passed": run.passed, "elapsed_ms": run.elapsed.as_millis() as u64, "exit": run.exit.map(|e| e.to_string()) }),
+        )?;
+        self.walker.observer.event(&Event::Checks { task: task.id.clone(), passed: run.passed, elapsed: run.elapsed });
+        Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json }))
+    }
+
+    /// Run the review command in the worktree (exit 0 approves); `None` when there is none.
+    fn review(&self, task: &Task, try_: &Try, dir: &Path, env: &[(String, String)]) -> Result<Option<(bool, String)>> {
+        let Some(command) = self.walker.opts.review.clone() else {
+            return Ok(None);
+        };
+        let run = self.run_step("review", &command, try_, dir, env)?;
+        self.walker.journal(
+            self.store,
+            "review",
+            Some(&task.id),
+            json!({ "try": try_.number, "approved": run.passed, "elapsed_ms": run.elapsed.as_millis() as u64, "exit": run.exit.map(|e| e.to_string()) }),
+        )?;
+        self.walker.observer.event(&Event::Reviewed { task: task.id.clone(), approved: run.passed });
+        Ok(Some((run.passed, tail(&run.log, 40))))
+    }
+
+    /// Whether the task's claim is someone else's now (read only: a lease that merely ran out
+    /// is still ours until someone takes it, and the next refresh renews it).
+    pub fn claim_lost(&self, task: &Task) -> Result<Option<String>> {
+        let key = ClaimKey::node(&task.task_id());
+        Ok(match claim::read(self.store, &key)? {
+            Some(held) if held.record.holder != self.walker.key => {
+                Some(format!("its claim was taken by {}", held.record.holder))
+            }
+            Some(_) => None,
+            None => Some("its claim was released by someone else".to_owned()),
+        })
+    }
+
+    /// The session's verdict: its journaled termination, else its result file. Follow-up
+    /// tasks in the result file are added either way.
+    fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
+        let termination = journal::find_termination(self.store, &super::session_writer(session)?)?;
+        let from_journal = termination.and_then(|entry| {
+            let word = entry.event.data.get("verdict")?.as_str()?.to_owned();
+            let message = entry.event.data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
+            Some((parse_verdict(&word)?, message))
+        });
+        let result_path = dir.join("result.json");
+        let from_file = match std::fs::read(&result_path) {
+            Err(_) => None,
+            Ok(bytes) => match serde_json::from_slice::<ResultFile>(&bytes) {
+                Ok(result) => match parse_verdict(&result.verdict) {
+                    Some(verdict) => {
+                        self.add_follow_ups(task, session, result.follow_ups)?;
+                        Some((verdict, result.summary.unwrap_or_default()))
+                    }
+                    None => {
+                        self.invalid_result(task, session, &format!("unknown verdict '{}'", result.verdict))?;
+                        None
+                    }
+                },
+                Err(err) => {
+                    self.invalid_result(task, session, &err.to_string())?;
+                    None
+                }
+            },
+        };
+        Ok(match (from_journal, from_file) {
+            (Some((verdict, message)), file) => {
+                let message = if message.is_empty() { file.map(|(_, m)| m).unwrap_or_default() } else { message };
+                Some((verdict, message))
+            }
+            (None, file) => file,
+        })
+    }
+
+    fn invalid_result(&self, task: &Task, session: &str, problem: &str) -> Result<()> {
+        let message = format!(
+            "session {session} left a result file that is torn or invalid ({problem}); it counts as no verdict"
+        );
+        self.walker.journal(
+            self.store,
+            "result_invalid",
+            Some(&task.id),
+            json!({ "session": session, "problem": problem }),
+        )?;
+        self.walker.observer.event(&Event::Warning { message });
+        Ok(())
+    }
+
+    fn add_follow_ups(&self, task: &Task, session: &str, follow_ups: Vec<FollowUp>) -> Result<()> {
+        for follow in follow_ups {
+            if follow.title.trim().is_empty() {
+                continue;
+            }
+            let fields = TaskFields {
+                title: Some(follow.title.clone()),
+                body: follow.body,
+                priority: follow.priority.or(Some(task.priority)),
+                labels: follow.labels,
+                ..Default::default()
+            };
+            match backlog::add(self.store, &self.walker.ctx, fields) {
+                Ok(added) => {
+                    self.walker.journal(
+                        self.store,
+                        "follow_up",
+                        Some(&task.id),
+                        json!({ "session": session, "added": added.task.id, "title": follow.title }),
+                    )?;
+                    self.walker.observer.event(&Event::FollowUp {
+                        task: task.id.clone(),
+                        added: added.task.id.clone(),
+                        title: follow.title,
+                    });
+                }
+                Err(err) => self
+                    .walker
+                    .observer
+                    .event(&Event::Warning { message: format!("could not add follow-up '{}': {err:#}", follow.title) }),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a checks or review command went.
+struct StepRun {
+    passed: bool,
+    exit: Option<Exit>,
+    elapsed: Duration,
+    log: PathBuf,
+}
+
+/// What the checks said.
+struct Checked {
+    passed: bool,
+    tail: String,
+    json: serde_json::Value,
+}
+
+/// Watches a task's record while a session runs: a person's stop, take-over or reassignment
+/// is a new operation on it. Reading the ref is a file read; the record is parsed only when
+/// the ref moved.
+pub struct Watch {
+    name: String,
+    /// The tip last looked at (none yet: the first look reads the record).
+    seen: Option<gix::ObjectId>,
+    /// The assignment the session was started under.
+    assigned: Option<String>,
+    last: Option<Instant>,
+}
+
+impl Watch {
+    /// Watch `task` as it was when the session's agent was chosen.
+    pub fn new(task: &Task) -> Watch {
+        Watch {
+            name: refs::task(&task.task_id()),
+            seen: None,
+            assigned: task.assigned.as_ref().map(|a| a.nonce.clone()),
+            last: None,
+        }
+    }
+
+    /// A person's word since the last look (at most every 200 ms).
+    pub fn poll(&mut self, store: &crate::store::Store) -> Result<Option<Withdrawal>> {
+        if self.last.is_some_and(|at| at.elapsed() < Duration::from_millis(200)) {
+            return Ok(None);
+        }
+        self.last = Some(Instant::now());
+        let Some(tip) = git::ref_target(&store.repo, &self.name)? else {
+            return Ok(Some(Withdrawal::Closed {
+                state: State::Cancelled,
+                reason: Some("the task was deleted".into()),
+            }));
+        };
+        if self.seen == Some(tip) {
+            return Ok(None);
+        }
+        self.seen = Some(tip);
+        let now = task::read_at(&store.repo, &self.name, tip)?;
+        if now.state != State::Open {
+            return Ok(Some(Withdrawal::Closed { state: now.state, reason: now.reason }));
+        }
+        let nonce = now.assigned.as_ref().map(|a| a.nonce.clone());
+        if nonce != self.assigned {
+            self.assigned = nonce;
+            if let Some(assigned) = now.assigned {
+                return Ok(Some(Withdrawal::Reassigned { agent: assigned.agent }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The result file a session may leave (`$GIT_LOOP_RESULT`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultFile {
+    verdict: String,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    follow_ups: Vec<FollowUp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FollowUp {
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    priority: Option<Priority>,
+    #[serde(default)]
+    labels: Vec<String>,
+}
+
+fn parse_verdict(word: &str) -> Option<Verdict> {
+    match word {
+        "done" => Some(Verdict::Done),
+        "blocked" => Some(Verdict::Blocked),
+        "failed" => Some(Verdict::Failed),
+        _ => None,
+    }
+}
