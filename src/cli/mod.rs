@@ -16,6 +16,7 @@ mod init;
 mod journal;
 mod list;
 mod log;
+mod mission;
 mod next;
 mod output;
 mod park;
@@ -70,6 +71,8 @@ enum Command {
     Journal(journal::JournalCommand),
     Sync(sync::SyncArgs),
     Run(run::RunArgs),
+    #[command(subcommand)]
+    Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
     Status(status::StatusArgs),
     Stop(stop::StopArgs),
@@ -112,6 +115,10 @@ pub fn main() -> ExitCode {
         Command::Run(_) | Command::Demo(_) => {
             let _ = gix::interrupt::init_handler_default(1);
         }
+        // Likewise for a mission's commander: the first signal stops the running child walk.
+        Command::Mission(ref cmd) if cmd.is_run() => {
+            let _ = gix::interrupt::init_handler_default(1);
+        }
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
         _ => {
             let _ = gix::interrupt::init_handler_default(0);
@@ -138,6 +145,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => journal::run(&env, cmd),
         Command::Sync(args) => sync::run(&env, args),
         Command::Run(args) => run::run(&env, args),
+        Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Status(args) => status::run(&env, args),
         Command::Stop(args) => stop::run(&env, args),
