@@ -11,6 +11,7 @@ mod context;
 mod error;
 mod git;
 mod ids;
+mod mission;
 mod people;
 mod refs;
 mod runloop;

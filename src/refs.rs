@@ -13,11 +13,13 @@
 //! | `refs/heads/loop/<id>` | the task branch: the accepted work |
 //! | `refs/heads/loop-try/<id>/<n>` | try branch `n` of a task |
 //! | `refs/loop-remotes/<remote>/...` | what `sync` last fetched from a remote, mirrored |
+//! | `refs/loop/missions/<id>` | a mission's record chain; the tip's tree holds `mission.json` |
 //!
 //! Try branches live beside, not below, `refs/heads/loop/<id>`, because git cannot have both
 //! `loop/<id>` and `loop/<id>/...` (a file and a directory of the same name).
 
 use crate::ids::{ClaimKey, TaskId, WriterId};
+use crate::mission::MissionId;
 
 pub const LOOP: &str = "refs/loop/";
 pub const TASKS: &str = "refs/loop/tasks/";
@@ -29,6 +31,7 @@ pub const NOTES: &str = "refs/notes/loop";
 pub const TASK_BRANCHES: &str = "refs/heads/loop/";
 pub const TRY_BRANCHES: &str = "refs/heads/loop-try/";
 pub const REMOTES: &str = "refs/loop-remotes/";
+pub const MISSIONS: &str = "refs/loop/missions/";
 
 pub fn task(id: &TaskId) -> String {
     format!("{TASKS}{id}")
@@ -70,6 +73,20 @@ pub fn try_anchor(id: &TaskId, n: u32) -> String {
     format!("{TRIES}{id}/{n}")
 }
 
+pub fn mission(id: &MissionId) -> String {
+    format!("{MISSIONS}{id}")
+}
+
+/// The mission id a mission ref names, if it is one.
+pub fn mission_id_of(name: &str) -> Option<&str> {
+    name.strip_prefix(MISSIONS).filter(|rest| !rest.contains('/'))
+}
+
+/// The claim a mission's commander holds while it runs: one commander per mission.
+pub fn fleet_claim(id: &MissionId) -> ClaimKey {
+    ClaimKey::new("fleet", id.as_str()).expect("mission ids are valid claim names")
+}
+
 /// A branch name without `refs/heads/`, as people write it.
 pub fn short_branch(name: &str) -> &str {
     name.strip_prefix("refs/heads/").unwrap_or(name)
@@ -92,6 +109,9 @@ mod tests {
         let key: ClaimKey = "walker:main".parse().expect("valid");
         assert_eq!(claim(&key), "refs/loop/claims/walker/main");
         assert_eq!(claim_key_of(&claim(&key)), Some(key));
+        let m: MissionId = "v2".parse().expect("valid");
+        assert_eq!(mission_id_of(&mission(&m)), Some("v2"));
+        assert_eq!(fleet_claim(&m).to_string(), "fleet:v2");
         assert_eq!(mirror("origin", "refs/loop/tasks/t-1"), "refs/loop-remotes/origin/loop/tasks/t-1");
     }
 }

@@ -17,6 +17,7 @@ mod init;
 mod journal;
 mod list;
 mod log;
+mod mission;
 mod next;
 mod output;
 mod park;
@@ -75,6 +76,8 @@ enum Command {
     Sync(sync::SyncArgs),
     Run(run::RunArgs),
     Race(race::RaceArgs),
+    #[command(subcommand)]
+    Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
     Status(status::StatusArgs),
     Stop(stop::StopArgs),
@@ -120,6 +123,10 @@ pub fn main() -> ExitCode {
         Command::Run(_) | Command::Race(_) | Command::Demo(_) => {
             let _ = gix::interrupt::init_handler_default(1);
         }
+        // Likewise for a mission's commander: the first signal stops the running child walk.
+        Command::Mission(ref cmd) if cmd.is_run() => {
+            let _ = gix::interrupt::init_handler_default(1);
+        }
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
         _ => {
             let _ = gix::interrupt::init_handler_default(0);
@@ -147,6 +154,7 @@ pub fn main() -> ExitCode {
         Command::Sync(args) => sync::run(&env, args),
         Command::Run(args) => run::run(&env, args),
         Command::Race(args) => race::run(&env, args),
+        Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Status(args) => status::run(&env, args),
         Command::Stop(args) => stop::run(&env, args),

@@ -8,6 +8,7 @@ use super::human::{relative, short};
 use super::output::{claim_json, Out};
 use super::Env;
 use crate::backlog::{Board, Readiness};
+use crate::mission::record::{self as missions, MissionState};
 use crate::session::record;
 use crate::store::claim::{self, Listed};
 use crate::store::journal::{self, Filter};
@@ -15,8 +16,8 @@ use crate::store::task::{State, Task};
 
 /// The board at a glance.
 ///
-/// The walk and its running sessions, claims, what is ready next, what is parked, whether the
-/// last walk paused, and counts.
+/// The walk and its running sessions, claims, what is ready next, what is parked, the missions
+/// commanded from here with their waves and projects, whether the last walk paused, and counts.
 ///
 /// Example: git loop status --json
 #[derive(Args)]
@@ -68,6 +69,15 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let paused = last_walk.as_ref().filter(|e| {
         e.event.kind == "walk_paused" || e.event.data.get("stop").and_then(|s| s.as_str()) == Some("paused")
     });
+    let mut mission_list = Vec::new();
+    let mut mission_corrupt = Vec::new();
+    for listed in missions::list(&store)? {
+        match listed {
+            missions::Listed::Mission(s) if s.mission.state != MissionState::Cancelled => mission_list.push(s.mission),
+            missions::Listed::Mission(_) => {}
+            missions::Listed::Corrupt { name, problem } => mission_corrupt.push((name, problem)),
+        }
+    }
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut out = Out::new();
@@ -92,6 +102,15 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
             },
             "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
+            "missions": mission_list.iter().map(|m| json!({
+                "id": m.id, "title": m.title, "state": m.state.as_str(), "reason": m.reason,
+                "current_wave": m.current_wave(),
+                "commander": super::mission::commander(&store, m, now).map(|h| h.record.holder),
+                "waves": m.waves().iter().map(|(n, ps)| json!({
+                    "wave": n,
+                    "projects": ps.iter().map(|p| json!({ "name": p.name, "status": p.status.as_str() })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
         }))?;
         return Ok(0);
     }
@@ -165,6 +184,25 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             ))?;
         }
     }
+    if !mission_list.is_empty() {
+        out.line("\nmissions:")?;
+        for m in &mission_list {
+            let state = match (super::mission::commander(&store, m, now), &m.reason) {
+                (Some(held), _) => super::mission::commander_line(&held, now),
+                (None, Some(reason)) => format!("{}: {}", m.state.as_str(), short(reason, 70)),
+                (None, None) => m.state.as_str().to_owned(),
+            };
+            out.line(format!("  {}  {} · {state}", m.id, short(&m.title, 40)))?;
+            if m.state == MissionState::Complete {
+                continue;
+            }
+            for (wave, projects) in m.waves() {
+                let projects: Vec<String> =
+                    projects.iter().map(|p| format!("{} {}", p.name, p.status.as_str())).collect();
+                out.line(format!("    wave {wave}  {}", projects.join(" · ")))?;
+            }
+        }
+    }
     if let Some(e) = paused {
         let data = &e.event.data;
         let policy = data.get("policy").and_then(|p| p.as_str()).unwrap_or("");
@@ -188,5 +226,6 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         count(State::Cancelled)
     ))?;
     super::output::warn_corrupt(&board.corrupt);
+    super::output::warn_corrupt(&mission_corrupt);
     Ok(0)
 }

@@ -6,6 +6,7 @@ mod claims;
 mod cli_docs;
 mod harness;
 mod journal;
+mod mission;
 mod next_claim;
 mod people;
 mod race;

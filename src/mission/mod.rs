@@ -1,0 +1,617 @@
+//! Missions: the loop of loops. One altitude up from `walk`, a unit of work is a whole
+//! project, and working it is a full walk of that project's backlog by a child `git loop
+//! run`. The control flow is `runloop`'s, unchanged: `queue::MissionQueue` hands out the
+//! projects of the current wave, `dispatch::ChildDispatcher` runs one child walk per
+//! dispatch, and `runloop::work` decides re-dispatch, close and pause with these limits:
+//! three dispatches per project (a child that ends without journaling how it ended is
+//! dispatched again, then the project fails), and one failure pauses the mission.
+//!
+//! A mission run, start to end:
+//! 1. Read the mission; check the agent's program in every local project (exit 77 before any
+//!    claim).
+//! 2. Take the `fleet:<mission>` claim (a second commander exits 3, naming the holder); it is
+//!    released however the run ends, panics included.
+//! 3. For each project of the lowest wave with work left: spawn `git-loop -C <project> run
+//!    --termination-key <key> ...`, stream its lines, wait, read its `walk_terminated` event
+//!    under that key in the project's journal, check the mission's tasks there are really
+//!    done, record the outcome in the mission.
+//! 4. Record how the run ended (complete, paused with the reason, budget, interrupted) and
+//!    release the claim.
+
+pub mod dispatch;
+pub mod ids;
+pub mod plan;
+pub mod queue;
+pub mod record;
+pub mod verify;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+pub use ids::{MissionId, ProjectName};
+use record::{MissionState, Outcome, Source, Status};
+
+use crate::context::Context;
+use crate::error::{Class, Refusal};
+use crate::ids::{random_base32, ClaimKey, WriterId};
+use crate::runloop::{self, Limits};
+use crate::session::presets;
+use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::journal::{self, NewEvent};
+use crate::store::Store;
+
+/// Child walks per project per run: the first, and two more when a child ends without
+/// journaling how it ended. Then the project fails.
+pub const DISPATCHES_PER_PROJECT: u32 = 3;
+
+/// How long the fleet claim lasts unless refreshed (it is refreshed every 30 s while the
+/// commander runs).
+const CLAIM_TTL_MINUTES: i64 = 2;
+
+/// Which agent the child walks run.
+#[derive(Debug, Clone)]
+pub enum AgentChoice {
+    /// A preset or a name configured in the project (`loop.agent.<name>.command`).
+    Named { name: String, model: Option<String> },
+    /// A command line of your own (`--agent-cmd`).
+    Command(String),
+}
+
+/// How to run a mission. Budgets count over the whole run: each child walk is given what is
+/// left, and what it reports having used is taken off.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub agent: AgentChoice,
+    /// Tasks closed, over every project.
+    pub max_units: Option<u32>,
+    /// Agent sessions, over every project.
+    pub max_iterations: Option<u32>,
+    /// Passed to each child walk as is, when given.
+    pub per_unit_dispatches: Option<u32>,
+    pub session_timeout_s: Option<u64>,
+    pub grace_s: Option<u64>,
+    pub parallel: Option<u32>,
+    /// Children stream JSON lines (`run --json`).
+    pub json: bool,
+}
+
+/// Something worth telling the person watching.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Started {
+        mission: String,
+        commander: String,
+        waves: Vec<(u32, Vec<String>)>,
+        agent: String,
+    },
+    /// The commander moved on to this wave; these projects of it have work left.
+    Wave {
+        wave: u32,
+        projects: Vec<String>,
+    },
+    Dispatched {
+        project: String,
+        wave: u32,
+        attempt: u32,
+        key: String,
+        dir: PathBuf,
+    },
+    /// One line a child wrote.
+    Output {
+        project: String,
+        line: String,
+        stderr: bool,
+    },
+    /// A dispatch that came to nothing: the child ended without journaling how it ended, or
+    /// the clone could not be prepared or synced.
+    Unfinished {
+        project: String,
+        attempt: u32,
+        note: String,
+    },
+    Closed {
+        project: String,
+        status: Status,
+        outcome: Outcome,
+    },
+    /// Left without an outcome (interrupted, budget spent); it stays pending.
+    Left {
+        project: String,
+        why: String,
+    },
+    Finished {
+        stop: Stop,
+    },
+}
+
+/// Receives events as they happen (from the commander and its output readers).
+pub trait Observer: Sync {
+    fn event(&self, event: &Event);
+}
+
+/// Why a mission run stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// Every project is done.
+    Complete,
+    /// A budget ran out.
+    Budget { reason: String },
+    /// A project failed or was incomplete.
+    Paused { project: String, reason: String },
+    /// Ctrl-C, SIGTERM, `git loop stop --all` in the commander, or the child was stopped.
+    Interrupted,
+    /// `git loop mission cancel` while it ran.
+    Cancelled { reason: Option<String> },
+}
+
+impl Stop {
+    /// The word the journal and `--json` use.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Stop::Complete => "complete",
+            Stop::Budget { .. } => "budget",
+            Stop::Paused { .. } => "paused",
+            Stop::Interrupted => "interrupted",
+            Stop::Cancelled { .. } => "cancelled",
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub stop: Stop,
+}
+
+/// What the commander has used of its budgets.
+#[derive(Debug, Default)]
+struct Spent {
+    units: u32,
+    sessions: u32,
+}
+
+/// Why the queue handed out nothing more, besides "every project is done".
+#[derive(Debug, Default)]
+struct Flags {
+    budget: Option<String>,
+    cancelled: Option<Option<String>>,
+}
+
+/// Everything the queue and the dispatcher of one mission run share.
+pub struct Commander<'a> {
+    /// This run's key: holder of the fleet claim, writer of its journal chain, and the stem
+    /// of its children's termination keys.
+    pub key: String,
+    pub mission: MissionId,
+    pub opts: Options,
+    pub ctx: Context,
+    /// The commander's repository.
+    pub cwd: PathBuf,
+    /// This program: what the child walks run.
+    pub exe: PathBuf,
+    pub observer: &'a dyn Observer,
+    cancel: &'a AtomicBool,
+    loop_dir: PathBuf,
+    started: DateTime<Utc>,
+    spent: Mutex<Spent>,
+    flags: Mutex<Flags>,
+    dispatched: AtomicU32,
+}
+
+impl Commander<'_> {
+    fn writer(&self) -> WriterId {
+        self.key.parse().expect("commander keys are valid writer ids")
+    }
+
+    /// Journal a mission event in the commander's chain (in the commander's repository).
+    pub fn journal(&self, store: &Store, kind: &str, data: serde_json::Value) -> Result<()> {
+        let serde_json::Value::Object(mut data) = data else { unreachable!("events are objects") };
+        data.insert("mission".into(), serde_json::json!(self.mission.as_str()));
+        journal::append(
+            store,
+            &self.ctx,
+            &self.writer(),
+            NewEvent { kind: kind.into(), task: None, session: None, data },
+        )?;
+        Ok(())
+    }
+
+    /// Ctrl-C or SIGTERM, or `git loop stop --all` in the commander's repository since the run
+    /// began.
+    pub fn interrupted(&self) -> bool {
+        if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
+            return true;
+        }
+        let fresh = std::fs::metadata(self.loop_dir.join("cancel"))
+            .and_then(|m| m.modified())
+            .ok()
+            .map(DateTime::<Utc>::from)
+            .is_some_and(|at| at >= self.started - chrono::Duration::seconds(1));
+        if fresh {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+        fresh
+    }
+
+    /// Whether the mission was cancelled since the run began (read from its record).
+    pub fn cancelled(&self, store: &Store) -> Result<bool> {
+        let mission = record::require(store, &self.mission)?.mission;
+        if mission.state == MissionState::Cancelled {
+            self.flags.lock().unwrap_or_else(|p| p.into_inner()).cancelled = Some(mission.reason);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The next termination key: `<commander key>-<n>`, unique to this dispatch.
+    pub fn next_key(&self) -> String {
+        format!("{}-{}", self.key, self.dispatched.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// What is left of the unit and session budgets (`None`: no limit).
+    pub fn remaining(&self) -> (Option<u32>, Option<u32>) {
+        let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            self.opts.max_units.map(|max| max.saturating_sub(spent.units)),
+            self.opts.max_iterations.map(|max| max.saturating_sub(spent.sessions)),
+        )
+    }
+
+    /// Take what a child walk used off the budgets.
+    pub fn spend(&self, units: u32, sessions: u32) {
+        let mut spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        spent.units += units;
+        spent.sessions += sessions;
+    }
+
+    /// The budget that is spent, if one is, as a sentence.
+    pub fn budget_spent(&self) -> Option<String> {
+        let (units, sessions) = self.remaining();
+        let why = if units == Some(0) {
+            format!("{} tasks closed, the --max-units budget", self.opts.max_units.unwrap_or(0))
+        } else if sessions == Some(0) {
+            format!("{} sessions run, the --max-iterations budget", self.opts.max_iterations.unwrap_or(0))
+        } else {
+            return None;
+        };
+        self.flags.lock().unwrap_or_else(|p| p.into_inner()).budget.get_or_insert(why.clone());
+        Some(why)
+    }
+
+    /// Where a project known by URL is cloned: `<git-common-dir>/loop/missions/<id>/<name>`.
+    pub fn clone_dir(&self, project: &str) -> PathBuf {
+        self.loop_dir.join("missions").join(self.mission.as_str()).join(project)
+    }
+
+    /// The directory a project's child walks run in.
+    pub fn project_dir(&self, project: &record::Project) -> PathBuf {
+        match project.source() {
+            Source::Path(path) => PathBuf::from(path),
+            Source::Url(_) => self.clone_dir(&project.name),
+        }
+    }
+
+    fn agent_name(&self) -> String {
+        match &self.opts.agent {
+            AgentChoice::Named { name, .. } => name.clone(),
+            AgentChoice::Command(_) => "custom".into(),
+        }
+    }
+}
+
+/// Run mission `id` from the commander's repository (`store`). `exe` is this program, which the
+/// child walks run; `cancel` is set by the caller's signal handling.
+pub fn run(
+    store: &Store,
+    ctx: &Context,
+    exe: PathBuf,
+    id: &MissionId,
+    opts: Options,
+    observer: &dyn Observer,
+    cancel: &AtomicBool,
+) -> Result<Ended> {
+    let mission = record::require(store, id)?.mission;
+    if mission.state == MissionState::Cancelled {
+        return Err(crate::error::refused(format!("mission '{id}' is cancelled"))
+            .hint("add a new mission with 'git loop mission add'")
+            .into());
+    }
+    if mission.projects.is_empty() {
+        return Err(crate::error::usage(format!("mission '{id}' has no projects"))
+            .hint(format!("add one with 'git loop mission project {id} <name> --path <dir> --wave 1 --label <label>'"))
+            .into());
+    }
+    let commander = Commander {
+        key: format!("m-{}", random_base32(8)),
+        mission: id.clone(),
+        opts,
+        ctx: ctx.clone(),
+        cwd: store.workdir().to_owned(),
+        exe,
+        observer,
+        cancel,
+        loop_dir: store.loop_dir()?,
+        started: ctx.now(),
+        spent: Mutex::new(Spent::default()),
+        flags: Mutex::new(Flags::default()),
+        dispatched: AtomicU32::new(0),
+    };
+    check_agent(&commander, &mission)?;
+    if mission.is_complete() {
+        if mission.state != MissionState::Complete {
+            set_state(store, ctx, id, MissionState::Complete, None)?;
+        }
+        observer.event(&Event::Finished { stop: Stop::Complete });
+        return Ok(Ended { stop: Stop::Complete });
+    }
+    let key = crate::refs::fleet_claim(id);
+    let _held = take_fleet(store, ctx, &key, &commander.key)?;
+    commander.journal(
+        store,
+        "mission_started",
+        serde_json::json!({
+            "summary": format!("{id} from wave {}", mission.current_wave().unwrap_or(1)),
+            "agent": commander.agent_name(), "wave": mission.current_wave(),
+        }),
+    )?;
+    observer.event(&Event::Started {
+        mission: id.to_string(),
+        commander: commander.key.clone(),
+        waves: mission
+            .waves()
+            .into_iter()
+            .map(|(n, projects)| (n, projects.iter().map(|p| p.name.clone()).collect()))
+            .collect(),
+        agent: commander.agent_name(),
+    });
+    let limits =
+        Limits { max_units: None, max_iterations: None, per_unit_dispatches: DISPATCHES_PER_PROJECT, pause_after: 1 };
+    let walk = runloop::Walk::new(limits);
+    let heartbeat_stop = AtomicBool::new(false);
+    let worked = std::thread::scope(|scope| {
+        scope.spawn(|| heartbeat(&commander, &key, &heartbeat_stop));
+        let mut queue = queue::MissionQueue::new(store, &commander);
+        let mut dispatcher = dispatch::ChildDispatcher::new(store, &commander);
+        let worked = runloop::work(&walk, &mut queue, &mut dispatcher, &|| commander.interrupted());
+        heartbeat_stop.store(true, Ordering::SeqCst);
+        worked
+    });
+    worked?;
+    let stop = decide_stop(store, &commander, walk.outcome().0)?;
+    let (state, reason) = match &stop {
+        Stop::Complete => (MissionState::Complete, None),
+        Stop::Paused { reason, .. } => (MissionState::Paused, Some(reason.clone())),
+        Stop::Budget { reason } => (MissionState::Open, Some(format!("stopped: {reason}"))),
+        Stop::Interrupted => (MissionState::Open, Some("interrupted".to_owned())),
+        Stop::Cancelled { reason } => (MissionState::Cancelled, reason.clone()),
+    };
+    set_state(store, ctx, id, state, reason.clone())?;
+    if stop == Stop::Interrupted {
+        // `git loop stop --all` asked once; the next run must not see it again.
+        let _ = std::fs::remove_file(commander.loop_dir.join("cancel"));
+    }
+    commander.journal(
+        store,
+        "mission_ended",
+        serde_json::json!({ "summary": format!("{id} {}", stop.word()), "stop": stop.word(), "reason": reason }),
+    )?;
+    observer.event(&Event::Finished { stop: stop.clone() });
+    Ok(Ended { stop })
+}
+
+/// Why the run stopped, from the runloop's outcome and what the queue found.
+fn decide_stop(store: &Store, commander: &Commander<'_>, stop: runloop::Stop) -> Result<Stop> {
+    let flags = std::mem::take(&mut *commander.flags.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some(reason) = flags.cancelled {
+        return Ok(Stop::Cancelled { reason });
+    }
+    if commander.interrupted() {
+        return Ok(Stop::Interrupted);
+    }
+    let mission = record::require(store, &commander.mission)?.mission;
+    Ok(match stop {
+        runloop::Stop::Interrupted => Stop::Interrupted,
+        runloop::Stop::Paused { units, .. } => {
+            let project = units.into_iter().next().unwrap_or_default();
+            let reason = match mission.project(&project) {
+                Some(p) => pause_reason(p),
+                None => format!("project '{project}' failed"),
+            };
+            Stop::Paused { project, reason }
+        }
+        _ if mission.is_complete() => Stop::Complete,
+        _ if flags.budget.is_some() => Stop::Budget { reason: flags.budget.unwrap_or_default() },
+        _ => {
+            // Nothing more was handed out, yet something is not done: say what.
+            let left = mission.projects.iter().find(|p| p.status != Status::Done).expect("not complete");
+            Stop::Paused { project: left.name.clone(), reason: pause_reason(left) }
+        }
+    })
+}
+
+/// "project 'web' is incomplete: t-4f2a is parked: ...", "project 'api' failed: ...".
+fn pause_reason(p: &record::Project) -> String {
+    let why = p.outcome.as_ref().and_then(|o| o.reason.clone()).unwrap_or_else(|| "it is not done".into());
+    match p.status {
+        Status::Failed => format!("project '{}' failed: {why}", p.name),
+        status => format!("project '{}' is {}: {why}", p.name, status.as_str()),
+    }
+}
+
+fn set_state(store: &Store, ctx: &Context, id: &MissionId, state: MissionState, reason: Option<String>) -> Result<()> {
+    let change = |m: &mut record::Mission| -> Result<(), Refusal> {
+        // A cancel that landed meanwhile stands.
+        if m.state != MissionState::Cancelled {
+            m.state = state;
+            m.reason = reason.clone();
+        }
+        Ok(())
+    };
+    record::update(store, ctx, id, state.as_str(), &change)?;
+    Ok(())
+}
+
+/// The agent's program must exist in every project it will run in, before any claim.
+fn check_agent(commander: &Commander<'_>, mission: &record::Mission) -> Result<()> {
+    let resolve = |store: &Store| -> Result<presets::Agent> {
+        match &commander.opts.agent {
+            AgentChoice::Named { name, model } => presets::resolve(store, name, model.as_deref(), &commander.exe),
+            AgentChoice::Command(cmd) => Ok(presets::custom("custom", cmd)),
+        }
+    };
+    let mut agents = Vec::new();
+    for project in &mission.projects {
+        let dir = commander.project_dir(project);
+        if !dir.exists() {
+            continue;
+        }
+        if let Ok(store) = Store::open(&commander.ctx, &dir) {
+            agents.push(resolve(&store)?);
+        }
+    }
+    if agents.is_empty() {
+        agents.push(resolve(&Store::open(&commander.ctx, &commander.cwd)?)?);
+    }
+    for agent in agents {
+        if crate::session::process::find_program(&agent.program, commander.ctx.path_var.as_deref()).is_none() {
+            return Err(Refusal::new(
+                Class::AgentMissing,
+                format!("the agent's program '{}' was not found", agent.program),
+            )
+            .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", agent.name))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Releases the fleet claim however the run ends (errors and panics included).
+struct Fleet<'s> {
+    store: &'s Store,
+    ctx: &'s Context,
+    key: ClaimKey,
+    holder: String,
+}
+
+impl Drop for Fleet<'_> {
+    fn drop(&mut self) {
+        let _ = claim::release(self.store, self.ctx, &self.key, &self.holder, false);
+    }
+}
+
+fn fleet_options(ctx: &Context, holder: &str) -> AcquireOptions {
+    AcquireOptions {
+        holder: holder.to_owned(),
+        ttl: chrono::Duration::minutes(CLAIM_TTL_MINUTES),
+        reason: Some(format!("git loop mission run (pid {})", ctx.pid)),
+        session: None,
+    }
+}
+
+fn take_fleet<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Fleet<'s>> {
+    let opts = fleet_options(ctx, holder);
+    match claim::acquire(store, ctx, key, &opts)? {
+        Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
+        Acquire::HeldByOther(held) => {
+            let r = &held.record;
+            // A commander of this machine whose process is gone will never release it.
+            let dead = r.host == ctx.host
+                && r.boot_id == ctx.boot_id
+                && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists();
+            if !dead || !matches!(claim::take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. }) {
+                return Err(Refusal::new(
+                    Class::Busy,
+                    format!(
+                        "another commander runs mission '{}': {} (pid {} on {})",
+                        key.name(),
+                        r.holder,
+                        r.pid,
+                        r.host
+                    ),
+                )
+                .hint(format!("wait for it to finish, or interrupt it with 'kill -INT {}'", r.pid))
+                .into());
+            }
+        }
+    }
+    Ok(Fleet { store, ctx, key: key.clone(), holder: holder.to_owned() })
+}
+
+/// Keep the fleet claim's lease fresh until told to stop.
+fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &AtomicBool) {
+    let Ok(store) = Store::open(&commander.ctx, &commander.cwd) else { return };
+    let opts = fleet_options(&commander.ctx, &commander.key);
+    let mut last = std::time::Instant::now();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last.elapsed() >= Duration::from_secs(30) {
+            let _ = claim::acquire(&store, &commander.ctx, key, &opts);
+            last = std::time::Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Clock, GitIdentityEnv, SessionEnv};
+
+    fn context() -> Context {
+        Context {
+            clock: Clock::Fixed("2026-03-01T12:00:00Z".parse().expect("a time")),
+            host: "test-host".into(),
+            pid: std::process::id(),
+            boot_id: "boot".into(),
+            session: SessionEnv::default(),
+            git_identity: GitIdentityEnv {
+                name: Some("T".into()),
+                email: Some("t@example.com".into()),
+                fallback_email: None,
+            },
+            path_var: None,
+        }
+    }
+
+    #[test]
+    fn the_fleet_claim_is_released_when_the_commander_panics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        gix::init(dir.path()).expect("init");
+        let ctx = context();
+        let store = Store::open(&ctx, dir.path()).expect("open");
+        let key = crate::refs::fleet_claim(&"m1".parse().expect("id"));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = take_fleet(&store, &ctx, &key, "m-commander").expect("taken");
+            assert!(claim::read(&store, &key).expect("read").is_some(), "held while the commander runs");
+            panic!("the commander fails");
+        }));
+        assert!(panicked.is_err());
+        assert!(claim::read(&store, &key).expect("read").is_none(), "released while unwinding");
+    }
+
+    #[test]
+    fn a_live_commander_is_named_and_a_dead_one_of_this_machine_is_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        gix::init(dir.path()).expect("init");
+        let ctx = context();
+        let store = Store::open(&ctx, dir.path()).expect("open");
+        let key = crate::refs::fleet_claim(&"m1".parse().expect("id"));
+        let _first = take_fleet(&store, &ctx, &key, "m-first").expect("taken");
+        let err = take_fleet(&store, &ctx, &key, "m-second").err().expect("refused");
+        let refusal = crate::error::find_refusal(&err).expect("a refusal");
+        assert_eq!(refusal.class, Class::Busy, "exit 3");
+        assert!(refusal.message.contains("m-first"), "{}", refusal.message);
+        // A commander of this machine whose process is gone (no process has the largest pid)
+        // never releases its claim: the next one takes it over at once.
+        let dead = Context { pid: u32::MAX, ..context() };
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        gix::init(dir2.path()).expect("init");
+        let store2 = Store::open(&dead, dir2.path()).expect("open");
+        claim::acquire(&store2, &dead, &key, &fleet_options(&dead, "m-dead")).expect("taken");
+        let _next = take_fleet(&store2, &ctx, &key, "m-next").expect("a dead commander's claim is taken over");
+    }
+}
