@@ -201,6 +201,15 @@ fn labels(agents: &[String], tries: &[u32]) -> Vec<String> {
         .collect()
 }
 
+/// "claude's try", or "claude (try 3)" when an agent races itself.
+fn tries_of(label: &str) -> String {
+    if label.ends_with(')') {
+        label.to_owned()
+    } else {
+        format!("{label}'s try")
+    }
+}
+
 /// What the entrants share while they run.
 struct Shared<'b> {
     halt: AtomicBool,
@@ -396,7 +405,7 @@ pub fn run(
                 Ok(n) => {
                     let i = race.tries.iter().position(|t| *t == n).expect("the judge picked a passing try");
                     let ended = passing.iter().find(|(j, _)| *j == i).map(|(_, e)| e.clone()).expect("passing");
-                    let line = format!("{} · the judge picked {}'s try ({} passed)", task.id, names[i], passing.len());
+                    let line = format!("{} · the judge picked {} ({} passed)", task.id, tries_of(&names[i]), passing.len());
                     walker.journal(
                         store,
                         "race_won",
@@ -423,9 +432,9 @@ pub fn run(
         .iter()
         .map(|(i, e)| {
             let what = match e.outcome {
-                Outcome::Blocked => format!("{}'s try was blocked", names[*i]),
+                Outcome::Blocked => format!("{} was blocked", tries_of(&names[*i])),
                 Outcome::Unreachable => format!("{} was unreachable", names[*i]),
-                _ => format!("{}'s try failed", names[*i]),
+                _ => format!("{} failed", tries_of(&names[*i])),
             };
             if e.message.trim().is_empty() {
                 what
@@ -563,11 +572,11 @@ fn win(
             .iter()
             .filter(|(j, _)| *j != i)
             .map(|(j, e)| match e.outcome {
-                Outcome::Stopped => format!("{}'s try stopped", names[*j]),
-                Outcome::Passed => format!("{}'s try passed too", names[*j]),
-                Outcome::Blocked => format!("{}'s try was blocked", names[*j]),
+                Outcome::Stopped => format!("{} stopped", tries_of(&names[*j])),
+                Outcome::Passed => format!("{} passed too", tries_of(&names[*j])),
+                Outcome::Blocked => format!("{} was blocked", tries_of(&names[*j])),
                 Outcome::Unreachable => format!("{} was unreachable", names[*j]),
-                _ => format!("{}'s try failed", names[*j]),
+                _ => format!("{} failed", tries_of(&names[*j])),
             })
             .collect();
         let passed = outcomes.iter().filter(|(_, e)| e.outcome == Outcome::Passed).count();
@@ -576,7 +585,7 @@ fn win(
             parts.extend(others);
             parts.join(" · ")
         } else if passed == 1 {
-            format!("{} · only {}'s try passed", unit.task.id, names[i])
+            format!("{} · only {} passed", unit.task.id, tries_of(&names[i]))
         } else {
             String::new()
         };
