@@ -10,6 +10,8 @@ mod demo_agent;
 mod done;
 mod edit;
 mod finish;
+mod hook;
+mod hooks;
 mod human;
 mod import;
 mod init;
@@ -74,6 +76,10 @@ enum Command {
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
     Status(status::StatusArgs),
     Stop(stop::StopArgs),
     Demo(demo::DemoArgs),
@@ -147,6 +153,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
+        Command::Hook(cmd) => hook::run(&env, cmd),
+        Command::Hooks(cmd) => hooks::run(&env, cmd),
         Command::Status(args) => status::run(&env, args),
         Command::Stop(args) => stop::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),

@@ -304,6 +304,7 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             },
         )?;
         std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
+        self.walker.opts.agent.write_session_files(&dir)?;
         let env = self.session_env(unit, &try_, &session, &dir);
         let marker = format!("{session}-{}", random_base32(12));
         let agent = &self.walker.opts.agent;
