@@ -10,6 +10,7 @@ mod cli;
 mod context;
 mod error;
 mod git;
+mod hooks;
 mod ids;
 mod mission;
 mod people;

@@ -11,6 +11,8 @@ mod done;
 mod edit;
 mod finish;
 mod hand_back;
+mod hook;
+mod hooks;
 mod human;
 mod import;
 mod init;
@@ -79,6 +81,10 @@ enum Command {
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
     Status(status::StatusArgs),
     Stop(stop::StopArgs),
     Reassign(reassign::ReassignArgs),
@@ -156,6 +162,8 @@ pub fn main() -> ExitCode {
         Command::Race(args) => race::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
+        Command::Hook(cmd) => hook::run(&env, cmd),
+        Command::Hooks(cmd) => hooks::run(&env, cmd),
         Command::Status(args) => status::run(&env, args),
         Command::Stop(args) => stop::run(&env, args),
         Command::Reassign(args) => reassign::run(&env, args),

@@ -25,7 +25,8 @@ use crate::session::presets;
 pub struct RaceArgs {
     /// The task (id or unique prefix).
     id: String,
-    /// The agents, comma-separated; an agent may race itself (default: the task's own race).
+    /// The agents, comma-separated; an agent may race itself (default: the task's own race, set
+    /// with 'git loop edit <id> --together').
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     together: Vec<String>,
     #[command(flatten)]
@@ -81,6 +82,7 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
     let agent = presets::resolve(&store, &first, None, &env.exe)?;
     let json = args.walk.json();
     let mut opts = walk_options(env, &store, agent, together, args.walk)?;
+    opts.together_first = true;
     opts.tasks = vec![id.to_string()];
     opts.limits.max_units = Some(1);
     walk_and_report(env, &store, opts, json)

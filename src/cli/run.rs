@@ -77,8 +77,8 @@ pub struct AgentArgs {
 /// How each task is worked: races, checks, review, fallbacks, timing, output.
 #[derive(Args)]
 pub struct WalkArgs {
-    /// How a race picks its winner: first (the first try to pass) or judge (default: the
-    /// task's pick, else loop.pick, else first).
+    /// How a race picks its winner: first (the first try to pass) or judge; wins over the
+    /// task's own pick (default: the task's pick, else loop.pick, else first).
     #[arg(long, value_name = "MODE")]
     pick: Option<String>,
     /// In judge mode, the command that picks among the tries that passed: it reads a JSON
@@ -207,14 +207,18 @@ pub(super) fn walk_options(
     if args.per_unit_dispatches == 0 {
         return Err(usage("--per-unit-dispatches must be at least 1").into());
     }
-    let pick = match args.pick.or_else(|| store.config("loop.pick")) {
-        Some(word) => Some(walk::dispatch::Pick::parse(&word).ok_or_else(|| {
-            usage(format!("pick mode '{}' is not valid", word.escape_debug())).hint("use 'first' or 'judge'")
-        })?),
-        None => None,
+    let parse_pick = |word: Option<String>, what: &str| -> Result<Option<walk::dispatch::Pick>> {
+        match word {
+            Some(word) => Ok(Some(walk::dispatch::Pick::parse(&word).ok_or_else(|| {
+                usage(format!("{what} '{}' is not valid", word.escape_debug())).hint("use 'first' or 'judge'")
+            })?)),
+            None => Ok(None),
+        }
     };
+    let pick = parse_pick(args.pick, "pick mode")?;
+    let pick_default = parse_pick(store.config("loop.pick"), "loop.pick")?;
     let judge = args.judge_cmd.or_else(|| store.config("loop.judge")).filter(|c| !c.trim().is_empty());
-    if pick == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
+    if pick.or(pick_default) == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
         return Err(usage("judge mode needs a judge")
             .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
             .into());
@@ -235,6 +239,7 @@ pub(super) fn walk_options(
     opts.merge = args.merge;
     opts.together = together;
     opts.pick = pick;
+    opts.pick_default = pick_default;
     opts.judge = judge;
     opts.fallback = fallback;
     if let Some(span) = store.config("loop.unreachableFor") {
@@ -455,7 +460,10 @@ impl Observer for Progress {
             Event::RaceStarted { line, .. } | Event::RaceDecided { line, .. } | Event::Handover { line, .. } => {
                 self.say(None, line.clone())
             }
-            Event::Synced { changes } => self.say(None, format!("synced with the remote ({changes} refs changed)")),
+            Event::Synced { changes } => self.say(
+                None,
+                format!("synced: {changes} ref{} changed on the remote", if *changes == 1 { "" } else { "s" }),
+            ),
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::Warning { message } => {
                 self.clear_live();

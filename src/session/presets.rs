@@ -6,6 +6,13 @@
 //! is told to read. Flags were checked against each CLI's `--help` (docs/agents.md quotes
 //! them, and a test re-checks them when the CLIs are installed).
 //!
+//! The loop puts its hooks into every session of the CLIs that have them, by flags rather than
+//! files in the worktree (which would end up in commits): Claude Code gets `--settings
+//! <session dir>/claude-settings.json` (its Stop, StopFailure and SessionEnd hooks run `git-loop
+//! hook claude-code`), Codex gets a Stop hook by `-c hooks.Stop=[...]` (it runs `git-loop hook
+//! codex` after every turn). The hooks record the CLI's own session id, commit each turn and
+//! journal it (docs/hooks.md).
+//!
 //! Named agents of the user's own come from git config: `loop.agent.<name>.command` (a shell
 //! command line, run by `sh -c`, prompt on stdin), optional `.resume` and `.env` (`KEY=VALUE`,
 //! repeatable). `--agent-cmd` is the same thing for one run.
@@ -35,6 +42,9 @@ pub struct Agent {
     /// The resume command, with `{session}` for the CLI's own session id.
     pub resume: Option<String>,
     pub env: Vec<(String, String)>,
+    /// Files written into each session's directory before the CLI starts (its hook
+    /// configuration): (file name, content).
+    pub session_files: Vec<(String, String)>,
 }
 
 /// A built-in preset.
@@ -50,15 +60,33 @@ struct Preset {
     resume: &'static str,
     /// Extra environment; `{session_dir}` becomes the session's directory.
     env: &'static [(&'static str, &'static str)],
+    /// How the loop's hooks reach the CLI.
+    hooks: Hooks,
 }
+
+/// How a preset's CLI gets the loop's hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hooks {
+    None,
+    /// Settings in the session's directory, named by `--settings {session_dir}/claude-settings.json`.
+    ClaudeSettings,
+    /// `{codex_stop_hook}` in the arguments becomes a Stop hook running `<git-loop> hook codex`.
+    CodexStopHook,
+}
+
+/// The file Claude Code's `--settings` names, in the session's directory.
+pub const CLAUDE_SETTINGS_FILE: &str = "claude-settings.json";
 
 /// The built-in presets (flags checked against each CLI's --help and runs against a loopback
 /// model server; docs/agents.md). An empty `prompt` means standard input.
 const PRESETS: &[Preset] = &[
-    // `-p` prints and exits, reading the prompt from stdin. Claude Code refuses
-    // --dangerously-skip-permissions and bypassPermissions as root, so the preset accepts edits
-    // and grants its tools by name: that works as root and as anyone else. The loop chooses the
-    // session id, so the resume command is known from the start.
+    // `-p` prints and exits, reading the prompt from stdin. Permissions are bypassed: Claude
+    // Code treats every path with a `.git` component as a sensitive file and, in `-p` mode,
+    // refuses to write one unless permissions are bypassed (hook and allow-rule approvals do
+    // not count), and try worktrees live under `.git/loop/worktrees` by default. As root it
+    // refuses bypass mode unless IS_SANDBOX=1 says it runs in a sandbox: the try worktree is
+    // that sandbox (as for Codex below). The loop chooses the session id, so the resume
+    // command is known from the start; the hooks come in by `--settings`.
     Preset {
         name: "claude",
         program: "claude",
@@ -68,30 +96,48 @@ const PRESETS: &[Preset] = &[
             "stream-json",
             "--verbose",
             "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Bash,Edit,MultiEdit,Write,Read,Glob,Grep,LS,TodoWrite,NotebookEdit,WebFetch,WebSearch",
+            "bypassPermissions",
             "--session-id",
             "{session_id}",
+            "--settings",
+            "{session_dir}/claude-settings.json",
         ],
         model_flag: "--model",
         trailing: 0,
         prompt: &[],
         resume: "claude --resume {session}",
-        env: &[],
+        env: &[("IS_SANDBOX", "1")],
+        hooks: Hooks::ClaudeSettings,
     },
     // `codex exec -` reads the instructions from stdin. The try worktree is the isolation, and
     // `git loop finish` writes to the repository's refs outside it, so the sandbox is bypassed
-    // (no root refusal). `exec` never asks for approval.
+    // (no root refusal). `exec` never asks for approval. The loop's Stop hook comes in by
+    // `-c`; Codex runs hooks it has no persisted trust for only with
+    // --dangerously-bypass-hook-trust. (Its `notify` program would need no trust, but Codex
+    // does not wait for it, and the session's processes are swept when Codex exits.) Its
+    // shell commands run without a login shell: a login shell's /etc/profile resets PATH, and
+    // the session's PATH is what finds `git loop`.
     Preset {
         name: "codex",
         program: "codex",
-        args: &["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json", "-"],
+        args: &[
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--dangerously-bypass-hook-trust",
+            "--json",
+            "-c",
+            "allow_login_shell=false",
+            "-c",
+            "hooks.Stop={codex_stop_hook}",
+            "-",
+        ],
         model_flag: "--model",
         trailing: 1,
         prompt: &[],
         resume: "codex resume {session}",
         env: &[],
+        hooks: Hooks::CodexStopHook,
     },
     // `opencode run` with no message reads it from stdin. It leaves a 5.5 MB library in
     // $TMPDIR on every run: give it the session's own.
@@ -104,6 +150,7 @@ const PRESETS: &[Preset] = &[
         prompt: &[],
         resume: "opencode --session {session}",
         env: &[("TMPDIR", "{session_dir}/tmp")],
+        hooks: Hooks::None,
     },
     // Headless needs --skip-trust; --prompt is appended to what stdin holds (the task); yolo
     // offers the shell tool. The loop chooses the session id.
@@ -126,6 +173,7 @@ const PRESETS: &[Preset] = &[
         prompt: &[],
         resume: "gemini --resume {session}",
         env: &[],
+        hooks: Hooks::None,
     },
     // aider never runs shell commands the model suggests; it edits files and commits them
     // itself. It exits 0 even when the provider refuses, so its log is what tells.
@@ -145,6 +193,7 @@ const PRESETS: &[Preset] = &[
         prompt: &["--message-file", "{prompt}"],
         resume: "aider --restore-chat-history",
         env: &[],
+        hooks: Hooks::None,
     },
 ];
 
@@ -172,6 +221,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             prompt: PromptVia::Stdin,
             resume: None,
             env: Vec::new(),
+            session_files: Vec::new(),
         });
     }
     let Some(preset) = PRESETS.iter().find(|p| p.name == name) else {
@@ -182,7 +232,8 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             ))
             .into());
     };
-    let mut args: Vec<String> = preset.args.iter().map(|s| s.to_string()).collect();
+    let stop_hook = crate::hooks::install::codex_stop_hook(exe);
+    let mut args: Vec<String> = preset.args.iter().map(|s| s.replace("{codex_stop_hook}", &stop_hook)).collect();
     if let Some(model) = model {
         let at = args.len() - preset.trailing;
         args.insert(at, preset.model_flag.into());
@@ -200,6 +251,12 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         prompt,
         resume: Some(preset.resume.into()),
         env: preset.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        session_files: match preset.hooks {
+            Hooks::ClaudeSettings => {
+                vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::hooks::install::claude_session_settings(exe))]
+            }
+            Hooks::CodexStopHook | Hooks::None => Vec::new(),
+        },
     })
 }
 
@@ -212,6 +269,7 @@ pub fn custom(name: &str, command: &str) -> Agent {
         prompt: PromptVia::Stdin,
         resume: None,
         env: Vec::new(),
+        session_files: Vec::new(),
     }
 }
 
@@ -232,10 +290,16 @@ fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
 }
 
 impl Agent {
-    /// The arguments for one session: the prompt file where the CLI takes one, and the
-    /// session id the loop chose for the CLI where it accepts one.
+    /// The arguments for one session: the prompt file where the CLI takes one, the session id
+    /// the loop chose for the CLI where it accepts one, and the session's directory (the
+    /// prompt file's) where its hook configuration is.
     pub fn argv(&self, prompt_file: &std::path::Path, agent_session: &str) -> Vec<String> {
-        let mut args: Vec<String> = self.args.iter().map(|a| a.replace("{session_id}", agent_session)).collect();
+        let session_dir = prompt_file.parent().unwrap_or(std::path::Path::new(".")).display().to_string();
+        let mut args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| a.replace("{session_id}", agent_session).replace("{session_dir}", &session_dir))
+            .collect();
         if let PromptVia::File(extra) = &self.prompt {
             args.extend(extra.iter().map(|a| a.replace("{prompt}", &prompt_file.display().to_string())));
         }
@@ -245,6 +309,17 @@ impl Agent {
     /// Whether the CLI takes the session id the loop chooses (so its resume command is known).
     pub fn presets_session_id(&self) -> bool {
         self.args.iter().any(|a| a.contains("{session_id}"))
+    }
+
+    /// Write the files the CLI reads from the session's directory (its hook configuration),
+    /// before it starts.
+    pub fn write_session_files(&self, session_dir: &std::path::Path) -> Result<()> {
+        use anyhow::Context as _;
+        for (name, content) in &self.session_files {
+            let path = session_dir.join(name);
+            std::fs::write(&path, content).with_context(|| format!("could not write '{}'", path.display()))?;
+        }
+        Ok(())
     }
 
     /// The environment for one session, with `{session_dir}` filled in.
@@ -260,6 +335,59 @@ impl Agent {
 mod tests {
     use super::*;
 
+    /// A preset's command line as docs/agents.md shows it: its environment, program and
+    /// arguments, placeholders as they are, an argument with spaces in single quotes.
+    fn documented(p: &Preset) -> String {
+        let mut words: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        words.push(p.program.to_owned());
+        for arg in p.args.iter().chain(p.prompt) {
+            words.push(if arg.contains(' ') { format!("'{arg}'") } else { (*arg).to_owned() });
+        }
+        words.join(" ")
+    }
+
+    #[test]
+    fn docs_agents_md_shows_every_presets_exact_command_line() {
+        let docs = include_str!("../../docs/agents.md");
+        for preset in PRESETS {
+            let line = documented(preset);
+            assert!(
+                docs.lines().any(|l| l == line),
+                "docs/agents.md does not show the {} preset as:\n{line}",
+                preset.name
+            );
+        }
+    }
+
+    #[test]
+    fn session_hooks_reach_claude_by_a_settings_file_and_codex_by_a_flag() {
+        let exe = std::path::Path::new("/opt/git-loop");
+        let claude = PRESETS.iter().find(|p| p.name == "claude").expect("claude");
+        assert_eq!(claude.hooks, Hooks::ClaudeSettings);
+        let agent = Agent {
+            name: "claude".into(),
+            program: "claude".into(),
+            args: claude.args.iter().map(|a| a.to_string()).collect(),
+            prompt: PromptVia::Stdin,
+            resume: None,
+            env: vec![],
+            session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::hooks::install::claude_session_settings(exe))],
+        };
+        let argv = agent.argv(std::path::Path::new("/s/s-1/prompt.md"), "u-1");
+        let at = argv.iter().position(|a| a == "--settings").expect("--settings");
+        assert_eq!(argv[at + 1], "/s/s-1/claude-settings.json");
+        assert!(argv.contains(&"u-1".to_owned()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        agent.write_session_files(dir.path()).expect("write");
+        let settings: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(CLAUDE_SETTINGS_FILE)).expect("read")).expect("JSON");
+        assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "/opt/git-loop hook claude-code");
+        assert_eq!(
+            crate::hooks::install::codex_stop_hook(exe),
+            r#"[{hooks=[{type="command",command="/opt/git-loop hook codex",timeout=60}]}]"#
+        );
+    }
+
     #[test]
     fn prompt_text_never_appears_in_the_argument_list() {
         let agent = Agent {
@@ -269,6 +397,7 @@ mod tests {
             prompt: PromptVia::File(vec!["--message-file".into(), "{prompt}".into()]),
             resume: Some("aider --restore-chat-history".into()),
             env: vec![],
+            session_files: vec![],
         };
         assert_eq!(
             agent.argv(std::path::Path::new("/s/prompt.md"), "u"),

@@ -121,6 +121,23 @@ pub fn unreachable(agent: &str, log_tail: &str, extra: &[String]) -> Option<&'st
     })
 }
 
+/// The CLI's own session id as its JSON output announces it, for CLIs whose id the loop cannot
+/// choose: Codex (`{"type":"thread.started","thread_id":…}`) and OpenCode (`"sessionID"` on
+/// every event).
+pub fn session_id_in_output(agent: &str, output: &str) -> Option<String> {
+    output
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| match agent {
+            "codex" => {
+                (v["type"] == "thread.started").then(|| v["thread_id"].as_str().map(ToOwned::to_owned)).flatten()
+            }
+            "opencode" => v["sessionID"].as_str().map(ToOwned::to_owned),
+            _ => None,
+        })
+}
+
 /// Where a CLI keeps the transcript of its session `id` (run in `worktree`), if it keeps one
 /// on disk. `home` is the user's home directory.
 pub fn transcript(agent: &str, id: &str, worktree: &Path, home: &Path) -> Option<PathBuf> {
@@ -197,6 +214,10 @@ mod tests {
             assert_eq!(unreachable(agent, text, &[]), Some(reason), "{agent}: {text}");
         }
         assert_eq!(unreachable("claude", "all tests pass; rate limiting module written", &[]), None);
+        let codex = "warning: x\n{\"type\":\"thread.started\",\"thread_id\":\"0199-abc\"}\n{\"type\":\"turn.started\"}";
+        assert_eq!(session_id_in_output("codex", codex).as_deref(), Some("0199-abc"));
+        let opencode = "{\"type\":\"step_start\",\"sessionID\":\"ses_42\"}";
+        assert_eq!(session_id_in_output("opencode", opencode).as_deref(), Some("ses_42"));
         assert_eq!(unreachable("mine", "QUOTA GONE", &["quota gone".into()]), Some(USAGE_LIMIT));
         assert_eq!(unreachable("mine", "HTTP 503 from the proxy", &["503 from".into()]), Some(SERVICE_DOWN));
     }

@@ -86,9 +86,11 @@ impl<'a> GitDispatcher<'a> {
             return Ok(plan.clone());
         }
         let opts = &self.walker.opts;
-        let racers = if task.together.is_empty() { &opts.together } else { &task.together };
+        let racers = if task.together.is_empty() || opts.together_first { &opts.together } else { &task.together };
+        let racers = if racers.is_empty() { &task.together } else { racers };
         if !racers.is_empty() {
-            let pick = task.pick.as_deref().and_then(Pick::parse).or(opts.pick).unwrap_or(Pick::First);
+            let pick =
+                opts.pick.or(task.pick.as_deref().and_then(Pick::parse)).or(opts.pick_default).unwrap_or(Pick::First);
             let usable: Vec<String> =
                 racers.iter().filter(|a| self.allowed(task, a) && self.walker.reachable(a)).cloned().collect();
             return match usable.len() {

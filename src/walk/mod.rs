@@ -59,10 +59,15 @@ pub struct Options {
     pub base: Option<String>,
     /// Also merge each done task branch into the base branch.
     pub merge: bool,
-    /// Agents to race on every task that does not name its own.
+    /// Agents to race on every task that does not name its own (on every task, with
+    /// `together_first`).
     pub together: Vec<String>,
-    /// How races pick their winner when the task does not say.
+    /// `together` wins over the task's own race (`git loop race --together`).
+    pub together_first: bool,
+    /// How races pick their winner, said on the command line: wins over the task's pick.
     pub pick: Option<dispatch::Pick>,
+    /// How races pick their winner when neither the command line nor the task says (`loop.pick`).
+    pub pick_default: Option<dispatch::Pick>,
     /// The command that picks among passing tries in `judge` mode.
     pub judge: Option<String>,
     /// A command that must approve a try (exit 0) for it to pass.
@@ -95,7 +100,9 @@ impl Options {
             base: None,
             merge: false,
             together: Vec::new(),
+            together_first: false,
             pick: None,
+            pick_default: None,
             judge: None,
             review: None,
             fallback: Vec::new(),
@@ -543,10 +550,17 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
             if last_sync.elapsed() >= every {
                 last_sync = std::time::Instant::now();
                 match crate::store::sync::sync(&store, remote) {
-                    Ok(report) if !report.changes.is_empty() => {
-                        walker.observer.event(&Event::Synced { changes: report.changes.len() })
+                    Ok(report) => {
+                        use crate::store::sync::Change;
+                        let incoming = report
+                            .changes
+                            .iter()
+                            .filter(|c| matches!(c.change, Change::Fetched | Change::FastForwarded | Change::Merged))
+                            .count();
+                        if incoming > 0 {
+                            walker.observer.event(&Event::Synced { changes: incoming });
+                        }
                     }
-                    Ok(_) => {}
                     Err(err) => walker
                         .observer
                         .event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),

@@ -405,7 +405,8 @@ pub fn run(
                 Ok(n) => {
                     let i = race.tries.iter().position(|t| *t == n).expect("the judge picked a passing try");
                     let ended = passing.iter().find(|(j, _)| *j == i).map(|(_, e)| e.clone()).expect("passing");
-                    let line = format!("{} · the judge picked {} ({} passed)", task.id, tries_of(&names[i]), passing.len());
+                    let line =
+                        format!("{} · the judge picked {} ({} passed)", task.id, tries_of(&names[i]), passing.len());
                     walker.journal(
                         store,
                         "race_won",

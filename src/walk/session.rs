@@ -163,7 +163,7 @@ impl GitDispatcher<'_> {
             },
         )?;
         std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
-        // MERGE: agent.write_session_files(&dir)?; (hooks, issue 5)
+        agent.write_session_files(&dir)?;
         if let Some(transcript) = seat.handoff {
             handoff::place(try_, transcript);
         }
@@ -251,8 +251,11 @@ impl GitDispatcher<'_> {
         };
         rec.ended_at = Some(self.walker.ctx.now());
         rec.ended = Some(why.clone());
-        // A hook may have reported the CLI's own session id meanwhile.
-        rec.agent_session = record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session);
+        // A hook may have reported the CLI's own session id meanwhile; else its output may say.
+        rec.agent_session = record::read(&loop_dir, &session)
+            .and_then(|r| r.agent_session)
+            .or(rec.agent_session)
+            .or_else(|| reach::session_id_in_output(&agent.name, &head(&log, 200)));
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
         self.walker.journal(
@@ -680,6 +683,12 @@ impl GitDispatcher<'_> {
         }
         Ok(())
     }
+}
+
+/// The first `n` lines of a file (empty if unreadable).
+fn head(path: &Path, n: usize) -> String {
+    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
 /// How a checks or review command went.

@@ -1,12 +1,15 @@
 //! The one integration-test binary: every module drives the real `git-loop` executable
 //! against real repositories in a sealed environment (see `harness`).
 
+mod agents_e2e;
 mod backlog;
 mod claims;
 mod cli_docs;
 mod harness;
+mod hooks;
 mod journal;
 mod mission;
+mod model_server;
 mod next_claim;
 mod people;
 mod race;
