@@ -323,6 +323,9 @@ pub struct Timeline {
 }
 
 pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
+    if let (Some(task), None) = (&filter.task, &filter.session) {
+        return by_task::timeline(store, task);
+    }
     let repo = &store.repo;
     let mut problems = Vec::new();
     let mut seen = HashSet::new();
@@ -346,6 +349,122 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
         (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
     });
     Ok(Timeline { entries, problems })
+}
+
+/// One task's events without reading the whole journal: what the walk asks before every
+/// dispatch (an unfinished try, a race to take up again, a hand-back note, try numbers).
+///
+/// `.git/loop/journal-tasks/<task>` holds, per task, the events of that task as lines
+/// `<commit>\t<event JSON>`; `journal-tasks/tips` says up to which tip each chain was indexed
+/// (`<ref>\t<tip>`). A read walks only the commits added to each chain since (a few, between
+/// two dispatches), appends their events to their tasks' files, and then reads one small file.
+/// Appends are whole lines in one write; the tips file is replaced by rename after the events
+/// it covers were appended. A stale or lost tips file only makes a read walk again; events
+/// met twice are appended twice and read once (by commit id). Deleting the directory loses
+/// nothing: the next read indexes every chain again.
+mod by_task {
+    use std::collections::{HashMap, HashSet, VecDeque};
+    use std::io::Write as _;
+
+    use anyhow::Result;
+    use gix::ObjectId;
+
+    use super::{chains, Entry, Info, Timeline};
+    use crate::git;
+    use crate::store::Store;
+
+    const DIR: &str = "journal-tasks";
+    const TIPS: &str = "tips";
+
+    pub fn timeline(store: &Store, task: &str) -> Result<Timeline> {
+        let repo = &store.repo;
+        let dir = git::loop_dir(repo).join(DIR);
+        let mut problems = Vec::new();
+        catch_up(repo, &dir, &mut problems)?;
+        let text = if task.parse::<crate::ids::TaskId>().is_ok() {
+            std::fs::read_to_string(dir.join(task)).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut seen = HashSet::new();
+        let mut entries = Vec::new();
+        for line in text.lines() {
+            let Some((id, json)) = line.split_once('\t') else { continue };
+            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
+            if !seen.insert(id) {
+                continue;
+            }
+            let info = Info { parents: Vec::new(), task: None, session: None, json: Some(json.to_owned()) };
+            if let Some(event) = info.event() {
+                entries.push(Entry { id, event });
+            }
+        }
+        entries.sort_by(|a, b| {
+            (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
+        });
+        Ok(Timeline { entries, problems })
+    }
+
+    /// Index what every chain gained since it was last indexed.
+    fn catch_up(repo: &gix::Repository, dir: &std::path::Path, problems: &mut Vec<String>) -> Result<()> {
+        let tips = chains(repo)?;
+        let indexed = read_tips(&dir.join(TIPS));
+        if tips.iter().all(|(name, tip)| indexed.get(name) == Some(tip)) {
+            return Ok(());
+        }
+        let mut lines: HashMap<String, String> = HashMap::new();
+        for (name, tip) in &tips {
+            let stop = indexed.get(name);
+            if stop == Some(tip) {
+                continue;
+            }
+            let mut queue = VecDeque::from([*tip]);
+            let mut seen = HashSet::from([*tip]);
+            while let Some(id) = queue.pop_front() {
+                if Some(&id) == stop {
+                    continue;
+                }
+                let info = match Info::read(repo, id) {
+                    Ok(info) => info,
+                    Err(problem) => {
+                        problems.push(problem);
+                        continue;
+                    }
+                };
+                if let (Some(task), Some(json)) = (&info.task, &info.json) {
+                    if task.parse::<crate::ids::TaskId>().is_ok() {
+                        lines.entry(task.clone()).or_default().push_str(&format!("{id}\t{json}\n"));
+                    }
+                }
+                for parent in info.parents {
+                    if seen.insert(parent) {
+                        queue.push_back(parent);
+                    }
+                }
+            }
+        }
+        std::fs::create_dir_all(dir)?;
+        for (task, text) in lines {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(task))?;
+            // One write of whole lines: concurrent appenders do not interleave within it.
+            file.write_all(text.as_bytes())?;
+        }
+        let text: String = tips.iter().map(|(name, tip)| format!("{name}\t{tip}\n")).collect();
+        let tmp = dir.join(format!("{TIPS}.{}.{}", std::process::id(), crate::ids::random_base32(8)));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, dir.join(TIPS))?;
+        Ok(())
+    }
+
+    fn read_tips(path: &std::path::Path) -> HashMap<String, ObjectId> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| {
+                let (name, tip) = l.split_once('\t')?;
+                Some((name.to_owned(), ObjectId::from_hex(tip.as_bytes()).ok()?))
+            })
+            .collect()
+    }
 }
 
 /// The termination event a session journaled (with `git loop finish`), read from the

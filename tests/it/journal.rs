@@ -381,3 +381,62 @@ fn log_filters_by_task_and_session_and_keeps_the_last_n() {
     let unknown = repo.run(&["log", "--task", "t-nope"]).code(2);
     assert_eq!(unknown.stderr, "error: no task matches 't-nope'\nhint: list tasks with 'git loop list'\n");
 }
+
+/// One task's events are read through a per-task index (`.git/loop/journal-tasks/`): it must
+/// always equal the full timeline filtered by that task — after events arrive from another
+/// clone (a diverged chain merged by sync), after the index is deleted, and after its record
+/// of indexed tips goes back in time (events met twice are listed once).
+#[test]
+fn a_tasks_events_read_through_its_index_equal_the_full_timeline() {
+    let env = TestEnv::new();
+    let remote = env.remote("origin");
+    let url = remote.to_str().expect("utf-8").to_owned();
+    let a = env.clone_of(&url, "a");
+    let b = env.clone_of(&url, "b");
+    let id = a.add(&["indexed"]);
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    let append = |repo: &Repo<'_>, n: usize, session: Option<&str>| {
+        let data = format!("{{\"n\":{n}}}");
+        let mut cmd = repo.command(&["journal", "append", "note", "--task", &id, "--data", &data]);
+        if let Some(session) = session {
+            cmd.env("GIT_LOOP_SESSION", session);
+        }
+        let out = cmd.output().expect("append");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let by_task = |repo: &Repo<'_>| -> Vec<String> {
+        repo.run(&["log", "--task", &id, "--json"]).ok().json()["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let full = |repo: &Repo<'_>| -> Vec<String> {
+        events(repo)
+            .iter()
+            .filter(|e| e["task"] == id.as_str())
+            .map(|e| e["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    for n in 0..5 {
+        append(&a, n, Some("s-shared"));
+        append(&b, 10 + n, Some("s-shared"));
+        append(&a, 20 + n, None);
+    }
+    assert_eq!(by_task(&a), full(&a), "before the sync");
+    b.run(&["sync"]).ok();
+    a.run(&["sync"]).ok();
+    let merged = by_task(&a);
+    assert_eq!(merged, full(&a), "after merging b's diverged chain");
+    assert_eq!(merged.len(), 1 + 15, "task_added and 15 notes");
+    let index = a.dir.join(".git/loop/journal-tasks");
+    let old_tips = std::fs::read_to_string(index.join("tips")).expect("the index's tips");
+    append(&a, 30, None);
+    assert_eq!(by_task(&a), full(&a), "an event appended since");
+    std::fs::write(index.join("tips"), old_tips).expect("tips back in time");
+    assert_eq!(by_task(&a), full(&a), "events met twice are listed once");
+    std::fs::remove_dir_all(&index).expect("delete the index");
+    assert_eq!(by_task(&a), full(&a), "rebuilt from the chains");
+}
