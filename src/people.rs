@@ -558,24 +558,24 @@ fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Va
     )
 }
 
-/// Move the task branch to `head` by compare-and-swap (fast-forward, else a merge of the two),
-/// never while it is checked out; returns where it points now.
-fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<ObjectId> {
+/// Where the task branch should go to take try `number`'s `head`: the head itself when the
+/// branch has not moved since the try began, else a merge of the two (a conflict refuses).
+fn landing(store: &Store, id: &TaskId, number: u32, head: ObjectId) -> Result<(Option<ObjectId>, ObjectId)> {
     let branch = refs::task_branch(id);
     let current = git::ref_target(&store.repo, &branch)?;
     let target = match current {
         Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
-            let message = format!("loop: merge {} into try {} of {id}\n", refs::short_branch(&branch), try_.number);
+            let message = format!("loop: merge {} into try {number} of {id}\n", refs::short_branch(&branch));
             match tries::merge(store, head, current, &message)? {
                 tries::Merged::Commit(c) => c,
                 tries::Merged::Conflict(paths) => {
                     return Err(refused(format!(
-                        "{} moved since this try began and merging it conflicts in: {}",
+                        "{} moved since try {number} began and merging it conflicts in: {}",
                         refs::short_branch(&branch),
                         paths.join(", ")
                     ))
                     .hint(format!(
-                        "merge it in the worktree yourself (git merge {}), then try again",
+                        "merge it into the try's worktree yourself (git merge {}), then try again",
                         refs::short_branch(&branch)
                     ))
                     .into())
@@ -584,15 +584,24 @@ fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<Object
         }
         _ => head,
     };
+    Ok((current, target))
+}
+
+/// The refusal for a task branch checked out in a worktree (moving it would be undone there).
+fn checked_out(branch: &str, path: &Path) -> anyhow::Error {
+    refused(format!("{} is checked out in {}, so it cannot be moved", refs::short_branch(branch), path.display()))
+        .hint("switch that worktree to another branch, then try again")
+        .into()
+}
+
+/// Move the task branch to try `try_`'s `head` by compare-and-swap, never while it is checked
+/// out; returns where it points now.
+fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<ObjectId> {
+    let branch = refs::task_branch(id);
+    let (current, target) = landing(store, id, try_.number, head)?;
     match tries::move_branch(store, &branch, current, target, "loop: task done")? {
         tries::Move::Moved => Ok(target),
-        tries::Move::CheckedOut(path) => Err(refused(format!(
-            "{} is checked out in {}, so it cannot be moved",
-            refs::short_branch(&branch),
-            path.display()
-        ))
-        .hint("switch that worktree to another branch, then try again")
-        .into()),
+        tries::Move::CheckedOut(path) => Err(checked_out(&branch, &path)),
         tries::Move::Lost(_) => {
             Err(refused(format!("{} moved meanwhile", refs::short_branch(&branch))).hint("try again").into())
         }
@@ -626,32 +635,9 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     };
     let branch = refs::task_branch(&id);
     if let Some(path) = tries::checked_out_in(store, &branch)? {
-        return Err(refused(format!(
-            "{} is checked out in {}, so it cannot be moved",
-            refs::short_branch(&branch),
-            path.display()
-        ))
-        .hint("switch that worktree to another branch, then try again")
-        .into());
+        return Err(checked_out(&branch, &path));
     }
-    let current = git::ref_target(&store.repo, &branch)?;
-    let target = match current {
-        Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
-            let text = format!("loop: merge {} into try {number} of {id}\n", refs::short_branch(&branch));
-            match tries::merge(store, head, current, &text)? {
-                tries::Merged::Commit(c) => c,
-                tries::Merged::Conflict(paths) => {
-                    return Err(refused(format!(
-                        "{} moved since try {number} began and merging it conflicts in: {}",
-                        refs::short_branch(&branch),
-                        paths.join(", ")
-                    ))
-                    .into())
-                }
-            }
-        }
-        _ => head,
-    };
+    let (current, target) = landing(store, &id, number, head)?;
     let opts = DoneOptions {
         commit: Some(target.to_string()),
         message: message.or_else(|| Some(format!("try {number} chosen by {}", store.identity))),

@@ -275,27 +275,23 @@ impl<'a> GitDispatcher<'a> {
                     json!({ "from": from, "to": agent, "why": why, "session": ran.session }),
                 )?;
                 self.walker.observer.event(&Event::Handover { task: unit.task.id.clone(), line });
-                let note = match &unit.try_ {
-                    Some(try_) => {
-                        let transcript = handoff::transcript_of(self.store, &ran.session);
-                        unit.handoff = transcript.clone();
-                        handoff::note(
-                            self.store,
-                            try_,
-                            &handoff::Previous {
-                                agent: from,
-                                why: &why,
-                                session: Some(&ran.session),
-                                summary: ran.summary.as_deref(),
-                            },
-                            transcript.as_deref(),
-                        )?
-                    }
-                    None => format!("This task was with {from} until now: {why}.\n"),
-                };
+                let note = self.handoff_note(unit, from, &why, ran)?;
                 Ok(Dispatched::Continue { note })
             }
         }
+    }
+
+    /// The note for the agent that takes the unit's try over from `from` (and the transcript
+    /// to copy into its worktree, kept on the unit).
+    fn handoff_note(&self, unit: &mut WorkUnit, from: &str, why: &str, ran: &Ran) -> Result<String> {
+        let Some(try_) = &unit.try_ else {
+            return Ok(format!("This task was with {from} until now: {why}.\n"));
+        };
+        let transcript = handoff::transcript_of(self.store, &ran.session);
+        unit.handoff = transcript.clone();
+        let previous =
+            handoff::Previous { agent: from, why, session: Some(&ran.session), summary: ran.summary.as_deref() };
+        handoff::note(self.store, try_, &previous, transcript.as_deref())
     }
 
     /// The agent could not be reached: mark it, and hand its task to the fallbacks.
@@ -330,25 +326,7 @@ impl<'a> GitDispatcher<'a> {
             unit.announced = true;
         }
         unit.plan = Some(plan);
-        let why = format!("it is unreachable ({reason})");
-        let note = match &unit.try_ {
-            Some(try_) => {
-                let transcript = handoff::transcript_of(self.store, &ran.session);
-                unit.handoff = transcript.clone();
-                handoff::note(
-                    self.store,
-                    try_,
-                    &handoff::Previous {
-                        agent,
-                        why: &why,
-                        session: Some(&ran.session),
-                        summary: ran.summary.as_deref(),
-                    },
-                    transcript.as_deref(),
-                )?
-            }
-            None => format!("This task was with {agent} until now: {why}.\n"),
-        };
+        let note = self.handoff_note(unit, agent, &format!("it is unreachable ({reason})"), ran)?;
         Ok(Dispatched::Continue { note })
     }
 }
