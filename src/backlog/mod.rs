@@ -97,8 +97,10 @@ pub struct TaskFields {
 /// Check a label or agent name given on the command line.
 fn check_word(what: &str, value: &str) -> Result<(), Refusal> {
     if value.trim().is_empty() || value.len() > 100 || value.chars().any(|c| c.is_control() || c == ',') {
-        return Err(usage(format!("{what} '{}' is not valid", value.escape_debug()))
-            .hint(format!("a {what} is 1 to 100 characters, without commas or control characters")));
+        return Err(usage(format!("{what} '{}' is not valid", value.escape_debug())).hint(format!(
+            "{} {what} is 1 to 100 characters, without commas or control characters",
+            if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+        )));
     }
     Ok(())
 }

@@ -17,11 +17,12 @@ use crate::refs;
 ///
 /// Example: git loop hand-back t-4f2a --continue --message "fixed the parser's off-by-one"
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["continue", "keep"])))]
 pub struct HandBackArgs {
     /// The task (id or unique prefix).
     id: String,
     /// Let the agent go on, told what you changed.
-    #[arg(long, conflicts_with = "keep", required_unless_present = "keep")]
+    #[arg(long)]
     r#continue: bool,
     /// Keep the work as yours: done when the checks pass.
     #[arg(long)]

@@ -36,7 +36,8 @@ pub struct RaceArgs {
 pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
-    let task = crate::store::task::read(&store, &id)?.expect("resolved").task;
+    let gone = || usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'");
+    let task = crate::store::task::read(&store, &id)?.ok_or_else(gone)?.task;
     let together = if args.together.is_empty() { task.together.clone() } else { args.together };
     let unfinished = crate::walk::race::unfinished(&store, &task)?;
     if together.len() < 2 && unfinished.is_none() {
@@ -45,7 +46,7 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
             .into());
     }
     let board = Board::load(&store, &env.ctx)?;
-    let row = board.get(id.as_str()).expect("the task exists");
+    let row = board.get(id.as_str()).ok_or_else(gone)?;
     match board.readiness(row) {
         Readiness::Ready => {}
         Readiness::Closed => {
