@@ -534,16 +534,14 @@ fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Va
     };
     let started = Instant::now();
     let mut running = process::Running::spawn(&spec)?;
-    let mut backoff = process::Backoff::new();
     let exit = loop {
-        if let Some(exit) = running.poll()? {
+        if let Some(exit) = running.wait_for(Duration::from_millis(200))? {
             running.sweep();
             break exit;
         }
         if started.elapsed() > Duration::from_secs(30 * 60) {
             break running.stop(Duration::from_secs(5))?;
         }
-        backoff.wait();
     };
     if exit != process::Exit::Code(0) {
         return Err(refused(format!(
@@ -666,11 +664,10 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
 }
 
 /// The note for the next session after a person handed the task back, if they did since the
-/// try's last session.
-pub fn hand_back_note(store: &Store, id: &TaskId) -> Result<Option<String>> {
-    let filter = Filter { task: Some(id.to_string()), session: None };
+/// try's last session (over the task's events, already read).
+pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
     let mut note = None;
-    for entry in journal::timeline(store, &filter)?.entries {
+    for entry in entries {
         let e = &entry.event;
         match e.kind.as_str() {
             "handed_back" if e.data.get("mode").and_then(|m| m.as_str()) == Some("continue") => {
@@ -688,5 +685,5 @@ pub fn hand_back_note(store: &Store, id: &TaskId) -> Result<Option<String>> {
             _ => {}
         }
     }
-    Ok(note)
+    note
 }

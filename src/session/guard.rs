@@ -46,7 +46,6 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
         }
     }
     let mut running = Running::spawn(spec)?;
-    let mut backoff = super::process::Backoff::new();
     loop {
         if let Some(exit) = running.poll()? {
             running.sweep();
@@ -59,7 +58,8 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
         if INTERRUPT.swap(false, Ordering::SeqCst) {
             running.interrupt();
         }
-        backoff.wait();
+        // Wakes when the agent exits, or when a signal arrives.
+        running.wait_for(Duration::from_millis(50))?;
     }
 }
 

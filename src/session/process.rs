@@ -56,6 +56,8 @@ pub struct Running {
     pub started: Instant,
     pub marker: String,
     exit: Option<Exit>,
+    /// A pidfd for the child (Linux 5.3+): readable once it exits, so a wait wakes at once.
+    pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 impl Running {
@@ -83,7 +85,29 @@ impl Running {
             .process_group(0);
         let child = cmd.spawn().with_context(|| format!("could not start '{}'", spec.program))?;
         let pid = child.id();
-        Ok(Running { child, pid, started: Instant::now(), marker: spec.marker.clone(), exit: None })
+        Ok(Running { child, pid, started: Instant::now(), marker: spec.marker.clone(), exit: None, pidfd: pidfd(pid) })
+    }
+
+    /// Wait until the process exits or `limit` passes, whichever comes first; then as `poll`.
+    /// With a pidfd the wait ends the moment the process exits; without one it sleeps in short
+    /// steps. A signal to this process ends the wait early too.
+    pub fn wait_for(&mut self, limit: Duration) -> Result<Option<Exit>> {
+        if let Some(exit) = self.poll()? {
+            return Ok(Some(exit));
+        }
+        match &self.pidfd {
+            Some(fd) => {
+                use std::os::fd::AsRawFd as _;
+                let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                let ms = limit.as_millis().clamp(1, i32::MAX as u128) as i32;
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe {
+                    libc::poll(&mut pfd, 1, ms);
+                }
+            }
+            None => std::thread::sleep(limit.min(Duration::from_millis(2))),
+        }
+        self.poll()
     }
 
     /// The exit, if the process has ended (never blocks).
@@ -102,8 +126,10 @@ impl Running {
         if self.poll()?.is_none() {
             signal_group(self.pid, libc::SIGTERM);
             let deadline = Instant::now() + grace;
-            while Instant::now() < deadline && self.poll()?.is_none() {
-                std::thread::sleep(Duration::from_millis(20));
+            while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
+                if self.wait_for(left.min(Duration::from_millis(50)))?.is_some() {
+                    break;
+                }
             }
             if self.poll()?.is_none() {
                 signal_group(self.pid, libc::SIGKILL);
@@ -141,6 +167,15 @@ impl Running {
         }
         kill_marked(&self.marker);
     }
+}
+
+/// A pidfd for `pid`, where the kernel has them.
+fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative return is a descriptor we now own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {

@@ -151,14 +151,14 @@ impl<'a> GitDispatcher<'a> {
 
     /// Set up the unit's try: an unfinished try of this task to continue, or a new one from
     /// the task branch; and its worktree.
-    fn prepare(&self, unit: &mut WorkUnit, agent: &str) -> Result<Option<Dispatched>> {
+    fn prepare(&self, unit: &mut WorkUnit, agent: &str, history: &[journal::Entry]) -> Result<Option<Dispatched>> {
         let id = unit.id();
         let head = match self.task_branch(&unit.task)? {
             Ok(head) => head,
             Err(early) => return Ok(Some(early)),
         };
         let root = tries::worktrees_root(self.store)?;
-        let (try_, resumed) = match unfinished_try(self.store, &id)? {
+        let (try_, resumed) = match unfinished_try(history) {
             Some(n) if git::ref_target(&self.store.repo, &refs::try_branch(&id, n))?.is_some() => {
                 (Try::describe(&id, n, &root), true)
             }
@@ -198,13 +198,13 @@ impl<'a> GitDispatcher<'a> {
         &self,
         unit: &mut WorkUnit,
         agent_name: &str,
-        attempt: u32,
-        carry: Option<&str>,
+        (attempt, carry): (u32, Option<&str>),
+        history: &[journal::Entry],
         budget: &Budget<'_>,
     ) -> Result<Dispatched> {
         let agent = self.walker.agent(self.store, agent_name)?;
         if unit.try_.is_none() {
-            if let Some(early) = self.prepare(unit, agent_name)? {
+            if let Some(early) = self.prepare(unit, agent_name, history)? {
                 return Ok(early);
             }
         }
@@ -357,13 +357,16 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
                 return Ok(Dispatched::Lost { reason: "the task was deleted".into() });
             }
         }
+        // The task's history, read once: an unfinished try, a race to take up again, a hand-back.
+        let filter = journal::Filter { task: Some(unit.task.id.clone()), session: None };
+        let history = journal::timeline(self.store, &filter)?.entries;
         // The first session after a person handed the task back is told what they changed.
         let handed_back = match (carry, attempt) {
-            (None, 1) => crate::people::hand_back_note(self.store, &unit.id())?,
+            (None, 1) => crate::people::hand_back_note_in(&history),
             _ => None,
         };
         let carry = carry.or(handed_back.as_deref());
-        if let Some(resumed) = race::unfinished(self.store, &unit.task)? {
+        if let Some(resumed) = race::unfinished_in(&history) {
             return race::run(self, unit, race::Entry::Resume(resumed), carry, budget);
         }
         let plan = match self.plan(unit) {
@@ -371,20 +374,19 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             Err(why) => return Ok(Dispatched::Pause { reason: why }),
         };
         match plan {
-            Plan::Single { agent } => self.single(unit, &agent, attempt, carry, budget),
+            Plan::Single { agent } => self.single(unit, &agent, (attempt, carry), &history, budget),
             Plan::Race { agents, pick } => race::run(self, unit, race::Entry::New { agents, pick }, carry, budget),
         }
     }
 }
 
-/// The try of `task` that a previous walk opened and did not close, if any.
+/// The try a previous walk opened and did not close, if any, from the task's events.
 ///
 /// Race entrants' tries are not counted (a race finds its own again), and a try stays
 /// unfinished through a stop, a take-over and a hand-back: only closing it ends it.
-pub fn unfinished_try(store: &Store, task: &TaskId) -> Result<Option<u32>> {
-    let filter = journal::Filter { task: Some(task.to_string()), session: None };
+pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
     let mut open = None;
-    for entry in journal::timeline(store, &filter)?.entries {
+    for entry in entries {
         let data = &entry.event.data;
         let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
         match entry.event.kind.as_str() {
@@ -393,7 +395,7 @@ pub fn unfinished_try(store: &Store, task: &TaskId) -> Result<Option<u32>> {
             _ => {}
         }
     }
-    Ok(open)
+    open
 }
 
 /// What `--merge` did with a done task's branch.

@@ -133,8 +133,13 @@ fn is_boundary(kind: &str) -> bool {
 /// The race of `task` a killed walk left unfinished, if any.
 pub fn unfinished(store: &Store, task: &Task) -> Result<Option<Unfinished>> {
     let filter = journal::Filter { task: Some(task.id.clone()), session: None };
+    Ok(unfinished_in(&journal::timeline(store, &filter)?.entries))
+}
+
+/// `unfinished` over a task's events, already read.
+pub fn unfinished_in(entries: &[journal::Entry]) -> Option<Unfinished> {
     let mut current: Option<Unfinished> = None;
-    for entry in journal::timeline(store, &filter)?.entries {
+    for entry in entries {
         let data = &entry.event.data;
         let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
         match entry.event.kind.as_str() {
@@ -173,7 +178,7 @@ pub fn unfinished(store: &Store, task: &Task) -> Result<Option<Unfinished>> {
             _ => {}
         }
     }
-    Ok(current)
+    current
 }
 
 /// "claude and codex both take t-4f2a · the first to pass the checks wins".

@@ -362,7 +362,6 @@ impl GitDispatcher<'_> {
         let mut last_refresh = Instant::now();
         let mut watch = Watch::new(task);
         let mut wrap: Option<WrapUp> = None;
-        let mut backoff = crate::session::process::Backoff::new();
         loop {
             if let Some(exit) = running.poll()? {
                 // The guard sweeps the session's processes before it exits; if it did not
@@ -415,7 +414,8 @@ impl GitDispatcher<'_> {
                     }),
                 }
             }
-            backoff.wait();
+            // Wakes the moment the session exits; else looks around every 50 ms.
+            running.wait_for(Duration::from_millis(50))?;
         }
     }
 
@@ -475,9 +475,8 @@ impl GitDispatcher<'_> {
         let mut running = Running::spawn(&spec)?;
         if let Some(timeout) = timeout {
             let deadline = Instant::now() + timeout;
-            let mut backoff = crate::session::process::Backoff::new();
             while running.poll()?.is_none() && Instant::now() < deadline && !self.walker.cancelled(self.store) {
-                backoff.wait();
+                running.wait_for(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)))?;
             }
             if running.poll()?.is_none() {
                 running.stop(self.walker.opts.grace)?;
