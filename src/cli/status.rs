@@ -87,7 +87,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
-                "log_tail": crate::walk::dispatch::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
+                "log_tail": crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
             "claims": claims.iter().map(|(_, h)| claim_json(h, now)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
@@ -127,7 +127,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     if !running.is_empty() {
         out.line("\nsessions:")?;
         for r in &running {
-            let last = crate::walk::dispatch::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
+            let last = crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
             out.line(format!(
                 "  {:<11} {:<10} {:<8} try {:<3} {:>9}  {}",
                 r.task,

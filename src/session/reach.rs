@@ -121,10 +121,18 @@ pub fn unreachable(agent: &str, log_tail: &str, extra: &[String]) -> Option<&'st
     })
 }
 
+/// Whether the CLI's output announces its own session id (see `session_id_in_output`).
+pub fn announces_session_id(agent: &str) -> bool {
+    matches!(agent, "codex" | "opencode")
+}
+
 /// The CLI's own session id as its JSON output announces it, for CLIs whose id the loop cannot
 /// choose: Codex (`{"type":"thread.started","thread_id":…}`) and OpenCode (`"sessionID"` on
 /// every event).
 pub fn session_id_in_output(agent: &str, output: &str) -> Option<String> {
+    if !announces_session_id(agent) {
+        return None;
+    }
     output
         .lines()
         .filter(|l| l.starts_with('{'))

@@ -58,6 +58,37 @@ pub fn read(loop_dir: &Path, session: &str) -> Option<Record> {
     serde_json::from_slice::<Record>(&bytes).ok().filter(|r| r.version <= RECORD_VERSION)
 }
 
+/// How much of the end of a log `tail` reads: a session's log can run to many megabytes.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// The last `n` lines of a log (empty if unreadable), read from its last 64 KiB only.
+pub fn tail(path: &Path, n: usize) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return String::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(TAIL_BYTES);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    // Started mid-file: the first line read may be a fragment.
+    let text = if from > 0 { text.split_once('\n').map_or("", |(_, rest)| rest) } else { &text };
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The first `n` lines of a log, read from its first 64 KiB only.
+pub fn head(path: &Path, n: usize) -> String {
+    use std::io::Read as _;
+    let Ok(file) = std::fs::File::open(path) else { return String::new() };
+    let mut bytes = Vec::new();
+    if file.take(TAIL_BYTES).read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&bytes).lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
 /// Every readable session record.
 pub fn all(loop_dir: &Path) -> Vec<Record> {
     let Ok(entries) = std::fs::read_dir(loop_dir.join("sessions")) else {
@@ -75,5 +106,30 @@ pub fn is_alive(pid: u32, pid_start: Option<u64>, boot_id: &str, this_boot: &str
         (Some(now), Some(then)) => now == then,
         (Some(_), None) => true,
         (None, _) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_and_head_read_only_the_ends_of_a_large_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("log");
+        let mut text = String::new();
+        for i in 0..20_000 {
+            text.push_str(&format!("line {i} of a long session\n"));
+        }
+        std::fs::write(&log, &text).expect("write");
+        assert!(text.len() as u64 > TAIL_BYTES * 4);
+        assert_eq!(tail(&log, 2), "line 19998 of a long session\nline 19999 of a long session");
+        let many = tail(&log, 100_000);
+        assert!(many.lines().all(|l| l.starts_with("line ") && l.ends_with("session")), "no fragment of a line");
+        assert_eq!(many.lines().last(), Some("line 19999 of a long session"));
+        assert_eq!(head(&log, 2), "line 0 of a long session\nline 1 of a long session");
+        assert_eq!(tail(&dir.path().join("missing"), 5), "");
+        std::fs::write(&log, "one\ntwo\n").expect("write");
+        assert_eq!(tail(&log, 5), "one\ntwo");
     }
 }

@@ -14,7 +14,6 @@
 //! racing from its work; new tasks go back to it once that time is up. With no fallback, the
 //! walk pauses.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -453,13 +452,6 @@ pub fn merge_into_base(store: &Store, walker: &Walker<'_>, task: &Task, commit: 
         });
     }
     Ok(result)
-}
-
-/// The last `n` lines of a file (empty if unreadable).
-pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 pub fn first_line(text: &str) -> &str {

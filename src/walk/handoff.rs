@@ -75,7 +75,7 @@ pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Opti
         }
         (_, Some(session)) => {
             let log = record::dir(&store.loop_dir()?, session).join("log");
-            let tail = super::dispatch::tail(&log, 20);
+            let tail = crate::session::record::tail(&log, 20);
             if !tail.trim().is_empty() {
                 out.push_str(&format!("\nThe last lines of its last session's output:\n{tail}\n"));
             }

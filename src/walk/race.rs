@@ -27,7 +27,7 @@ use anyhow::Result;
 use gix::ObjectId;
 use serde_json::json;
 
-use super::dispatch::{first_line, tail, GitDispatcher, Pick};
+use super::dispatch::{first_line, GitDispatcher, Pick};
 use super::queue::WorkUnit;
 use super::session::{Seat, Step, Withdrawal};
 use super::{Event, Walker};
@@ -699,7 +699,7 @@ fn judge(
         )));
     }
     // The last line of its output names the winner: "3", "try 3" or "#3".
-    let output = tail(&log, 5);
+    let output = crate::session::record::tail(&log, 5);
     let answer = output.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_owned();
     let lower = answer.to_lowercase();
     let picked = lower.trim_start_matches("try").trim().trim_start_matches('#').parse::<u32>().ok();

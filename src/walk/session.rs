@@ -21,7 +21,7 @@ use anyhow::{Context as _, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::dispatch::{first_line, human_duration, tail, GitDispatcher};
+use super::dispatch::{first_line, human_duration, GitDispatcher};
 use super::{handoff, prompt, Event};
 use crate::backlog::{self, TaskFields};
 use crate::git;
@@ -30,7 +30,8 @@ use crate::refs;
 use crate::runloop::Verdict;
 use crate::session::presets::{Agent, PromptVia};
 use crate::session::process::{Exit, Running, Spec};
-use crate::session::{reach, record};
+use crate::session::reach;
+use crate::session::record::{self, tail};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
@@ -252,10 +253,12 @@ impl GitDispatcher<'_> {
         rec.ended_at = Some(self.walker.ctx.now());
         rec.ended = Some(why.clone());
         // A hook may have reported the CLI's own session id meanwhile; else its output may say.
-        rec.agent_session = record::read(&loop_dir, &session)
-            .and_then(|r| r.agent_session)
-            .or(rec.agent_session)
-            .or_else(|| reach::session_id_in_output(&agent.name, &head(&log, 200)));
+        rec.agent_session =
+            record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session).or_else(|| {
+                reach::announces_session_id(&agent.name)
+                    .then(|| reach::session_id_in_output(&agent.name, &record::head(&log, 200)))
+                    .flatten()
+            });
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
         self.walker.journal(
@@ -294,7 +297,8 @@ impl GitDispatcher<'_> {
             if let Some(reason) = reach::unreachable(&agent.name, &log_tail, &extra) {
                 return Ok(ran(Step::Unreachable { reason }));
             }
-            let short_tail = tail(&log, 20);
+            let lines: Vec<&str> = log_tail.lines().collect();
+            let short_tail = lines[lines.len().saturating_sub(20)..].join("\n");
             return Ok(ran(Step::Continue {
                 note: format!(
                     "The previous session ({session}) ended without reporting a verdict: {why}.\nThe last lines of its output were:\n{short_tail}"
@@ -682,12 +686,6 @@ impl GitDispatcher<'_> {
         }
         Ok(())
     }
-}
-
-/// The first `n` lines of a file (empty if unreadable).
-fn head(path: &Path, n: usize) -> String {
-    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
 /// How a checks or review command went.
