@@ -240,6 +240,18 @@ pub fn uuid_v4() -> String {
 /// The alphabet of generated ids: Crockford base 32, lowercase (no i, l, o, u).
 const BASE32: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
+/// A new walk's key: its claims' holder and its journal writer (`w-` and 8 characters).
+pub fn walker_key() -> String {
+    format!("{WALKER_PREFIX}{}", random_base32(8))
+}
+
+/// Whether a claim holder is a walk (not a person or an agent session).
+pub fn is_walker_key(holder: &str) -> bool {
+    holder.starts_with(WALKER_PREFIX)
+}
+
+const WALKER_PREFIX: &str = "w-";
+
 /// `n` random base-32 characters from the OS random source.
 pub fn random_base32(n: usize) -> String {
     let bytes = random_bytes(n);

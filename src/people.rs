@@ -101,7 +101,7 @@ pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
 /// The walker holding a live claim on the task, if one does.
 fn worked_by(store: &Store, ctx: &Context, id: &TaskId) -> Result<Option<claim::Held>> {
     Ok(claim::read(store, &ClaimKey::node(id))?
-        .filter(|h| h.record.holder.starts_with("w-") && !h.record.is_stale(ctx.now())))
+        .filter(|h| crate::ids::is_walker_key(&h.record.holder) && !h.record.is_stale(ctx.now())))
 }
 
 fn read_task(store: &Store, id: &TaskId) -> Result<crate::store::task::Snapshot> {

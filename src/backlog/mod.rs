@@ -416,15 +416,18 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
 /// The reason a claim kept on a closed task starts with (park exclusion).
 pub const HOLD_REASON: &str = "closed";
 
+/// Whether a claim only keeps a closed task away from the loop (park exclusion).
+pub fn is_hold(record: &claim::Record) -> bool {
+    record.reason.as_deref().is_some_and(|why| why.starts_with(HOLD_REASON))
+}
+
 /// Release a claim that only kept a closed task away from the loop, or that a person held
 /// (`take-over`). A claim a walker works the task under is left to that walker.
 pub fn release_hold(store: &Store, ctx: &Context, id: &TaskId) -> Result<()> {
     let key = ClaimKey::node(id);
     let Some(held) = claim::read(store, &key)? else { return Ok(()) };
     let r = &held.record;
-    let hold = r.reason.as_deref().is_some_and(|why| why.starts_with(HOLD_REASON) || why.starts_with("parked"))
-        || r.holder.starts_with(PERSON_PREFIX);
-    if hold && !r.is_stale(ctx.now()) {
+    if (is_hold(r) || r.holder.starts_with(PERSON_PREFIX)) && !r.is_stale(ctx.now()) {
         claim::release(store, ctx, &key, &r.holder.clone(), true)?;
     }
     Ok(())
@@ -495,7 +498,8 @@ impl Board {
     /// The state as people read it: `running` for an open task a walker works on (its live
     /// claim), else the recorded state.
     pub fn shown_state(&self, id: &str, state: State) -> &'static str {
-        let worked = self.claims.get(id).is_some_and(|c| c.expires_at > self.now && c.holder().starts_with("w-"));
+        let worked =
+            self.claims.get(id).is_some_and(|c| c.expires_at > self.now && crate::ids::is_walker_key(c.holder()));
         if state == State::Open && worked {
             "running"
         } else {

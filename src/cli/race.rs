@@ -62,13 +62,9 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
         Readiness::Claimed => {
             // A walk of this machine that was killed left its claim: the walk recovers it.
             let held = board.claim(id.as_str());
-            let dead = held.as_ref().is_some_and(|h| {
-                let r = &h.record;
-                r.holder.starts_with("w-")
-                    && r.host == env.ctx.host
-                    && r.boot_id == env.ctx.boot_id
-                    && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists()
-            });
+            let dead = held
+                .as_ref()
+                .is_some_and(|h| crate::ids::is_walker_key(&h.record.holder) && h.record.holder_gone_here(&env.ctx));
             if !dead {
                 let holder = held.map(|h| h.record.holder).unwrap_or_default();
                 return Err(refused(format!("{id} is claimed by {holder}"))

@@ -41,7 +41,7 @@ use crate::error::{Class, Refusal};
 use crate::ids::{random_base32, ClaimKey, WriterId};
 use crate::runloop::{self, Limits};
 use crate::session::presets;
-use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::journal::{self, NewEvent};
 use crate::store::Store;
 
@@ -490,20 +490,6 @@ fn check_agent(commander: &Commander<'_>, mission: &record::Mission) -> Result<(
     Ok(())
 }
 
-/// Releases the fleet claim however the run ends (errors and panics included).
-struct Fleet<'s> {
-    store: &'s Store,
-    ctx: &'s Context,
-    key: ClaimKey,
-    holder: String,
-}
-
-impl Drop for Fleet<'_> {
-    fn drop(&mut self) {
-        let _ = claim::release(self.store, self.ctx, &self.key, &self.holder, false);
-    }
-}
-
 fn fleet_options(ctx: &Context, holder: &str) -> AcquireOptions {
     AcquireOptions {
         holder: holder.to_owned(),
@@ -513,33 +499,17 @@ fn fleet_options(ctx: &Context, holder: &str) -> AcquireOptions {
     }
 }
 
-fn take_fleet<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Fleet<'s>> {
-    let opts = fleet_options(ctx, holder);
-    match claim::acquire(store, ctx, key, &opts)? {
-        Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
-        Acquire::HeldByOther(held) => {
-            let r = &held.record;
-            // A commander of this machine whose process is gone will never release it.
-            let dead = r.host == ctx.host
-                && r.boot_id == ctx.boot_id
-                && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists();
-            if !dead || !matches!(claim::take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. }) {
-                return Err(Refusal::new(
-                    Class::Busy,
-                    format!(
-                        "another commander runs mission '{}': {} (pid {} on {})",
-                        key.name(),
-                        r.holder,
-                        r.pid,
-                        r.host
-                    ),
-                )
-                .hint(format!("wait for it to finish, or interrupt it with 'kill -INT {}'", r.pid))
-                .into());
-            }
-        }
-    }
-    Ok(Fleet { store, ctx, key: key.clone(), holder: holder.to_owned() })
+/// Take the mission's `fleet:` claim for this commander (released when dropped).
+fn take_fleet<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Singleton<'s>> {
+    claim::take_singleton(store, ctx, key, fleet_options(ctx, holder))?.map_err(|held| {
+        let r = &held.record;
+        Refusal::new(
+            Class::Busy,
+            format!("another commander runs mission '{}': {} (pid {} on {})", key.name(), r.holder, r.pid, r.host),
+        )
+        .hint(format!("wait for it to finish, or interrupt it with 'kill -INT {}'", r.pid))
+        .into()
+    })
 }
 
 /// Keep the fleet claim's lease fresh until told to stop.

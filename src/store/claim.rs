@@ -68,6 +68,52 @@ impl Record {
     pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
         now >= self.expires_at
     }
+
+    /// Whether the holder was a process of this machine (this host, this boot) that no
+    /// longer exists: it will never refresh or release the claim.
+    pub fn holder_gone_here(&self, ctx: &Context) -> bool {
+        self.host == ctx.host
+            && self.boot_id == ctx.boot_id
+            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+}
+
+/// A claim held for the life of one process — a clone's walker, a mission's commander —
+/// and released however that process's work ends (it is released when dropped, so errors
+/// and panics release it too).
+pub struct Singleton<'s> {
+    store: &'s Store,
+    ctx: &'s Context,
+    key: ClaimKey,
+    opts: AcquireOptions,
+}
+
+impl Drop for Singleton<'_> {
+    fn drop(&mut self) {
+        let _ = release(self.store, self.ctx, &self.key, &self.opts.holder, false);
+    }
+}
+
+/// Take `key` for the life of this process: free, already ours, stale, or held by a process
+/// of this machine that is gone (taken over at once, not after its lease). Otherwise `Err`
+/// with the live holder, for the caller to name.
+pub fn take_singleton<'s>(
+    store: &'s Store,
+    ctx: &'s Context,
+    key: &ClaimKey,
+    opts: AcquireOptions,
+) -> Result<Result<Singleton<'s>, Held>> {
+    match acquire(store, ctx, key, &opts)? {
+        Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
+        Acquire::HeldByOther(held) => {
+            let taken = held.record.holder_gone_here(ctx)
+                && matches!(take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. });
+            if !taken {
+                return Ok(Err(held));
+            }
+        }
+    }
+    Ok(Ok(Singleton { store, ctx, key: key.clone(), opts }))
 }
 
 /// A claim as found: its record and the object id the ref held.

@@ -30,10 +30,10 @@ use gix::ObjectId;
 use crate::context::Context;
 use crate::error::{Class, Refusal};
 use crate::git;
-use crate::ids::{random_base32, ClaimKey, WriterId};
+use crate::ids::{ClaimKey, WriterId};
 use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
-use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::journal::{self, NewEvent};
 use crate::store::Store;
 
@@ -376,7 +376,7 @@ pub fn walk(
                 .detach(),
         },
     };
-    let key = format!("w-{}", random_base32(8));
+    let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
     let walker = Walker {
@@ -484,46 +484,26 @@ pub fn stop_word(stop: &Stop) -> &'static str {
     }
 }
 
-/// Releases the walker singleton however the walk ends (errors and panics included).
-struct Singleton<'s> {
-    store: &'s Store,
-    ctx: &'s Context,
-    key: ClaimKey,
-    holder: String,
-}
-
-impl Drop for Singleton<'_> {
-    fn drop(&mut self) {
-        let _ = claim::release(self.store, self.ctx, &self.key, &self.holder, false);
-    }
-}
-
-fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Singleton<'s>> {
-    let opts = AcquireOptions {
+/// How a walk holds its clone's walker singleton (and refreshes it).
+fn singleton_options(ctx: &Context, holder: &str) -> AcquireOptions {
+    AcquireOptions {
         holder: holder.to_owned(),
         ttl: chrono::Duration::minutes(2),
         reason: Some(format!("git loop run (pid {})", ctx.pid)),
         session: None,
-    };
-    match claim::acquire(store, ctx, key, &opts)? {
-        Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
-        Acquire::HeldByOther(held) => {
-            let r = &held.record;
-            // A walker of this machine whose process is gone will never release it.
-            let dead = r.host == ctx.host
-                && r.boot_id == ctx.boot_id
-                && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists();
-            if !dead || !matches!(claim::take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. }) {
-                return Err(Refusal::new(
-                    Class::Busy,
-                    format!("another walker runs in this repository: {} (pid {} on {})", r.holder, r.pid, r.host),
-                )
-                .hint("stop it with 'git loop stop --all', or wait for it to finish")
-                .into());
-            }
-        }
     }
-    Ok(Singleton { store, ctx, key: key.clone(), holder: holder.to_owned() })
+}
+
+fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &str) -> Result<Singleton<'s>> {
+    claim::take_singleton(store, ctx, key, singleton_options(ctx, holder))?.map_err(|held| {
+        let r = &held.record;
+        Refusal::new(
+            Class::Busy,
+            format!("another walker runs in this repository: {} (pid {} on {})", r.holder, r.pid, r.host),
+        )
+        .hint("stop it with 'git loop stop --all', or wait for it to finish")
+        .into()
+    })
 }
 
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
@@ -531,12 +511,7 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
 /// take-over, a reassignment) reaches this walk.
 fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
     let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
-    let opts = AcquireOptions {
-        holder: walker.key.clone(),
-        ttl: chrono::Duration::minutes(2),
-        reason: Some(format!("git loop run (pid {})", walker.ctx.pid)),
-        session: None,
-    };
+    let opts = singleton_options(&walker.ctx, &walker.key);
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();
     let mut last_sync = std::time::Instant::now();

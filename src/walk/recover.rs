@@ -76,17 +76,10 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
     for listed in claim::list(store, "node:")? {
         let Listed::Claim { key, held } = listed else { continue };
         let r = &held.record;
-        let ours_and_dead = r.holder.starts_with("w-")
+        let ours_and_dead = crate::ids::is_walker_key(&r.holder)
             && r.holder != walker.key
-            && (dead_walkers.contains(&r.holder)
-                || (r.host == walker.ctx.host
-                    && r.boot_id == walker.ctx.boot_id
-                    && !std::path::Path::new(&format!("/proc/{}", r.pid)).exists()));
-        let hold = r
-            .reason
-            .as_deref()
-            .is_some_and(|why| why.starts_with("parked") || why.starts_with(crate::backlog::HOLD_REASON));
-        if !ours_and_dead || hold {
+            && (dead_walkers.contains(&r.holder) || r.holder_gone_here(&walker.ctx));
+        if !ours_and_dead || crate::backlog::is_hold(r) {
             continue;
         }
         claim::release(store, &walker.ctx, &key, &r.holder, false)?;
