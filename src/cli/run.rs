@@ -13,6 +13,7 @@ use serde_json::json;
 use super::Env;
 use crate::error::usage;
 use crate::ids::Span;
+use crate::mission::AgentChoice;
 use crate::runloop::{Limits, PausePolicy, Stop};
 use crate::session::presets;
 use crate::walk::dispatch::human_duration;
@@ -59,7 +60,7 @@ pub struct RunArgs {
     walk: WalkArgs,
 }
 
-/// Which agent works the tasks.
+/// Which agent works the tasks (`run`, and each child walk of `mission run`).
 #[derive(Args)]
 pub struct AgentArgs {
     /// The agent: claude, codex, opencode, gemini, aider, demo, or a name defined with
@@ -72,6 +73,29 @@ pub struct AgentArgs {
     /// The model to ask the agent's CLI for.
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
+}
+
+impl AgentArgs {
+    /// The agent asked for: the options, else loop.agent, else `default` (a race's first
+    /// entrant); none at all is a usage error.
+    pub(super) fn choose(self, store: &crate::store::Store, default: Option<&str>) -> Result<AgentChoice> {
+        if let Some(cmd) = self.agent_cmd {
+            return Ok(AgentChoice::Command(cmd));
+        }
+        let configured = || store.config("loop.agent").filter(|a| !a.is_empty());
+        match self.agent.or_else(configured) {
+            Some(name) => Ok(AgentChoice::Named { name, model: self.model }),
+            None => match default {
+                Some(name) => Ok(AgentChoice::Named { name: name.to_owned(), model: None }),
+                None => Err(usage("no agent to run")
+                    .hint(format!(
+                        "pass --agent <{}> or --agent-cmd <command>, or set loop.agent",
+                        presets::preset_names().join("|")
+                    ))
+                    .into()),
+            },
+        }
+    }
 }
 
 /// How each task is worked: races, checks, review, fallbacks, timing, output.
@@ -132,21 +156,9 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
     let store = env.open()?;
-    let agent = match (&args.agent.agent, &args.agent.agent_cmd) {
-        (_, Some(cmd)) => presets::custom("custom", cmd),
-        (Some(name), None) => presets::resolve(&store, name, args.agent.model.as_deref(), &env.exe)?,
-        (None, None) => match store.config("loop.agent").filter(|a| !a.is_empty()) {
-            Some(name) => presets::resolve(&store, &name, args.agent.model.as_deref(), &env.exe)?,
-            None if !args.together.is_empty() => presets::resolve(&store, &args.together[0], None, &env.exe)?,
-            None => {
-                return Err(usage("no agent to run")
-                    .hint(format!(
-                        "pass --agent <{}> or --agent-cmd <command>, or set loop.agent",
-                        presets::preset_names().join("|")
-                    ))
-                    .into())
-            }
-        },
+    let agent = match args.agent.choose(&store, args.together.first().map(String::as_str))? {
+        AgentChoice::Command(cmd) => presets::custom("custom", &cmd),
+        AgentChoice::Named { name, model } => presets::resolve(&store, &name, model.as_deref(), &env.exe)?,
     };
     let tasks = args
         .task

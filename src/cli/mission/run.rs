@@ -7,12 +7,12 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::run::AgentArgs;
 use crate::cli::Env;
 use crate::error::usage;
 use crate::ids::Span;
 use crate::mission::record::Status;
-use crate::mission::{self, AgentChoice, Event, MissionId, Observer, Stop};
-use crate::session::presets;
+use crate::mission::{self, Event, MissionId, Observer, Stop};
 
 /// Command a mission: walk each project of the current wave with a child 'git loop run',
 /// wave after wave, until every project is done.
@@ -32,16 +32,8 @@ use crate::session::presets;
 pub struct RunArgs {
     /// The mission's id.
     id: MissionId,
-    /// The agent the child walks run: a preset, or a name defined with
-    /// loop.agent.<name>.command in the projects (default: loop.agent).
-    #[arg(long, value_name = "PRESET", conflicts_with = "agent_cmd")]
-    agent: Option<String>,
-    /// A command line of your own, run by 'sh -c' in each worktree, the prompt on stdin.
-    #[arg(long, value_name = "COMMAND")]
-    agent_cmd: Option<String>,
-    /// The model to ask the agent's CLI for.
-    #[arg(long, value_name = "MODEL")]
-    model: Option<String>,
+    #[command(flatten)]
+    agent: AgentArgs,
     /// Stop after closing this many tasks in all projects together.
     #[arg(long, value_name = "N")]
     max_units: Option<u32>,
@@ -73,21 +65,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         return Err(usage("--parallel and --per-unit-dispatches must be at least 1").into());
     }
     let store = env.open()?;
-    let agent = match (args.agent, args.agent_cmd) {
-        (_, Some(cmd)) => AgentChoice::Command(cmd),
-        (Some(name), None) => AgentChoice::Named { name, model: args.model },
-        (None, None) => match store.config("loop.agent").filter(|a| !a.is_empty()) {
-            Some(name) => AgentChoice::Named { name, model: args.model },
-            None => {
-                return Err(usage("no agent to run")
-                    .hint(format!(
-                        "pass --agent <{}> or --agent-cmd <command>, or set loop.agent",
-                        presets::preset_names().join("|")
-                    ))
-                    .into())
-            }
-        },
-    };
+    let agent = args.agent.choose(&store, None)?;
     let seconds = |span: Option<Span>| span.map(|s| s.0.num_seconds().max(1) as u64);
     let opts = mission::Options {
         agent,
