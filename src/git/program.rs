@@ -43,6 +43,19 @@ impl PushReport {
     }
 }
 
+/// Run the git program in `dir` with hooks and fsmonitor off, no prompts, C locale.
+fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
+    Command::new("git")
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .output()
+        .with_context(|| format!("could not run 'git {}'", args.join(" ")))
+}
+
 /// `git push --porcelain --atomic --force-with-lease=... <remote> <src>:<dst>... <pattern>...`,
 /// run in `dir`. Never a `+` refspec: that would silently override the lease. `patterns` are
 /// plain wildcard refspecs (`refs/loop/tasks/*:refs/loop/tasks/*`), pushed without force: the
@@ -53,16 +66,7 @@ impl PushReport {
 /// Returns the per-ref report when git gave one. An error means the outcome is unknown (the
 /// remote may or may not have applied the push): callers must read the remote back.
 pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String]) -> Result<PushReport> {
-    let mut args: Vec<String> = vec![
-        "-c".into(),
-        "core.hooksPath=/dev/null".into(),
-        "-c".into(),
-        "core.fsmonitor=false".into(),
-        "push".into(),
-        "--porcelain".into(),
-        "--atomic".into(),
-        "--no-verify".into(),
-    ];
+    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--atomic".into(), "--no-verify".into()];
     for update in updates {
         if let Some(expect) = &update.expect {
             let value = expect.map(|id| id.to_string()).unwrap_or_default();
@@ -76,14 +80,7 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String
         args.push(format!("{src}:{}", update.dst));
     }
     args.extend(patterns.iter().cloned());
-    let output = Command::new("git")
-        .args(&args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .output()
-        .with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    let output = git(dir, &args)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if stderr.contains("does not support --atomic") {
@@ -141,15 +138,7 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
 /// it holds, deletions included), then fetches `refspecs` if anything matched.
 pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
     let run = |args: &[String]| -> Result<String> {
-        let output = Command::new("git")
-            .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("LC_ALL", "C")
-            .output()
-            .with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+        let output = git(dir, args)?;
         if !output.status.success() {
             anyhow::bail!(
                 "'git {}' failed ({}): {}",
