@@ -3,8 +3,10 @@
 //! git-loop. Repositories are made with the real git; git-loop runs as a real process.
 
 use std::ffi::OsStr;
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The instant every test's clock is pinned to unless it says otherwise.
 pub const NOW: &str = "2026-03-01T12:00:00Z";
@@ -68,6 +70,14 @@ impl TestEnv {
         Repo { env: self, dir }
     }
 
+    /// Write a scripted agent (`set -e` and `script`, run by `sh`) and return the command that
+    /// runs it, for `--agent-cmd` or `loop.agent.<name>.command`.
+    pub fn agent(&self, name: &str, script: &str) -> String {
+        let path = self.path(&format!("{name}.sh"));
+        std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
+        format!("sh {}", path.display())
+    }
+
     /// A bare "remote" at `<root>/<name>.git` with one commit on main.
     pub fn remote(&self, name: &str) -> PathBuf {
         let seed = self.repo(&format!("{name}-seed"));
@@ -120,11 +130,33 @@ impl Repo<'_> {
         self.env.git(&self.dir, args)
     }
 
+    /// The session records of this repository's walks, oldest first.
+    pub fn session_records(&self) -> Vec<serde_json::Value> {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(".git/loop/sessions")) else { return Vec::new() };
+        let mut all: Vec<serde_json::Value> = entries
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .collect();
+        all.sort_by(|a, b| a["started_at"].as_str().cmp(&b["started_at"].as_str()));
+        all
+    }
+
     /// Add a task and return its id.
     pub fn add(&self, args: &[&str]) -> String {
         let mut all = vec!["add"];
         all.extend_from_slice(args);
         self.run(&all).ok().stdout.trim().to_owned()
+    }
+}
+
+/// Wait (up to a minute) until `cond` holds.
+#[track_caller]
+pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -183,4 +215,71 @@ fn replace_ids(text: &str, ids: &[(&str, &str)]) -> String {
         out = out.replace(id, placeholder);
     }
     out
+}
+
+/// A `git daemon` serving every bare repository under the test's root, stopped (killed and
+/// reaped) when dropped, whatever the test did.
+pub struct Daemon {
+    child: Child,
+    port: u16,
+}
+
+impl Daemon {
+    /// Start one on a free port and wait (bounded) until it accepts connections. The
+    /// processes it forks for each connection end with their connection.
+    pub fn start(env: &TestEnv) -> Daemon {
+        let root = env.root.path().to_str().expect("utf-8 path").to_owned();
+        // The daemon itself, not `git daemon`: the `git` wrapper runs it as a child, and
+        // killing the wrapper would leave the daemon running.
+        let program = PathBuf::from(env.git(env.root.path(), &["--exec-path"])).join("git-daemon");
+        // Another process may take the port between our probe and the daemon's bind: then
+        // the daemon exits, and we try another port.
+        for _attempt in 0..5 {
+            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .expect("a free port on 127.0.0.1")
+                .port();
+            let log = std::fs::File::create(env.path(&format!("daemon-{port}.log"))).expect("daemon log");
+            let child = env
+                .seal(&mut Command::new(&program))
+                .args([
+                    "--reuseaddr",
+                    "--listen=127.0.0.1",
+                    &format!("--port={port}"),
+                    &format!("--base-path={root}"),
+                    "--export-all",
+                    "--enable=receive-pack",
+                    &root,
+                ])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn git daemon");
+            let mut daemon = Daemon { child, port };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if daemon.child.try_wait().expect("poll git daemon").is_some() {
+                    break;
+                }
+                if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                    return daemon;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Dropping `daemon` here stops it if it is still running.
+        }
+        panic!("git daemon did not start listening on 127.0.0.1 within 5 attempts");
+    }
+
+    pub fn url(&self, bare: &Path) -> String {
+        let name = bare.file_name().expect("a repository name").to_str().expect("utf-8 name");
+        format!("git://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

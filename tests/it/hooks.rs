@@ -4,14 +4,12 @@
 //! reliability rows S6 (unauthorised claim or move on a self-hosted remote) and C8 (a remote
 //! that rejects).
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::harness::{bin, Repo, Run, TestEnv};
+use crate::harness::{bin, Daemon, Repo, Run, TestEnv};
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
@@ -177,22 +175,6 @@ fn the_pre_push_hook_goes_into_an_existing_hook_which_still_sees_the_pushed_refs
 
 // ----- agent hooks in a session -----
 
-/// Write an agent script for `--agent-cmd`.
-fn agent(env: &TestEnv, name: &str, script: &str) -> String {
-    let path = env.path(&format!("{name}.sh"));
-    std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
-    format!("sh {}", path.display())
-}
-
-fn records(repo: &Repo<'_>) -> Vec<Value> {
-    let Ok(entries) = std::fs::read_dir(repo.dir.join(".git/loop/sessions")) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
-        .filter_map(|b| serde_json::from_slice(&b).ok())
-        .collect()
-}
-
 fn events(repo: &Repo<'_>, kind: &str) -> Vec<Value> {
     repo.run(&["log", "--json"]).ok().json()["events"]
         .as_array()
@@ -213,9 +195,7 @@ fn the_claude_code_hook_records_the_session_id_commits_the_turn_and_journals_it_
     let payload = env.path("stop.json");
     write(&payload, STOP);
     // Delivered twice (installed for the user and passed by the loop): handled once.
-    let cmd = agent(
-        &env,
-        "hooked",
+    let cmd = env.agent("hooked",
         &format!(
             "printf 'turn one\\n' > turn.txt\ngit loop hook claude-code < {p}\ngit loop hook claude-code < {p}\ngit loop finish done --message ok",
             p = payload.display()
@@ -228,7 +208,7 @@ fn the_claude_code_hook_records_the_session_id_commits_the_turn_and_journals_it_
     assert_eq!((data["agent"].as_str(), data["event"].as_str()), (Some("claude-code"), Some("Stop")));
     assert_eq!(data["agent_session"], "6f1c2d3e-0000-4000-8000-000000000001");
     assert_eq!(data["last_message"], "wrote it");
-    let rec = &records(&repo)[0];
+    let rec = &repo.session_records()[0];
     assert_eq!(hooks[0]["session"], rec["session"], "journaled in the session's own chain");
     assert_eq!(hooks[0]["writer"], rec["session"]);
     assert_eq!(rec["agent_session"], "6f1c2d3e-0000-4000-8000-000000000001", "the record names Claude's session");
@@ -244,9 +224,7 @@ fn a_failing_agent_hook_exits_0_and_says_why_in_the_session_log_and_the_journal(
     let repo = env.repo("r");
     repo.add(&["Broken hook input"]);
     let rc = env.path("rc");
-    let cmd = agent(
-        &env,
-        "broken",
+    let cmd = env.agent("broken",
         &format!(
             "echo 'not json' | git loop hook claude-code 2>/dev/null; echo $? > {rc}\ngit loop hook codex '{{\"no\":1}}' 2>/dev/null; echo $? >> {rc}\ngit loop finish done",
             rc = rc.display()
@@ -260,7 +238,7 @@ fn a_failing_agent_hook_exits_0_and_says_why_in_the_session_log_and_the_journal(
         errors,
         ["the hook's input is not JSON: expected ident at line 1 column 2", "the notification has no 'type'"]
     );
-    let rec = &records(&repo)[0];
+    let rec = &repo.session_records()[0];
     let log = read(&repo.dir.join(".git/loop/sessions").join(rec["session"].as_str().expect("key")).join("hook.log"));
     assert_eq!(log.lines().count(), 2, "{log}");
     assert!(log.lines().all(|l| l.contains(" claude-code: ") || l.contains(" codex: ")), "{log}");
@@ -271,9 +249,7 @@ fn codex_notifications_and_generic_hooks_record_their_ids_and_outside_a_session_
     let env = TestEnv::new();
     let repo = env.repo("r");
     repo.add(&["Codex turn"]);
-    let cmd = agent(
-        &env,
-        "codex-like",
+    let cmd = env.agent("codex-like",
         "git loop hook codex '{\"type\":\"agent-turn-complete\",\"thread-id\":\"01a2-thread\",\"turn-id\":\"t1\",\"cwd\":\"/w\",\"last-assistant-message\":\"hi\"}'\n\
          git loop hook generic --event checkpoint --agent-session other-id </dev/null\n\
          git loop finish done",
@@ -297,7 +273,7 @@ fn codex_notifications_and_generic_hooks_record_their_ids_and_outside_a_session_
             ("generic".into(), "checkpoint".into(), "other-id".into())
         ]
     );
-    assert_eq!(records(&repo)[0]["agent_session"], "other-id", "the latest report wins");
+    assert_eq!(repo.session_records()[0]["agent_session"], "other-id", "the latest report wins");
 
     let before = repo.run(&["log", "--json"]).ok().stdout;
     let mut outside = repo.command(&["hook", "claude-code"]);
@@ -356,69 +332,12 @@ fn pre_push_refuses_what_another_holder_holds_and_names_the_holder() {
 
 // ----- pre-receive, on a remote served by git daemon -----
 
-/// A `git daemon` serving the test's bare repositories, with the environment (and so the
-/// clock) its hooks see; killed and reaped when dropped.
-struct Daemon {
-    child: Child,
-    port: u16,
-}
-
-impl Daemon {
-    fn start(env: &TestEnv, now: &str) -> Daemon {
-        let root = env.root.path().to_str().expect("utf-8 path").to_owned();
-        let program = PathBuf::from(env.git(env.root.path(), &["--exec-path"])).join("git-daemon");
-        for _attempt in 0..5 {
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a port").port();
-            let log = std::fs::File::create(env.path(&format!("daemon-{port}.log"))).expect("daemon log");
-            let child = env
-                .seal(&mut Command::new(&program))
-                .env("GIT_LOOP_NOW", now)
-                .args([
-                    "--reuseaddr",
-                    "--listen=127.0.0.1",
-                    &format!("--port={port}"),
-                    &format!("--base-path={root}"),
-                    "--export-all",
-                    "--enable=receive-pack",
-                    &root,
-                ])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("spawn git daemon");
-            let mut daemon = Daemon { child, port };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if daemon.child.try_wait().expect("poll").is_some() {
-                    break;
-                }
-                if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                    return daemon;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("git daemon did not start on 127.0.0.1");
-    }
-
-    fn url(&self, bare: &Path) -> String {
-        format!("git://127.0.0.1:{}/{}", self.port, bare.file_name().expect("name").to_str().expect("utf-8"))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A hooked remote, served at a clock of 12:00, and two clones of it using it for claims.
 fn hooked_remote(env: &TestEnv) -> (PathBuf, Daemon, Repo<'_>, Repo<'_>) {
     let bare = env.remote("origin");
     let out = run_at(env, env.root.path(), &["hooks", "install", "--server", bare.to_str().expect("utf-8")]).ok();
     assert_eq!(out.stdout, format!("installed the pre-receive hook in {}\n", bare.join("hooks/pre-receive").display()));
-    let daemon = Daemon::start(env, crate::harness::NOW);
+    let daemon = Daemon::start(env);
     let url = daemon.url(&bare);
     let a = env.clone_of(&url, "alice");
     let b = env.clone_of(&url, "bob");
@@ -480,7 +399,7 @@ fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
 
     // Authorised: a whole walk through the hooked remote, and its sync.
     let id = a.add(&["Hooked walk"]);
-    let cmd = agent(&env, "walk", "echo done > result.txt\ngit loop finish done --message walked");
+    let cmd = env.agent("walk", "echo done > result.txt\ngit loop finish done --message walked");
     a.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--session-timeout", "60s"]).ok();
     a.run(&["sync"]).ok();
     assert_ne!(

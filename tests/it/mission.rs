@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Repo, Run, TestEnv};
+use crate::harness::{wait_for, Repo, Run, TestEnv};
 
 /// A project repository with these (title, body) tasks labelled `m1`, and one task that is
 /// not part of the mission. Returns the mission's task ids and the other task's.
@@ -32,13 +32,6 @@ fn add_project(commander: &Repo<'_>, name: &str, dir: &Path, wave: u32) {
     commander
         .run(&["mission", "project", "m1", name, "--path", dir, "--wave", &wave.to_string(), "--label", "m1"])
         .ok();
-}
-
-/// Write an agent script and return the `--agent-cmd` for it.
-fn agent(env: &TestEnv, name: &str, script: &str) -> String {
-    let path = env.path(&format!("{name}.sh"));
-    std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
-    format!("sh {}", path.display())
 }
 
 fn state(repo: &Repo<'_>, id: &str) -> String {
@@ -66,15 +59,6 @@ fn claims(repo: &Repo<'_>) -> Vec<String> {
         .iter()
         .map(|c| c["key"].as_str().expect("key").to_owned())
         .collect()
-}
-
-/// Wait (bounded) until `cond` holds.
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Paths shown to people, with the test's temporary root replaced.
@@ -280,9 +264,7 @@ fn two_commanders_of_one_mission_one_exits_3_naming_the_other() {
     add_project(&c, "api", &api.dir, 1);
     let started = env.path("started");
     let go = env.path("go");
-    let cmd = agent(
-        &env,
-        "gate",
+    let cmd = env.agent("gate",
         &format!(
             "touch {}\nn=0\nwhile [ ! -f {} ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\ngit loop finish done",
             started.display(),
@@ -325,9 +307,7 @@ fn a_child_that_never_journals_its_end_is_dispatched_three_times_then_the_projec
     // The agent kills its own walk (the process that has a termination key), so the walk
     // never gets to journal how it ended.
     let count = env.path("dispatches");
-    let cmd = agent(
-        &env,
-        "crash",
+    let cmd = env.agent("crash",
         &format!(
             "echo dispatched >> {}\np=$$\nwhile [ \"$p\" -gt 1 ]; do\n  if tr '\\0' ' ' < /proc/$p/cmdline | grep -q -- --termination-key; then kill -9 $p; exit 0; fi\n  p=$(awk '{{print $4}}' /proc/$p/stat)\ndone\nexit 1",
             count.display()
@@ -361,7 +341,7 @@ fn sigint_stops_the_child_walk_releases_the_fleet_claim_and_exits_130() {
     let c = commander(&env);
     add_project(&c, "api", &api.dir, 1);
     let flag = env.path("wrote");
-    let cmd = agent(&env, "long", &format!("echo partial > partial.txt\ntouch {}\nsleep 60", flag.display()));
+    let cmd = env.agent("long", &format!("echo partial > partial.txt\ntouch {}\nsleep 60", flag.display()));
     let mut child = c
         .command(&["mission", "run", "m1", "--agent-cmd", &cmd, "--grace", "1"])
         .stdout(Stdio::null())
@@ -394,7 +374,7 @@ fn a_cancelled_mission_stops_its_commander_and_is_not_run_again() {
     let c = commander(&env);
     add_project(&c, "api", &api.dir, 1);
     let flag = env.path("started");
-    let cmd = agent(&env, "long", &format!("touch {}\nsleep 60", flag.display()));
+    let cmd = env.agent("long", &format!("touch {}\nsleep 60", flag.display()));
     let child = c
         .command(&["mission", "run", "m1", "--agent-cmd", &cmd, "--grace", "1"])
         .stdout(Stdio::piped())

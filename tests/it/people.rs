@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Repo, Run, TestEnv};
+use crate::harness::{wait_for, Repo, Run, TestEnv};
 
 /// Define agent `name` in the repository's config: a script run by `sh`.
 pub fn named(repo: &Repo<'_>, env: &TestEnv, name: &str, script: &str) {
-    let path = env.path(&format!("{name}-{}.sh", repo.dir.file_name().and_then(|n| n.to_str()).unwrap_or("r")));
-    std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
-    repo.git(&["config", &format!("loop.agent.{name}.command"), &format!("sh {}", path.display())]);
+    let file = format!("{name}-{}", repo.dir.file_name().and_then(|n| n.to_str()).unwrap_or("r"));
+    repo.git(&["config", &format!("loop.agent.{name}.command"), &env.agent(&file, script)]);
 }
 
 /// `git loop <args>` with the real clock.
@@ -38,15 +37,6 @@ pub fn finish(child: Child) -> Run {
     Run::from(child.wait_with_output().expect("wait for the walk"))
 }
 
-/// Wait (bounded) until `cond` holds.
-pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 pub fn state_dir(env: &TestEnv) -> PathBuf {
     let dir = env.path("state");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -64,18 +54,6 @@ pub fn journal(repo: &Repo<'_>, id: &str) -> Vec<serde_json::Value> {
 
 pub fn kinds_of(events: &[serde_json::Value]) -> Vec<String> {
     events.iter().map(|e| e["kind"].as_str().unwrap_or("").to_owned()).collect()
-}
-
-/// The session records of the repository, oldest first.
-pub fn records(repo: &Repo<'_>) -> Vec<serde_json::Value> {
-    let Ok(entries) = std::fs::read_dir(repo.dir.join(".git/loop/sessions")) else { return Vec::new() };
-    let mut all: Vec<serde_json::Value> = entries
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
-        .filter_map(|b| serde_json::from_slice(&b).ok())
-        .collect();
-    all.sort_by(|a, b| a["started_at"].as_str().cmp(&b["started_at"].as_str()));
-    all
 }
 
 fn live_claims(repo: &Repo<'_>) -> Vec<serde_json::Value> {
@@ -116,7 +94,7 @@ fn stop_by_session_commits_its_work_and_the_task_needs_a_decision() {
     );
     let walk = spawn(&repo, &walk_args("slow", &[]), None);
     wait_for("the session", || state.join("started").exists());
-    let rec = records(&repo).pop().expect("a session record");
+    let rec = repo.session_records().pop().expect("a session record");
     let session = rec["session"].as_str().expect("session").to_owned();
     let out = live(&repo, &["stop", &session]).ok();
     assert!(out.stdout.contains(&format!("{id} · session {session} stopped")), "{}", out.stdout);
@@ -293,7 +271,7 @@ fn take_over_gives_the_worktree_and_the_agents_resume_command_then_hand_back_con
     wait_for("claude's session", || state.join("started").exists());
     let out = live(&repo, &["take-over", &id]).ok();
     let walked = finish(walk).ok();
-    let rec = records(&repo).pop().expect("a record");
+    let rec = repo.session_records().pop().expect("a record");
     let uuid = rec["agent_session"].as_str().expect("the loop chose claude's session id");
     let worktree = out
         .stdout

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use super::people::{finish, journal, kinds_of, live, named, records, show, spawn, state_dir, wait_for};
-use crate::harness::{Repo, TestEnv};
+use super::people::{finish, journal, kinds_of, live, named, show, spawn, state_dir};
+use crate::harness::{wait_for, Repo, TestEnv};
 
 fn head(repo: &Repo<'_>, rev: &str) -> String {
     repo.git(&["rev-parse", rev])
@@ -67,7 +67,7 @@ fn first_mode_one_winner_the_loser_is_stopped_and_its_work_kept() {
     assert!(out.stdout.contains(&format!("{id} · fast passed first · slow's try stopped")), "{}", out.stdout);
     assert_eq!(head(&repo, &format!("loop/{id}")), head(&repo, &format!("loop-try/{id}/2")), "the winner landed");
     assert_eq!(repo.git(&["show", &format!("loop-try/{id}/1:slow.txt")]), "slow", "the loser's work is committed");
-    let slow = records(&repo).into_iter().find(|r| r["agent"] == "slow").expect("slow's record");
+    let slow = repo.session_records().into_iter().find(|r| r["agent"] == "slow").expect("slow's record");
     let pid = slow["pid"].as_u64().expect("pid");
     assert!(!PathBuf::from(format!("/proc/{pid}")).exists(), "the loser's process group is gone");
     assert_eq!(worktrees(&repo).len(), 1, "no try worktree is left: {:?}", worktrees(&repo));

@@ -3,82 +3,14 @@
 //! over a stale claim (C3), a push whose outcome the client never learns (C4), a server
 //! without atomic pushes (C7), and a server that refuses (C8).
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Repo, TestEnv};
-
-/// A `git daemon` serving every bare repository under the test's root, stopped (killed and
-/// reaped) when dropped, whatever the test did.
-struct Daemon {
-    child: Child,
-    port: u16,
-}
-
-impl Daemon {
-    /// Start one on a free port and wait (bounded) until it accepts connections. The
-    /// processes it forks for each connection end with their connection.
-    fn start(env: &TestEnv) -> Daemon {
-        let root = env.root.path().to_str().expect("utf-8 path").to_owned();
-        // The daemon itself, not `git daemon`: the `git` wrapper runs it as a child, and
-        // killing the wrapper would leave the daemon running.
-        let program = PathBuf::from(env.git(env.root.path(), &["--exec-path"])).join("git-daemon");
-        // Another process may take the port between our probe and the daemon's bind: then
-        // the daemon exits, and we try another port.
-        for _attempt in 0..5 {
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .and_then(|l| l.local_addr())
-                .expect("a free port on 127.0.0.1")
-                .port();
-            let log = std::fs::File::create(env.path(&format!("daemon-{port}.log"))).expect("daemon log");
-            let child = env
-                .seal(&mut Command::new(&program))
-                .args([
-                    "--reuseaddr",
-                    "--listen=127.0.0.1",
-                    &format!("--port={port}"),
-                    &format!("--base-path={root}"),
-                    "--export-all",
-                    "--enable=receive-pack",
-                    &root,
-                ])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("spawn git daemon");
-            let mut daemon = Daemon { child, port };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if daemon.child.try_wait().expect("poll git daemon").is_some() {
-                    break;
-                }
-                if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                    return daemon;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            // Dropping `daemon` here stops it if it is still running.
-        }
-        panic!("git daemon did not start listening on 127.0.0.1 within 5 attempts");
-    }
-
-    fn url(&self, bare: &Path) -> String {
-        let name = bare.file_name().expect("a repository name").to_str().expect("utf-8 name");
-        format!("git://127.0.0.1:{}/{name}", self.port)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::harness::{Daemon, Repo, TestEnv};
 
 /// `n` clones of the served `bare`, each with `loop.remote = origin`.
 fn clones<'e>(env: &'e TestEnv, daemon: &Daemon, bare: &Path, n: usize) -> Vec<Repo<'e>> {

@@ -2,16 +2,8 @@
 //! and the reliability rows for sessions (P1, P2, P4, P7, W1, S3, S4).
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use crate::harness::{Repo, Run, TestEnv};
-
-/// Write an agent script and return the `--agent-cmd` for it.
-fn agent(env: &TestEnv, name: &str, script: &str) -> String {
-    let path = env.path(&format!("{name}.sh"));
-    std::fs::write(&path, format!("set -e\n{script}\n")).expect("write agent");
-    format!("sh {}", path.display())
-}
+use crate::harness::{wait_for, Repo, Run, TestEnv};
 
 fn run(repo: &Repo<'_>, agent_cmd: &str, extra: &[&str]) -> Run {
     let mut args = vec!["run", "--agent-cmd", agent_cmd, "--grace", "1", "--session-timeout", "60s"];
@@ -30,26 +22,6 @@ fn kinds(repo: &Repo<'_>) -> Vec<String> {
         .expect("events")
         .iter()
         .map(|e| e["kind"].as_str().expect("kind").to_owned())
-        .collect()
-}
-
-/// Wait (bounded) until `cond` holds.
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Session records of the repository's walks.
-fn records(repo: &Repo<'_>) -> Vec<serde_json::Value> {
-    let dir = repo.dir.join(".git/loop/sessions");
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
-        .filter_map(|b| serde_json::from_slice(&b).ok())
         .collect()
 }
 
@@ -72,7 +44,7 @@ fn a_done_task_moves_its_branch_gets_a_note_and_releases_its_claim() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     let id = repo.add(&["Write hello", "--body", "create hello.txt"]);
-    let cmd = agent(&env, "hello", "echo hello > hello.txt\ngit loop finish done --message 'wrote hello'");
+    let cmd = env.agent("hello", "echo hello > hello.txt\ngit loop finish done --message 'wrote hello'");
     let out = run(&repo, &cmd, &["--checks", "test -f hello.txt", "--json"]).ok();
     let names: Vec<String> = events(&out).iter().map(|e| e["event"].as_str().unwrap_or("").to_owned()).collect();
     assert_eq!(
@@ -117,7 +89,7 @@ fn three_consecutive_failures_pause_the_walk_with_exit_4_and_hold_the_claims() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     let ids: Vec<String> = (0..4).map(|i| repo.add(&[&format!("task {i}")])).collect();
-    let cmd = agent(&env, "fail", "git loop finish failed --message 'cannot do it'");
+    let cmd = env.agent("fail", "git loop finish failed --message 'cannot do it'");
     let out = run(&repo, &cmd, &["--json"]).code(4);
     let last = events(&out).pop().expect("a finished event");
     assert_eq!((last["stop"].as_str(), last["policy"].as_str()), (Some("paused"), Some("3_consecutive_failures")));
@@ -148,7 +120,7 @@ fn a_p0_failure_pauses_at_once() {
     let repo = env.repo("r");
     repo.add(&["urgent", "-p", "p0"]);
     repo.add(&["later"]);
-    let cmd = agent(&env, "fail", "git loop finish blocked --message 'need a key'");
+    let cmd = env.agent("fail", "git loop finish blocked --message 'need a key'");
     let out = run(&repo, &cmd, &["--json"]).code(4);
     let last = events(&out).pop().expect("finished");
     assert_eq!(last["policy"], "p0_failure");
@@ -161,11 +133,11 @@ fn once_mode_closes_one_task_and_an_iteration_budget_stops_with_exit_1() {
     let repo = env.repo("r");
     repo.add(&["a"]);
     repo.add(&["b"]);
-    let done = agent(&env, "done", "git loop finish done");
+    let done = env.agent("done", "git loop finish done");
     let out = run(&repo, &done, &["--max-units", "1", "--json"]).ok();
     assert_eq!(events(&out).pop().expect("finished")["stop"], "done", "once mode: one task, exit 0");
     assert_eq!(repo.run(&["list", "--state", "done", "--json"]).ok().json()["tasks"].as_array().map(Vec::len), Some(1));
-    let silent = agent(&env, "silent", "true");
+    let silent = env.agent("silent", "true");
     let out = run(&repo, &silent, &["--max-iterations", "2", "--json"]).code(1);
     let last = events(&out).pop().expect("finished");
     assert_eq!((last["stop"].as_str(), last["sessions"].as_u64()), (Some("budget"), Some(2)));
@@ -180,8 +152,7 @@ fn sessions_without_a_verdict_continue_with_a_note_then_the_task_fails() {
     let id = repo.add(&["quiet"]);
     let prompts = env.path("prompts");
     std::fs::create_dir_all(&prompts).expect("mkdir");
-    let cmd = agent(
-        &env,
+    let cmd = env.agent(
         "quiet",
         &format!("cp \"$GIT_LOOP_PROMPT\" {}/$GIT_LOOP_SESSION.md\necho still thinking", prompts.display()),
     );
@@ -209,9 +180,7 @@ fn failing_checks_are_continued_with_their_output_and_can_then_pass() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     let id = repo.add(&["fix it"]);
-    let cmd = agent(
-        &env,
-        "twice",
+    let cmd = env.agent("twice",
         "if grep -q 'checks failed' \"$GIT_LOOP_PROMPT\"; then echo good > state; else echo bad > state; fi\ngit loop finish done",
     );
     let out = run(&repo, &cmd, &["--checks", "echo checking state; grep -q good state", "--json"]).ok();
@@ -227,7 +196,7 @@ fn a_second_walker_exits_3_and_a_missing_agent_exits_77_before_any_claim() {
     let repo = env.repo("r");
     repo.add(&["slow"]);
     let flag = env.path("started");
-    let cmd = agent(&env, "slow", &format!("touch {}\nsleep 30", flag.display()));
+    let cmd = env.agent("slow", &format!("touch {}\nsleep 30", flag.display()));
     let mut first = repo
         .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
         .stdout(Stdio::null())
@@ -258,8 +227,7 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
     let repo = env.repo("r");
     let id = repo.add(&["long job"]);
     let flag = env.path("wrote");
-    let cmd = agent(
-        &env,
+    let cmd = env.agent(
         "long",
         &format!("echo partial > partial.txt\n(setsid sleep 60 &)\nsleep 60 &\ntouch {}\nwait", flag.display()),
     );
@@ -270,7 +238,7 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
         .spawn()
         .expect("spawn");
     wait_for("the agent's first write", || flag.exists());
-    let marker = records(&repo)[0]["marker"].as_str().expect("marker").to_owned();
+    let marker = repo.session_records()[0]["marker"].as_str().expect("marker").to_owned();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().expect("wait");
@@ -299,7 +267,7 @@ fn a_walk_killed_mid_session_leaves_no_process_and_the_next_walk_recovers_its_wo
          echo from-the-first-session > first-done\n(setsid sleep 120 &)\n(sleep 120 &)\ntouch {}\nsleep 120",
         flag.display()
     );
-    let cmd = agent(&env, "crash", &script);
+    let cmd = env.agent("crash", &script);
     let mut child = repo
         .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
         .stdout(Stdio::null())
@@ -307,7 +275,7 @@ fn a_walk_killed_mid_session_leaves_no_process_and_the_next_walk_recovers_its_wo
         .spawn()
         .expect("spawn");
     wait_for("the agent's first write", || flag.exists());
-    let marker = records(&repo)[0]["marker"].as_str().expect("marker").to_owned();
+    let marker = repo.session_records()[0]["marker"].as_str().expect("marker").to_owned();
     child.kill().expect("SIGKILL the walk");
     child.wait().expect("reap");
     wait_for("every marked process to be gone", || marked(&marker).is_empty());
@@ -327,7 +295,7 @@ fn an_agent_ignoring_sigterm_is_killed_within_grace_plus_one_second() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     repo.add(&["stubborn"]);
-    let cmd = agent(&env, "stubborn", "trap '' TERM\nwhile true; do sleep 1; done");
+    let cmd = env.agent("stubborn", "trap '' TERM\nwhile true; do sleep 1; done");
     let out = repo
         .run(&[
             "run",
@@ -355,16 +323,14 @@ fn result_files_are_read_only_when_complete_and_valid() {
     let env = TestEnv::new();
     let repo = env.repo("r");
     let torn = repo.add(&["torn"]);
-    let cmd = agent(&env, "torn", "printf '{\"verdict\": \"do' > \"$GIT_LOOP_RESULT\"");
+    let cmd = env.agent("torn", "printf '{\"verdict\": \"do' > \"$GIT_LOOP_RESULT\"");
     let out = run(&repo, &cmd, &["--per-unit-dispatches", "1", "--json"]).ok();
     assert!(events(&out)
         .iter()
         .any(|e| e["event"] == "warning" && e["message"].as_str().is_some_and(|m| m.contains("torn or invalid"))));
     assert_eq!(repo.run(&["show", &torn, "--json"]).ok().json()["reason"], "failed: no verdict after 1 sessions");
     let good = repo.add(&["good"]);
-    let cmd = agent(
-        &env,
-        "good",
+    let cmd = env.agent("good",
         "printf '{\"verdict\":\"done\",\"summary\":\"all set\",\"follow_ups\":[{\"title\":\"write the docs\",\"priority\":\"p1\"}]}' > \"$GIT_LOOP_RESULT\"",
     );
     let out = run(&repo, &cmd, &["--max-units", "1", "--json"]).ok();
@@ -389,7 +355,7 @@ fn w1_commit_on_stop_captures_every_kind_of_change_and_leaves_a_clean_worktree()
                   printf '#!/bin/sh\\n' > tool.sh && chmod +x tool.sh\nln -s README link\necho noise > debug.log\n\
                   git -c user.name=a -c user.email=a@b commit -q --allow-empty -m 'agent commit' && git checkout -q --detach\n\
                   echo staged > staged.txt && git add staged.txt\nsleep 60";
-    let cmd = agent(&env, "kinds", script);
+    let cmd = env.agent("kinds", script);
     repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--session-timeout", "3", "--max-iterations", "1"]).code(1);
     let branch = format!("loop-try/{id}/1");
     let files = repo.git(&["ls-tree", "-r", "--format=%(objectmode) %(path)", &branch]);
@@ -432,7 +398,7 @@ fn s4_planted_hooks_fsmonitor_and_filters_never_run() {
          git loop finish done",
         e = evil.display()
     );
-    let cmd = agent(&env, "plant", &script);
+    let cmd = env.agent("plant", &script);
     let out = run(&repo, &cmd, &["--json"]);
     assert!(!canary.exists(), "planted code ran: {}", std::fs::read_to_string(&canary).unwrap_or_default());
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -459,7 +425,7 @@ fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_hol
     let repo = env.repo("r");
     let id = repo.add(&["contested"]);
     let flag = env.path("wrote");
-    let cmd = agent(&env, "slow", &format!("echo mine > mine.txt\ntouch {}\nsleep 60", flag.display()));
+    let cmd = env.agent("slow", &format!("echo mine > mine.txt\ntouch {}\nsleep 60", flag.display()));
     let child = repo
         .command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--lease", "3", "--json"])
         .stdout(Stdio::piped())
@@ -493,7 +459,7 @@ fn a_task_builds_on_the_work_of_the_tasks_it_depends_on() {
     let a = repo.add(&["a", "--body", "a"]);
     let b = repo.add(&["b", "--body", "b"]);
     let c = repo.add(&["c", "--after", &a, "--after", &b, "--body", "c"]);
-    let cmd = agent(&env, "writer", "if [ -f a.txt ] && [ -f b.txt ]; then echo ok > c.txt; else tail -1 \"$GIT_LOOP_PROMPT\" >/dev/null; fi\nbody=$(git loop show \"$GIT_LOOP_TASK\" --json | sed -n 's/.*\"body\": \"\\(.\\)\".*/\\1/p')\necho done > \"$body.txt\"\ngit loop finish done");
+    let cmd = env.agent("writer", "if [ -f a.txt ] && [ -f b.txt ]; then echo ok > c.txt; else tail -1 \"$GIT_LOOP_PROMPT\" >/dev/null; fi\nbody=$(git loop show \"$GIT_LOOP_TASK\" --json | sed -n 's/.*\"body\": \"\\(.\\)\".*/\\1/p')\necho done > \"$body.txt\"\ngit loop finish done");
     run(&repo, &cmd, &[]).ok();
     let files = repo.git(&["ls-tree", "--name-only", &format!("loop/{c}")]);
     assert_eq!(files, "README\na.txt\nb.txt\nc.txt", "c saw a's and b's work");
@@ -510,7 +476,7 @@ fn merge_into_the_base_moves_it_or_needs_you_on_conflict_never_half_merged() {
     repo.git(&["branch", "-q", "integration", "main"]);
     repo.git(&["config", "loop.mergeInto", "integration"]);
     let one = repo.add(&["one"]);
-    let cmd = agent(&env, "one", "echo one > README\ngit loop finish done");
+    let cmd = env.agent("one", "echo one > README\ngit loop finish done");
     run(&repo, &cmd, &["--merge", "--base", "main"]).ok();
     assert_eq!(repo.git(&["show", "integration:README"]), "one", "the base holds the task's work");
     repo.git(&["checkout", "-q", "integration"]);
@@ -520,7 +486,7 @@ fn merge_into_the_base_moves_it_or_needs_you_on_conflict_never_half_merged() {
     repo.git(&["checkout", "-q", "work"]);
     let before = repo.git(&["rev-parse", "integration"]);
     let two = repo.add(&["two"]);
-    let cmd = agent(&env, "two", "echo two > README\ngit loop finish done");
+    let cmd = env.agent("two", "echo two > README\ngit loop finish done");
     run(&repo, &cmd, &["--merge", "--base", "main"]).ok();
     let task = repo.run(&["show", &two, "--json"]).ok().json();
     assert_eq!(task["state"], "needs-you");
@@ -540,9 +506,7 @@ fn parallel_walks_work_several_tasks_at_once() {
     let gate = env.path("gate");
     std::fs::create_dir_all(&gate).expect("mkdir");
     // Each session waits until a second one is running, which only happens in parallel.
-    let cmd = agent(
-        &env,
-        "par",
+    let cmd = env.agent("par",
         &format!("touch {g}/$GIT_LOOP_SESSION\nn=0\nwhile [ $(ls {g} | wc -l) -lt 2 ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n[ $n -lt 200 ]\ngit loop finish done", g = gate.display()),
     );
     let out = run(&repo, &cmd, &["--parallel", "2", "--json"]).ok();
@@ -560,7 +524,7 @@ fn a_walk_from_a_linked_worktree_is_the_same_walk_as_from_the_main_one() {
     let linked = env.path("linked");
     repo.git(&["worktree", "add", "-q", "-b", "side", linked.to_str().expect("utf-8")]);
     let side = Repo { env: &env, dir: linked };
-    let cmd = agent(&env, "done", "git loop finish done");
+    let cmd = env.agent("done", "git loop finish done");
     run(&side, &cmd, &[]).ok();
     assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "the main worktree sees it");
 }
@@ -608,7 +572,7 @@ fn a_walk_limited_to_some_tasks_journals_its_end_under_a_key() {
     let repo = env.repo("r");
     let wanted = repo.add(&["wanted", "-p", "p3"]);
     let other = repo.add(&["other", "-p", "p0"]);
-    let cmd = agent(&env, "done", "git loop finish done");
+    let cmd = env.agent("done", "git loop finish done");
     run(&repo, &cmd, &["--task", &wanted, "--termination-key", "m-demo-api-1"]).ok();
     assert_eq!(repo.run(&["show", &wanted, "--json"]).ok().json()["state"], "done");
     assert_eq!(repo.run(&["show", &other, "--json"]).ok().json()["state"], "open", "tasks not named are left alone");
