@@ -344,7 +344,8 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
                     .into())
                 }
             };
-            let n = tries::take_number(store, &id, &me)?;
+            let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
+            let n = tries::take_numbers(store, &id, &me, 1, &events)?[0];
             let try_ = Try::describe(&id, n, &root);
             crate::store::cas::update(store, &try_.branch, crate::store::cas::Expect::Absent, head, "loop: open try")?;
             opened = true;

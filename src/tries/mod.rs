@@ -59,8 +59,9 @@ pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
     }
 }
 
-/// The highest try number any trace of this task records (0 if none).
-pub fn highest_number(store: &Store, task: &TaskId) -> Result<u32> {
+/// The highest try number any trace of this task records (0 if none): its anchors, its try
+/// branches, and its journal `events` (the task's timeline, as read by the caller).
+pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -> Result<u32> {
     let mut highest = 0;
     let platform = store.repo.references().context("could not list refs")?;
     for prefix in [format!("{}{task}/", refs::TRIES), format!("{}{task}/", refs::TRY_BRANCHES)] {
@@ -71,29 +72,50 @@ pub fn highest_number(store: &Store, task: &TaskId) -> Result<u32> {
             }
         }
     }
-    let filter = journal::Filter { task: Some(task.to_string()), session: None };
-    for entry in journal::timeline(store, &filter)?.entries {
-        if entry.event.kind == "try_opened" {
-            if let Some(n) = entry.event.data.get("try").and_then(|v| v.as_u64()) {
-                highest = highest.max(n as u32);
+    for entry in events {
+        let data = &entry.event.data;
+        let numbers = match entry.event.kind.as_str() {
+            "try_opened" => data.get("try").into_iter().collect::<Vec<_>>(),
+            "race_started" => {
+                data.get("tries").and_then(|t| t.as_array()).map(|t| t.iter().collect()).unwrap_or_default()
             }
+            _ => Vec::new(),
+        };
+        for n in numbers.into_iter().filter_map(|v| v.as_u64()) {
+            highest = highest.max(n as u32);
         }
     }
     Ok(highest)
 }
 
-/// Take the next free try number for `task`, by creating its anchor ref.
-pub fn take_number(store: &Store, task: &TaskId, taker: &str) -> Result<u32> {
-    let mut n = highest_number(store, task)? + 1;
-    for _ in 0..64 {
+/// Take `count` try numbers for `task` none of whose traces (see `highest_number`) has used,
+/// each by creating its anchor ref.
+pub fn take_numbers(
+    store: &Store,
+    task: &TaskId,
+    taker: &str,
+    count: usize,
+    events: &[journal::Entry],
+) -> Result<Vec<u32>> {
+    let mut taken = Vec::with_capacity(count);
+    if count == 0 {
+        return Ok(taken);
+    }
+    let first = highest_number(store, task, events)? + 1;
+    // Another taker may win a number first: move on, a bounded number of times.
+    for n in (first..).take(64 + count) {
         // The anchor's first value is a record unique to this taker: two takers never write
         // the same object, so exactly one create-if-absent wins.
         let record =
             serde_json::json!({ "task": task.to_string(), "try": n, "taker": taker, "nonce": random_base32(12) });
         let blob = git::write_blob(&store.repo, record.to_string().as_bytes())?;
-        match cas::update(store, &refs::try_anchor(task, n), Expect::Absent, blob, "loop: take try number")? {
-            Cas::Applied => return Ok(n),
-            Cas::Lost { .. } => n += 1,
+        if cas::update(store, &refs::try_anchor(task, n), Expect::Absent, blob, "loop: take try number")?
+            == Cas::Applied
+        {
+            taken.push(n);
+            if taken.len() == count {
+                return Ok(taken);
+            }
         }
     }
     anyhow::bail!("could not take a try number for task '{task}' (64 attempts)")

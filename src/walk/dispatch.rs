@@ -162,7 +162,7 @@ impl<'a> GitDispatcher<'a> {
                 (Try::describe(&id, n, &root), true)
             }
             _ => {
-                let n = tries::take_number(self.store, &id, &self.walker.key)?;
+                let n = tries::take_numbers(self.store, &id, &self.walker.key, 1, history)?[0];
                 let try_ = Try::describe(&id, n, &root);
                 crate::store::cas::update(
                     self.store,
@@ -374,7 +374,9 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         };
         match plan {
             Plan::Single { agent } => self.single(unit, &agent, (attempt, carry), &history, budget),
-            Plan::Race { agents, pick } => race::run(self, unit, race::Entry::New { agents, pick }, carry, budget),
+            Plan::Race { agents, pick } => {
+                race::run(self, unit, race::Entry::New { agents, pick, history: &history }, carry, budget)
+            }
         }
     }
 }

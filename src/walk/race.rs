@@ -1,6 +1,6 @@
 //! Races: several agents on one task at once, each on a try of its own.
 //!
-//! - Every entrant takes a try number no earlier try of the task used (`tries::take_number`),
+//! - Every entrant takes a try number no earlier try of the task used (`tries::take_numbers`),
 //!   gets a try branch started from the task branch's head (or, when the race takes over
 //!   from an unreachable agent, from that agent's try) and a worktree of its own, and runs its
 //!   own sessions; the entrants share the unit's remaining session budget.
@@ -41,8 +41,13 @@ use crate::store::Store;
 use crate::tries::{self, Try};
 
 /// How a race is entered.
-pub enum Entry {
-    New { agents: Vec<String>, pick: Pick },
+pub enum Entry<'h> {
+    /// A new race; `history` is the task's journal events (for its try numbers).
+    New {
+        agents: Vec<String>,
+        pick: Pick,
+        history: &'h [journal::Entry],
+    },
     Resume(Unfinished),
 }
 
@@ -234,7 +239,7 @@ impl Shared<'_> {
 pub fn run(
     d: &GitDispatcher<'_>,
     unit: &mut WorkUnit,
-    entry: Entry,
+    entry: Entry<'_>,
     carry: Option<&str>,
     budget: &Budget<'_>,
 ) -> Result<Dispatched> {
@@ -243,7 +248,7 @@ pub fn run(
     let id = task.task_id();
     let root = tries::worktrees_root(store)?;
     let race = match entry {
-        Entry::New { agents, pick } => {
+        Entry::New { agents, pick, history } => {
             let start = match &unit.try_ {
                 // Taking over from an agent that became unreachable: build on its work.
                 Some(from) => git::ref_target(&store.repo, &from.branch)?,
@@ -256,10 +261,7 @@ pub fn run(
                     Err(early) => return Ok(early),
                 },
             };
-            let mut numbers = Vec::with_capacity(agents.len());
-            for _ in &agents {
-                numbers.push(tries::take_number(store, &id, &walker.key)?);
-            }
+            let numbers = tries::take_numbers(store, &id, &walker.key, agents.len(), history)?;
             walker.journal(
                 store,
                 "race_started",
