@@ -18,6 +18,7 @@ use crate::store::claim::{self, Held};
 use crate::store::index::{ClaimRow, Row};
 use crate::store::journal::{self, NewEvent};
 use crate::store::task::{self, Change, Completion, Create, Fields, Lists, Snapshot, State, StateChange, Task};
+use crate::store::watch::Watch;
 use crate::store::{clone_writer, index, notes, Store};
 
 /// Find the task a user means: an exact id, or a unique prefix of one (with or without
@@ -469,15 +470,23 @@ pub struct Board {
 
 impl Board {
     pub fn load(store: &Store, ctx: &Context) -> Result<Board> {
-        let loaded = index::load(store)?;
+        Ok(Board::of(index::load(store)?, ctx))
+    }
+
+    /// The board as a long-running process keeps it (see `index::Live`).
+    pub fn load_live(store: &Store, ctx: &Context, live: &mut index::Live, watch: &mut Watch) -> Result<Board> {
+        Ok(Board::of(live.load(store, watch)?.clone(), ctx))
+    }
+
+    fn of(loaded: index::Loaded, ctx: &Context) -> Board {
         let mut tasks = loaded.tasks;
         tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
-        Ok(Board {
+        Board {
             tasks,
             claims: loaded.claims.into_iter().map(|c| (c.task_id().to_owned(), c)).collect(),
             corrupt: loaded.corrupt,
             now: ctx.now(),
-        })
+        }
     }
 
     /// The task with this id.

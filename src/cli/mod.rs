@@ -27,7 +27,7 @@ mod race;
 mod reassign;
 mod reopen;
 mod run;
-mod session_guard;
+pub mod session_guard;
 mod show;
 mod status;
 mod stop;
@@ -92,8 +92,6 @@ enum Command {
     HandBack(hand_back::HandBackArgs),
     Demo(demo::DemoArgs),
     #[command(hide = true)]
-    SessionGuard(session_guard::GuardArgs),
-    #[command(hide = true)]
     DemoAgent(demo_agent::DemoAgentArgs),
 }
 
@@ -113,6 +111,14 @@ impl Env {
 
 /// Parse argv, run the command, report any error, and return the exit code.
 pub fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|first| first == session_guard::NAME) {
+        // The guard handles its own signals.
+        return match session_guard::run(args.skip(1)) {
+            Ok(code) => ExitCode::from(code),
+            Err(err) => report(err),
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -122,8 +128,6 @@ pub fn main() -> ExitCode {
         }
     };
     match cli.command {
-        // The guard handles its own signals.
-        Command::SessionGuard(_) => {}
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
         // a second one ends the process after deleting in-flight lock files.
         Command::Run(_) | Command::Race(_) | Command::Demo(_) => {
@@ -170,7 +174,6 @@ pub fn main() -> ExitCode {
         Command::TakeOver(args) => take_over::run(&env, args),
         Command::HandBack(args) => hand_back::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
-        Command::SessionGuard(args) => session_guard::run(&env, args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
     };
     match outcome {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -275,16 +275,16 @@ pub(super) fn walk_options(
 pub(super) fn walk_and_report(env: &Env, store: &crate::store::Store, opts: walk::Options, json: bool) -> Result<u8> {
     let observer = Progress::new(json, env.ctx.clone());
     let cancel = AtomicBool::new(false);
-    let ticking = AtomicBool::new(true);
+    let ticked = crate::runloop::StopFlag::default();
     let ended = std::thread::scope(|scope| {
         scope.spawn(|| {
-            while ticking.load(Ordering::SeqCst) {
+            observer.tick();
+            while !ticked.sleep(Duration::from_millis(250)) {
                 observer.tick();
-                std::thread::sleep(Duration::from_millis(250));
             }
         });
         let ended = walk::walk(store, &env.ctx, env.cwd.clone(), env.exe.clone(), opts, &observer, &cancel);
-        ticking.store(false, Ordering::SeqCst);
+        ticked.stop();
         ended
     })?;
     Ok(exit_code(&ended.stop))

@@ -1,47 +1,102 @@
-//! `git-loop session-guard` (hidden): the process between a walk and an agent. See
+//! `git-loop session-guard` (internal): the process between a walk and an agent. See
 //! `session::guard`.
+//!
+//! It starts once per session, so it is told apart before the command line is parsed for
+//! people (building that parser costs more than the guard's own work) and reads its few
+//! arguments itself: `--parent <pid> --grace-ms <ms> --log <path> [--stdin <path>] --
+//! <program> [<arg>…]`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
-use clap::Args;
+use anyhow::{Context as _, Result};
 
-use super::Env;
+use crate::error::usage;
 use crate::session::process::{Spec, MARKER_VAR};
 
-/// Run an agent guarded (used by 'git loop run'; not for people).
-#[derive(Args)]
-pub struct GuardArgs {
-    /// The walk's process id.
-    #[arg(long)]
+/// The subcommand's name, as the walk passes it.
+pub const NAME: &str = "session-guard";
+
+struct GuardArgs {
     parent: u32,
-    /// Between SIGTERM and SIGKILL when stopping.
-    #[arg(long, default_value = "10000")]
-    grace_ms: u64,
-    /// Where the agent's output goes.
-    #[arg(long)]
+    grace: Duration,
     log: PathBuf,
-    /// The agent's standard input.
-    #[arg(long)]
     stdin: Option<PathBuf>,
-    /// The agent's program and arguments.
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
+    command: Vec<OsString>,
 }
 
-pub fn run(env: &Env, args: GuardArgs) -> Result<u8> {
-    let marker = std::env::var(MARKER_VAR).unwrap_or_default();
-    let (program, rest) = args.command.split_first().expect("clap requires a command");
+fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
+    let (mut parent, mut grace, mut log, mut stdin) = (None, Duration::from_secs(10), None, None);
+    loop {
+        let flag = args.next().ok_or_else(|| usage("session-guard: no command after '--'"))?;
+        if flag == "--" {
+            break;
+        }
+        let value = args.next().ok_or_else(|| usage(format!("session-guard: {} takes a value", flag.display())))?;
+        let number = || -> Result<u64> {
+            value.to_str().and_then(|v| v.parse().ok()).ok_or_else(|| usage("session-guard: not a number").into())
+        };
+        match flag.to_str() {
+            Some("--parent") => parent = Some(number()? as u32),
+            Some("--grace-ms") => grace = Duration::from_millis(number()?),
+            Some("--log") => log = Some(PathBuf::from(value)),
+            Some("--stdin") => stdin = Some(PathBuf::from(value)),
+            _ => return Err(usage(format!("session-guard: unknown option {}", flag.display())).into()),
+        }
+    }
+    let command: Vec<OsString> = args.collect();
+    anyhow::ensure!(!command.is_empty(), usage("session-guard: no command after '--'"));
+    Ok(GuardArgs {
+        parent: parent.ok_or_else(|| usage("session-guard: --parent is required"))?,
+        grace,
+        log: log.ok_or_else(|| usage("session-guard: --log is required"))?,
+        stdin,
+        command,
+    })
+}
+
+/// Run the guard with the arguments after its name; returns the agent's exit code.
+pub fn run(args: impl Iterator<Item = OsString>) -> Result<u8> {
+    let args = parse(args)?;
+    let text = |s: &OsString| s.to_str().map(str::to_owned).context("session-guard: an argument is not UTF-8");
+    let program = text(&args.command[0])?;
+    let rest = args.command[1..].iter().map(text).collect::<Result<Vec<_>>>()?;
     let spec = Spec {
-        program: program.clone(),
-        args: rest.to_vec(),
-        cwd: env.cwd.clone(),
+        program,
+        args: rest,
+        cwd: std::env::current_dir().context("cannot read the current directory")?,
         env: Vec::new(),
         stdin: args.stdin,
         log: args.log,
-        marker,
+        marker: std::env::var(MARKER_VAR).unwrap_or_default(),
     };
-    let code = crate::session::guard::run(args.parent, Duration::from_millis(args.grace_ms), &spec)?;
+    let code = crate::session::guard::run(args.parent, args.grace, &spec)?;
     Ok(code.clamp(0, 255) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> impl Iterator<Item = OsString> {
+        list.iter().map(OsString::from).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn the_guard_reads_its_own_arguments_and_refuses_what_it_does_not_know() {
+        let parsed = parse(args(&["--parent", "7", "--grace-ms", "250", "--log", "/l", "--", "sh", "-c", "--x"]))
+            .expect("parse");
+        assert_eq!((parsed.parent, parsed.grace, parsed.stdin), (7, Duration::from_millis(250), None));
+        assert_eq!(parsed.command, vec!["sh", "-c", "--x"]);
+        for bad in [
+            &["--parent", "7", "--log", "/l"][..],
+            &["--parent", "x", "--log", "/l", "--", "sh"],
+            &["--log", "/l", "--", "sh"],
+            &["--parent", "7", "--log", "/l", "--"],
+            &["--what", "7", "--", "sh"],
+        ] {
+            assert!(parse(args(bad)).is_err(), "{bad:?} is refused");
+        }
+    }
 }

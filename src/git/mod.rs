@@ -179,11 +179,13 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
         use gix::objs::Write as _;
         return repo.objects.write_buf(kind, data).context("could not write an object");
     }
-    if repo.has_object(id) {
-        return Ok(id);
-    }
+    // Only a loose copy is looked for: asking the object database about a missing object
+    // makes it look for new packs on disk, every time. A copy in a pack is harmless.
     let hex = id.to_string();
     let dir = repo.objects.store_ref().path().join(&hex[..2]);
+    if dir.join(&hex[2..]).exists() {
+        return Ok(id);
+    }
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}

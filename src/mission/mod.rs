@@ -372,13 +372,13 @@ pub fn run(
     let limits =
         Limits { max_units: None, max_iterations: None, per_unit_dispatches: DISPATCHES_PER_PROJECT, pause_after: 1 };
     let walk = runloop::Walk::new(limits);
-    let heartbeat_stop = AtomicBool::new(false);
+    let heartbeat_stop = runloop::StopFlag::default();
     let worked = std::thread::scope(|scope| {
         scope.spawn(|| heartbeat(&commander, &key, &heartbeat_stop));
         let mut queue = queue::MissionQueue::new(store, &commander);
         let mut dispatcher = dispatch::ChildDispatcher::new(store, &commander);
         let worked = runloop::work(&walk, &mut queue, &mut dispatcher, &|| commander.interrupted());
-        heartbeat_stop.store(true, Ordering::SeqCst);
+        heartbeat_stop.stop();
         worked
     });
     worked?;
@@ -513,12 +513,11 @@ fn take_fleet<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &s
 }
 
 /// Keep the fleet claim's lease fresh until told to stop.
-fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &AtomicBool) {
+fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
     let Ok(store) = Store::open(&commander.ctx, &commander.cwd) else { return };
     let opts = fleet_options(&commander.ctx, &commander.key);
     let mut last = std::time::Instant::now();
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
+    while !stop.sleep(Duration::from_millis(100)) {
         if last.elapsed() >= Duration::from_secs(30) {
             let _ = claim::acquire(&store, &commander.ctx, key, &opts);
             last = std::time::Instant::now();

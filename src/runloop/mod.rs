@@ -175,6 +175,29 @@ struct State {
 }
 
 /// One walk's shared state; hand a reference to each worker.
+/// A stop flag that wakes a thread sleeping on it at once: what a walk's background threads
+/// (lease refresh, progress ticks) wait on, so the walk never waits out their sleep to end.
+#[derive(Default)]
+pub struct StopFlag {
+    stopped: Mutex<bool>,
+    woken: Condvar,
+}
+
+impl StopFlag {
+    pub fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.woken.notify_all();
+    }
+
+    /// Sleep for `span` or until stopped; whether it is stopped.
+    pub fn sleep(&self, span: Duration) -> bool {
+        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        let (stopped, _) =
+            self.woken.wait_timeout_while(stopped, span, |stopped| !*stopped).unwrap_or_else(|e| e.into_inner());
+        *stopped
+    }
+}
+
 pub struct Walk {
     state: Mutex<State>,
     changed: Condvar,

@@ -9,6 +9,11 @@
 //! background is killed the same way. The guard exits with the agent's code (128 + signal
 //! when a signal ended it).
 //!
+//! The guard is its agent's subreaper (`PR_SET_CHILD_SUBREAPER`): a descendant orphaned by a
+//! double fork or `setsid` becomes the guard's child, not init's. So when the agent has exited
+//! and the guard has no child left, no descendant is left anywhere, and the sweep through
+//! every process's environment is skipped: most sessions end that way.
+//!
 //! SIGUSR1 asks the agent to wrap up: the guard passes it on as one SIGINT to the agent's
 //! process group (what an interactive CLI takes as "stop what you are doing"), and goes on
 //! watching; the loop stops the session for good if it has not ended after a while.
@@ -41,6 +46,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
             libc::signal(signal, on_signal as *const () as libc::sighandler_t);
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
         if libc::getppid() as u32 != parent {
             STOP.store(true, Ordering::SeqCst);
         }
@@ -48,7 +54,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
     let mut running = Running::spawn(spec)?;
     loop {
         if let Some(exit) = running.poll()? {
-            running.sweep();
+            running.sweep_as_subreaper();
             return Ok(code(exit));
         }
         if STOP.load(Ordering::SeqCst) {

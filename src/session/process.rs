@@ -167,6 +167,69 @@ impl Running {
         }
         kill_marked(&self.marker);
     }
+
+    /// As `sweep`, for a caller that is its agent's subreaper (see `session::guard`): with
+    /// the agent reaped and no child left, nothing it started can be running, so the look
+    /// through every process is skipped. Otherwise, after the sweep by marker, every child
+    /// left is killed too: as a subreaper, all its children are the agent's descendants, even
+    /// one that dropped the marker from its environment.
+    pub fn sweep_as_subreaper(&mut self) {
+        if self.exit.is_some() && !has_children() {
+            return;
+        }
+        self.sweep();
+        kill_children();
+    }
+}
+
+/// Whether this process has a child, running or not yet reaped.
+fn has_children() -> bool {
+    // SAFETY: waitid with WNOWAIT only inspects; the info struct is ours and zeroed.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT;
+    let found = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) };
+    // ECHILD: none at all. Otherwise there is one, whether or not it has changed state.
+    found == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD)
+}
+
+/// Kill and reap every child of this process, until none is left (a child killed may leave
+/// children of its own, which then become ours) or a few seconds have passed.
+fn kill_children() {
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while has_children() && Instant::now() < deadline {
+        for pid in children_of(me) {
+            // SAFETY: kill only sends a signal; these are our own children, not yet reaped.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes only the status we pass.
+            let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if reaped <= 0 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The processes whose parent is `parent` (field 4 of /proc/<pid>/stat).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            // The command name may contain spaces and parentheses: fields start after the last ')'.
+            stat.rfind(')')
+                .and_then(|at| stat[at + 2..].split(' ').nth(1)?.parse::<u32>().ok())
+                .is_some_and(|ppid| ppid == parent)
+        })
+        .collect()
 }
 
 /// A pidfd for `pid`, where the kernel has them.

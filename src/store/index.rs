@@ -43,6 +43,7 @@ use gix::ObjectId;
 
 use super::claim::{self, Held};
 use super::task::{self, State, Task};
+use super::watch::{Changes, Watch};
 use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
@@ -224,6 +225,7 @@ impl ClaimRow {
 }
 
 /// Every task and node claim, and the refs that could not be read: (ref name, problem).
+#[derive(Clone)]
 pub struct Loaded {
     pub tasks: Vec<Row>,
     pub claims: Vec<ClaimRow>,
@@ -293,6 +295,122 @@ pub fn load(store: &Store) -> Result<Loaded> {
     Ok(loaded)
 }
 
+/// The tasks and node claims kept current in a long-running process (a walk): after the first
+/// full load, each load re-reads only the refs its watch names as changed (see `watch`).
+#[derive(Default)]
+pub struct Live {
+    /// Tasks sorted by id, claims by task id.
+    loaded: Option<Loaded>,
+}
+
+impl Live {
+    /// Every task and node claim, as `load` gives them.
+    pub fn load(&mut self, store: &Store, watch: &mut Watch) -> Result<&Loaded> {
+        let tasks = watch.changes(refs::TASKS);
+        let claims = watch.changes(CLAIM_PREFIX);
+        let loaded = match (self.loaded.take(), tasks, claims) {
+            (Some(mut loaded), Changes::Names(tasks), Changes::Names(claims)) => {
+                for name in &tasks {
+                    refresh_task(store, &mut loaded, name)?;
+                }
+                for name in &claims {
+                    refresh_claim(store, &mut loaded, name)?;
+                }
+                loaded
+            }
+            _ => {
+                let mut loaded = load(store)?;
+                loaded.tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+                loaded.claims.sort_unstable_by(|a, b| a.task_id().cmp(b.task_id()));
+                loaded
+            }
+        };
+        Ok(self.loaded.insert(loaded))
+    }
+}
+
+const CLAIM_PREFIX: &str = "refs/loop/claims/node/";
+
+/// Bring one task ref's row up to date (added, changed, deleted or unreadable).
+fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
+    loaded.corrupt.retain(|(n, _)| n != name);
+    let Some(id) = refs::task_id_of(name) else {
+        loaded.corrupt.push((name.to_owned(), format!("'{name}' is not a task ref")));
+        return Ok(());
+    };
+    let at = loaded.tasks.binary_search_by(|r| r.id().cmp(id));
+    let tip = match crate::git::ref_target(&store.repo, name) {
+        Ok(tip) => tip,
+        Err(_) => {
+            if let Ok(at) = at {
+                loaded.tasks.remove(at);
+            }
+            loaded.corrupt.push((name.to_owned(), task::corrupt_task(name, "the ref file cannot be parsed").message));
+            return Ok(());
+        }
+    };
+    let row = match tip {
+        None => None,
+        Some(tip) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(()),
+        Some(tip) => match task::read_at(&store.repo, name, tip).and_then(|t| Row::fresh(tip, &t)) {
+            Ok(row) => Some(row),
+            Err(err) => {
+                loaded.corrupt.push((name.to_owned(), problem_of(&err)));
+                None
+            }
+        },
+    };
+    match (at, row) {
+        (Ok(at), Some(row)) => loaded.tasks[at] = row,
+        (Ok(at), None) => {
+            loaded.tasks.remove(at);
+        }
+        (Err(at), Some(row)) => loaded.tasks.insert(at, row),
+        (Err(_), None) => {}
+    }
+    Ok(())
+}
+
+/// Bring one node claim ref's row up to date.
+fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
+    loaded.corrupt.retain(|(n, _)| n != name);
+    let Some(key) = refs::claim_key_of(name) else {
+        loaded.corrupt.push((name.to_owned(), format!("claim ref '{name}' is not a valid claim")));
+        return Ok(());
+    };
+    let at = loaded.claims.binary_search_by(|c| c.task_id().cmp(key.name()));
+    let oid = match crate::git::ref_target(&store.repo, name) {
+        Ok(oid) => oid,
+        Err(_) => {
+            if let Ok(at) = at {
+                loaded.claims.remove(at);
+            }
+            loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, "the ref file cannot be parsed").message));
+            return Ok(());
+        }
+    };
+    let row = match oid {
+        None => None,
+        Some(oid) if at.is_ok_and(|at| loaded.claims[at].oid == oid) => return Ok(()),
+        Some(oid) => match claim::read_at(&store.repo, &key, oid) {
+            Ok(held) => Some(ClaimRow::fresh(&key, &held)?),
+            Err(refusal) => {
+                loaded.corrupt.push((name.to_owned(), refusal.message));
+                None
+            }
+        },
+    };
+    match (at, row) {
+        (Ok(at), Some(row)) => loaded.claims[at] = row,
+        (Ok(at), None) => {
+            loaded.claims.remove(at);
+        }
+        (Err(at), Some(row)) => loaded.claims.insert(at, row),
+        (Err(_), None) => {}
+    }
+    Ok(())
+}
+
 fn problem_of(err: &anyhow::Error) -> String {
     crate::error::find_refusal(err).map_or_else(|| format!("{err:#}"), |r| r.message.clone())
 }
@@ -305,9 +423,8 @@ enum Listed {
 /// The `node:` claim refs and what they point to, without reading the records.
 fn claim_refs(store: &Store) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
-    let prefix = format!("{}node/", refs::CLAIMS);
     let platform = store.repo.references()?;
-    for item in platform.prefixed(prefix.as_str())? {
+    for item in platform.prefixed(CLAIM_PREFIX)? {
         match item {
             Ok(reference) => {
                 let name = reference.name().as_bstr().to_string();

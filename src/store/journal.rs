@@ -9,7 +9,7 @@
 //! is taking the union of commits, and nothing is lost or duplicated whatever order clones
 //! sync in. A session's termination is found by reading its own short chain.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
@@ -17,6 +17,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{self, Cas, Expect};
+use super::watch::{Changes, Watch};
 use super::Store;
 use crate::context::Context;
 use crate::error::usage;
@@ -81,11 +82,20 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
     let name = refs::journal(writer);
     let empty = git::empty_tree(&store.repo)?;
     let by = store.identity.to_string();
+    let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+    let mut last = remembered.map(|(tip, seq)| (Some(tip), seq));
     for _attempt in 0..200 {
-        let tip = git::ref_target(&store.repo, &name)?;
-        let seq = match tip {
-            Some(tip) => parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
-            None => 1,
+        let from_memory = last.is_some();
+        let (tip, seq) = match last.take() {
+            Some((tip, seq)) => (tip, seq + 1),
+            None => {
+                let tip = git::ref_target(&store.repo, &name)?;
+                let seq = match tip {
+                    Some(tip) => parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
+                    None => 1,
+                };
+                (tip, seq)
+            }
         };
         let at = ctx.now();
         let event = Event {
@@ -103,7 +113,12 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
         let parents: Vec<ObjectId> = tip.into_iter().collect();
         let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
         match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
-            Cas::Applied => return Ok(Entry { id: commit, event }),
+            Cas::Applied => {
+                store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).insert(name, (commit, seq));
+                return Ok(Entry { id: commit, event });
+            }
+            // The chain moved since this process last wrote it: read it, and try again at once.
+            Cas::Lost { .. } if from_memory => continue,
             Cas::Lost { .. } => {
                 // Another process of the same writer appended first: back off a little.
                 std::thread::sleep(std::time::Duration::from_micros(200 + (ctx.pid as u64 % 7) * 150));
@@ -308,6 +323,39 @@ pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
     Ok(out)
 }
 
+/// One task's events, as `timeline` gives them, with the chains a long-running process keeps
+/// current (see `LiveChains`) instead of listing every journal ref.
+pub fn task_timeline(store: &Store, task: &str, live: &mut LiveChains, watch: &mut Watch) -> Result<Timeline> {
+    let tips = live.chains(&store.repo, watch)?;
+    by_task::timeline(store, task, tips)
+}
+
+/// The journal's chains and their tips, kept current through a watch: after the first full
+/// listing only the chains the watch names are read again.
+#[derive(Default)]
+pub struct LiveChains {
+    tips: Option<BTreeMap<String, ObjectId>>,
+}
+
+impl LiveChains {
+    pub fn chains(&mut self, repo: &gix::Repository, watch: &mut Watch) -> Result<Vec<(String, ObjectId)>> {
+        let tips = match (self.tips.take(), watch.changes(refs::JOURNAL)) {
+            (Some(mut tips), Changes::Names(names)) => {
+                for name in names {
+                    // As `chains`: an unreadable or symbolic ref is no chain.
+                    match git::ref_target(repo, &name) {
+                        Ok(Some(tip)) => tips.insert(name, tip),
+                        _ => tips.remove(&name),
+                    };
+                }
+                tips
+            }
+            _ => chains(repo)?.into_iter().collect(),
+        };
+        Ok(self.tips.insert(tips).iter().map(|(name, tip)| (name.clone(), *tip)).collect())
+    }
+}
+
 /// Which events a timeline read keeps.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -324,7 +372,7 @@ pub struct Timeline {
 
 pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
     if let (Some(task), None) = (&filter.task, &filter.session) {
-        return by_task::timeline(store, task);
+        return by_task::timeline(store, task, chains(&store.repo)?);
     }
     let repo = &store.repo;
     let mut problems = Vec::new();
@@ -369,18 +417,19 @@ mod by_task {
     use anyhow::Result;
     use gix::ObjectId;
 
-    use super::{chains, Entry, Info, Timeline};
+    use super::{Entry, Info, Timeline};
     use crate::git;
     use crate::store::Store;
 
     const DIR: &str = "journal-tasks";
     const TIPS: &str = "tips";
 
-    pub fn timeline(store: &Store, task: &str) -> Result<Timeline> {
+    /// `tips`: every chain and its tip, as `chains` lists them.
+    pub fn timeline(store: &Store, task: &str, tips: Vec<(String, ObjectId)>) -> Result<Timeline> {
         let repo = &store.repo;
         let dir = git::loop_dir(repo).join(DIR);
         let mut problems = Vec::new();
-        catch_up(repo, &dir, &mut problems)?;
+        catch_up(repo, &dir, tips, &mut problems)?;
         let text = if task.parse::<crate::ids::TaskId>().is_ok() {
             std::fs::read_to_string(dir.join(task)).unwrap_or_default()
         } else {
@@ -406,8 +455,12 @@ mod by_task {
     }
 
     /// Index what every chain gained since it was last indexed.
-    fn catch_up(repo: &gix::Repository, dir: &std::path::Path, problems: &mut Vec<String>) -> Result<()> {
-        let tips = chains(repo)?;
+    fn catch_up(
+        repo: &gix::Repository,
+        dir: &std::path::Path,
+        tips: Vec<(String, ObjectId)>,
+        problems: &mut Vec<String>,
+    ) -> Result<()> {
         let indexed = read_tips(&dir.join(TIPS));
         if tips.iter().all(|(name, tip)| indexed.get(name) == Some(tip)) {
             return Ok(());

@@ -11,6 +11,7 @@ pub mod notes;
 pub mod remote;
 pub mod sync;
 pub mod task;
+pub mod watch;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,10 @@ pub struct Store {
     /// Where "now" comes from (pinned in tests).
     clock: crate::context::Clock,
     git_identity: crate::context::GitIdentityEnv,
+    /// The tip and last `seq` of each journal chain this process appended to: the next append
+    /// expects them instead of reading the chain again (a chain moved meanwhile fails the
+    /// compare-and-swap, and is read).
+    journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64)>>,
 }
 
 impl Store {
@@ -46,6 +51,7 @@ impl Store {
             host: ctx.host.clone(),
             clock: ctx.clock.clone(),
             git_identity: ctx.git_identity.clone(),
+            journal_tips: Default::default(),
         })
     }
 

@@ -298,16 +298,36 @@ pub fn prune_missing(store: &Store) -> Result<()> {
     Ok(())
 }
 
-/// Remove a try's worktree (its branch and commits stay).
+/// Remove a try's worktree, whatever is in it, and its registration (its branch and commits
+/// stay): `git worktree remove --force`. Callers commit what they keep first.
 pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
     let _guard = WorktreeLock::take(store)?;
     if !try_.worktree.exists() {
         return prune_missing(store);
     }
-    let mut repo = store.repo.clone();
-    git::harden(&mut repo)?;
-    repo.remove_worktree(&try_.worktree, gix::worktree::remove::Force::DiscardChanges, gix::progress::Discard)
-        .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))
+    // Found before the files go: the registration whose `gitdir` names this worktree (never
+    // one the worktree's own `.git` file points at, which an agent could have rewritten).
+    let admin = registration_of(store, &try_.worktree);
+    std::fs::remove_dir_all(&try_.worktree)
+        .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))?;
+    match admin {
+        Some(admin) => std::fs::remove_dir_all(&admin)
+            .with_context(|| format!("could not remove the registration '{}'", admin.display())),
+        None => prune_missing(store),
+    }
+}
+
+/// The directory under `<common-dir>/worktrees/` that registers `worktree`.
+fn registration_of(store: &Store, worktree: &Path) -> Option<PathBuf> {
+    let root = store.repo.common_dir().join("worktrees");
+    let gitfile = worktree.join(".git");
+    let names = |dir: &Path| std::fs::read_to_string(dir.join("gitdir")).is_ok_and(|g| Path::new(g.trim()) == gitfile);
+    // The registration is named after the worktree's directory, unless that name was taken.
+    let likely = root.join(worktree.file_name()?);
+    if names(&likely) {
+        return Some(likely);
+    }
+    std::fs::read_dir(&root).ok()?.flatten().map(|e| e.path()).find(|dir| names(dir))
 }
 
 /// A cross-process lock around worktree creation and removal (`.git/loop/worktree.lock`). A

@@ -357,8 +357,7 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             }
         }
         // The task's history, read once: an unfinished try, a race to take up again, a hand-back.
-        let filter = journal::Filter { task: Some(unit.task.id.clone()), session: None };
-        let history = journal::timeline(self.store, &filter)?.entries;
+        let history = self.walker.task_history(self.store, &unit.task.id)?;
         // The first session after a person handed the task back is told what they changed.
         let handed_back = match (carry, attempt) {
             (None, 1) => crate::people::hand_back_note_in(&history),

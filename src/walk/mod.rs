@@ -27,15 +27,18 @@ use anyhow::{Context as _, Result};
 use chrono::Utc;
 use gix::ObjectId;
 
+use crate::backlog::Board;
 use crate::context::Context;
 use crate::error::{Class, Refusal};
 use crate::git;
 use crate::ids::{ClaimKey, WriterId};
+use crate::refs;
 use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::journal::{self, NewEvent};
-use crate::store::Store;
+use crate::store::watch::Watch;
+use crate::store::{index, Store};
 
 /// How to walk.
 #[derive(Debug, Clone)]
@@ -241,6 +244,26 @@ pub struct Walker<'a> {
     started: chrono::DateTime<Utc>,
     /// Agents found unreachable, with why and until when they are left alone.
     unreachable: std::sync::Mutex<std::collections::HashMap<String, (&'static str, std::time::Instant)>>,
+    /// The board and the journal's chains, kept current between steps.
+    seen: std::sync::Mutex<Seen>,
+}
+
+/// What a walk keeps current between steps instead of listing every ref again: its watch
+/// names the task, claim and journal refs that changed (see `store::watch`).
+struct Seen {
+    watch: Watch,
+    board: index::Live,
+    chains: journal::LiveChains,
+}
+
+impl Seen {
+    fn new(store: &Store) -> Seen {
+        Seen {
+            watch: Watch::new(store.repo.common_dir(), &[refs::TASKS, "refs/loop/claims/node/", refs::JOURNAL]),
+            board: index::Live::default(),
+            chains: journal::LiveChains::default(),
+        }
+    }
 }
 
 impl Walker<'_> {
@@ -261,6 +284,20 @@ impl Walker<'_> {
             NewEvent { kind: kind.into(), task: task.map(Into::into), session: None, data },
         )?;
         Ok(())
+    }
+
+    /// Every task and claim, as `Board::load` reads them, re-reading only what changed.
+    pub fn board(&self, store: &Store) -> Result<Board> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let Seen { watch, board, .. } = &mut *seen;
+        Board::load_live(store, &self.ctx, board, watch)
+    }
+
+    /// One task's journal events, as `journal::timeline` reads them.
+    pub fn task_history(&self, store: &Store, task: &str) -> Result<Vec<journal::Entry>> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let Seen { watch, chains, .. } = &mut *seen;
+        Ok(journal::task_timeline(store, task, chains, watch)?.entries)
     }
 
     /// The agent named `name`: the walk's own, or a preset or configured agent.
@@ -390,6 +427,7 @@ pub fn walk(
         cancel,
         started: ctx.now(),
         unreachable: Default::default(),
+        seen: std::sync::Mutex::new(Seen::new(store)),
     };
     walker.journal(
         store,
@@ -405,7 +443,7 @@ pub fn walk(
         labels: walker.opts.labels.clone(),
     });
     recover::recover(store, &walker)?;
-    let heartbeat_stop = AtomicBool::new(false);
+    let heartbeat_stop = runloop::StopFlag::default();
     let run = runloop::Walk::new(walker.opts.limits);
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
     std::thread::scope(|scope| {
@@ -428,7 +466,7 @@ pub fn walk(
         for worker in workers {
             let _ = worker.join();
         }
-        heartbeat_stop.store(true, Ordering::SeqCst);
+        heartbeat_stop.stop();
     });
     let (mut stop, tally) = run.outcome();
     if walker.cancelled(store) {
@@ -509,14 +547,13 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
 /// take-over, a reassignment) reaches this walk.
-fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &AtomicBool) {
+fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
     let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
     let opts = singleton_options(&walker.ctx, &walker.key);
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();
     let mut last_sync = std::time::Instant::now();
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
+    while !stop.sleep(Duration::from_millis(100)) {
         if last.elapsed() >= Duration::from_secs(30) {
             let _ = claim::acquire(&store, &walker.ctx, key, &opts);
             last = std::time::Instant::now();

@@ -12,7 +12,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::{Event, Walker};
-use crate::backlog::{self, Board, DoneOptions};
+use crate::backlog::{self, DoneOptions};
 use crate::context::{Context, SessionEnv};
 use crate::error::refused;
 use crate::git;
@@ -274,7 +274,7 @@ impl runloop::Queue for GitQueue<'_> {
         let ctx = &self.walker.ctx;
         let mut stuck = None;
         for _round in 0..5 {
-            let board = Board::load(self.store, ctx)?;
+            let board = self.walker.board(self.store)?;
             let only = &self.walker.opts.tasks;
             let ready: Vec<TaskId> = board
                 .ready(&self.walker.opts.labels)

@@ -253,6 +253,87 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
     assert_eq!(marked(&marker), Vec::<u32>::new(), "no process with the session's marker is left");
 }
 
+/// The walk keeps its board current through a watch on the refs: a task added and a task
+/// cancelled by someone else while a session runs are seen before the walk picks its next
+/// task, and so is a task deleted by hand with git.
+#[test]
+fn tasks_added_cancelled_or_deleted_during_a_walk_are_seen_at_its_next_step() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let first = repo.add(&["first", "-p", "p1"]);
+    let cancelled = repo.add(&["to be cancelled", "-p", "p2"]);
+    let deleted = repo.add(&["to be deleted", "-p", "p2"]);
+    let (started, go) = (env.path("started"), env.path("go"));
+    let cmd = env.agent(
+        "waiter",
+        &format!(
+            "if [ \"$GIT_LOOP_TASK\" = {first} ]; then touch {s}; while [ ! -f {g} ]; do sleep 0.05; done; fi
+             echo '{{\"verdict\":\"done\"}}' > \"$GIT_LOOP_RESULT\"",
+            s = started.display(),
+            g = go.display()
+        ),
+    );
+    let walk = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for("the first session", || started.exists());
+    let urgent = repo.add(&["urgent", "-p", "p0"]);
+    repo.run(&["cancel", &cancelled]).ok();
+    repo.git(&["update-ref", "-d", &format!("refs/loop/tasks/{deleted}")]);
+    std::fs::write(&go, "").expect("go");
+    let out = walk.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0));
+    let claimed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "claimed")
+        .filter_map(|e| e["task"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(claimed, vec![first, urgent], "the urgent task next; never the cancelled or the deleted one");
+}
+
+/// P1 for a session that ends on its own: whatever it left running in the background —
+/// forked, setsid'd, double-forked, or with the marker scrubbed from its environment — is
+/// gone by the time the walk goes on.
+#[test]
+fn an_agent_that_exits_leaving_background_processes_leaves_none_of_them() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["leave things behind"]);
+    let pids = env.path("pids");
+    let cmd = env.agent(
+        "leaver",
+        &format!(
+            "sleep 120 & echo $! >> {p}\n\
+             (setsid sleep 120 & echo $! >> {p})\n\
+             (sleep 120 & echo $! >> {p})\n\
+             (env -u GIT_LOOP_MARKER setsid sleep 120 & echo $! >> {p}; echo $! > {p}.scrubbed)\n\
+             while [ \"$(cat /proc/$(cat {p}.scrubbed)/comm)\" != sleep ]; do sleep 0.02; done\n\
+             echo '{{\"verdict\":\"done\"}}' > \"$GIT_LOOP_RESULT\"",
+            p = pids.display()
+        ),
+    );
+    let out = run(&repo, &cmd, &["--json"]).ok();
+    assert!(events(&out).iter().any(|e| e["event"] == "done"), "the task is done");
+    let left: Vec<u32> = std::fs::read_to_string(&pids)
+        .expect("pids")
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .filter(|pid| {
+            // Gone, or a zombie waiting for a parent that does not reap.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rfind(')').and_then(|at| stat.get(at + 2..at + 3)).is_some_and(|state| state != "Z")
+            })
+        })
+        .collect();
+    assert_eq!(left, Vec::<u32>::new(), "no background process of the session is left");
+    let marker = repo.session_records()[0]["marker"].as_str().expect("marker").to_owned();
+    assert_eq!(marked(&marker), Vec::<u32>::new(), "no process with the session's marker is left");
+}
+
 /// P1 and P4: the walk is killed with SIGKILL mid-session. Its guard stops the agent and every
 /// child it forked, setsid'd or double-forked; the next walk recovers the leftovers, releases
 /// the dead walk's claim, and finishes the task.
