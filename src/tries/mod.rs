@@ -330,44 +330,41 @@ fn registration_of(store: &Store, worktree: &Path) -> Option<PathBuf> {
     std::fs::read_dir(&root).ok()?.flatten().map(|e| e.path()).find(|dir| names(dir))
 }
 
-/// A cross-process lock around worktree creation and removal (`.git/loop/worktree.lock`). A
-/// lock older than a minute was left by a crashed process and is taken over.
-struct WorktreeLock(PathBuf);
+/// A cross-process lock around worktree creation and removal: an exclusive `flock` on
+/// `.git/loop/worktree.lock`, a file that is never deleted. The kernel drops the lock when its
+/// holder exits however it exits, so a crashed holder never leaves it behind, and no file is
+/// created or removed per use.
+struct WorktreeLock(#[allow(dead_code)] std::fs::File);
 
 impl WorktreeLock {
     fn take(store: &Store) -> Result<WorktreeLock> {
+        use std::os::fd::AsRawFd as _;
         let path = store.loop_dir()?.join("worktree.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("could not open '{}'", path.display()))?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(_) => return Ok(WorktreeLock(path)),
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let stale = std::fs::metadata(&path)
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.elapsed().ok())
-                        .is_some_and(|age| age > Duration::from_secs(60));
-                    if stale {
-                        let _ = std::fs::remove_file(&path);
-                        continue;
-                    }
-                    if Instant::now() > deadline {
-                        anyhow::bail!(
-                            "'{}' has been held for a minute; remove it if no git-loop is running",
-                            path.display()
-                        );
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", path.display())),
+            // SAFETY: flock on a descriptor we own; it only takes or refuses the lock.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                // Closing the file (on drop) releases the lock.
+                return Ok(WorktreeLock(file));
             }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(err).with_context(|| format!("could not lock '{}'", path.display()));
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "another git-loop has been adding or removing a worktree for a minute ('{}' is locked)",
+                    path.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-    }
-}
-
-impl Drop for WorktreeLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -301,38 +301,52 @@ fn bench_sync(s: &Scratch) -> Vec<Row> {
 }
 
 /// Loop overhead per unit with an agent that does nothing but say "done", beside a shell
-/// loop doing the same steps with the git CLI.
+/// loop doing the same steps with the git CLI. The two run in the order ours, git's, git's,
+/// ours, each on a fresh repository: on a file system whose file creation slows with recent
+/// deletions (ext4 without a journal scans recently freed inodes), whoever runs second pays
+/// for the first one's churn, and this order charges both sides alike.
 fn bench_loop(s: &Scratch) -> Vec<Row> {
     let units = 100;
-    let repo = s.repo("loop");
-    let lines: String = (0..units).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
-    let file = s.path("loop.jsonl");
-    std::fs::write(&file, lines).expect("write");
-    s.run(BIN, &repo, &["import", file.to_str().expect("utf-8")]);
-    let agent = r#"echo '{"verdict":"done"}' > "$GIT_LOOP_RESULT""#;
-    let started = Instant::now();
-    s.run(BIN, &repo, &["run", "--agent-cmd", agent, "--grace", "1"]);
-    let ours = started.elapsed() / units;
-    let base = s.repo("loop-git");
-    let script = format!(
-        r#"set -e
+    let ours = |round: usize| -> Duration {
+        let repo = s.repo(&format!("loop-{round}"));
+        let lines: String = (0..units).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
+        let file = s.path(&format!("loop-{round}.jsonl"));
+        std::fs::write(&file, lines).expect("write");
+        s.run(BIN, &repo, &["import", file.to_str().expect("utf-8")]);
+        let agent = r#"echo '{"verdict":"done"}' > "$GIT_LOOP_RESULT""#;
+        let started = Instant::now();
+        s.run(BIN, &repo, &["run", "--agent-cmd", agent, "--grace", "1"]);
+        started.elapsed() / units
+    };
+    let git = |round: usize| -> Duration {
+        let base = s.repo(&format!("loop-git-{round}"));
+        let script = format!(
+            r#"set -e
 for i in $(seq 1 {units}); do
   oid=$(echo "{{\"holder\":\"w\",\"n\":$i}}" | git hash-object -w --stdin)
   git update-ref refs/loop/claims/node/u$i $oid ""
   git branch -q loop-try/u$i main
-  git worktree add -q ../wt-$i loop-try/u$i
-  (cd ../wt-$i && sh -c 'echo "{{\"verdict\":\"done\"}}" > result.json' && rm result.json && git add -A && git commit -q --allow-empty -m "work of unit $i")
+  git worktree add -q ../wt-{round}-$i loop-try/u$i
+  (cd ../wt-{round}-$i && sh -c 'echo "{{\"verdict\":\"done\"}}" > result.json' && rm result.json && git add -A && git commit -q --allow-empty -m "work of unit $i")
   head=$(git rev-parse loop-try/u$i)
   git update-ref refs/heads/loop/u$i $head ""
   git notes --ref=loop add -m "done $i" $head
   git update-ref -d refs/loop/claims/node/u$i $oid
-  git worktree remove ../wt-$i
+  git worktree remove ../wt-{round}-$i
 done"#
-    );
-    let started = Instant::now();
-    s.run("sh", &base, &["-c", &script]);
-    let git = started.elapsed() / units;
-    vec![row("loop overhead per unit (100 units)", ours, git, "≤ 30 ms and ≤ 0.5; git: the same steps in sh")]
+        );
+        let started = Instant::now();
+        s.run("sh", &base, &["-c", &script]);
+        started.elapsed() / units
+    };
+    let (a, b, c, d) = (ours(0), git(0), git(1), ours(1));
+    eprintln!("  runs in order: ours {}, git {}, git {}, ours {}", ms(a), ms(b), ms(c), ms(d));
+    vec![row(
+        "loop overhead per unit (100 units)",
+        (a + d) / 2,
+        (b + c) / 2,
+        "≤ 30 ms and ≤ 0.5; git: the same steps in sh",
+    )]
 }
 
 fn main() {
