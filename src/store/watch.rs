@@ -11,7 +11,9 @@
 //! Whenever the watch cannot vouch for that it says `All`, and the caller lists everything,
 //! as it would without a watch: on the first look, while a directory does not exist (or after
 //! it was removed), after packed-refs was replaced, when a subdirectory appeared, when the
-//! queue overflowed, and where inotify is not available.
+//! queue overflowed, and where inotify is not available. A repository on a network or FUSE
+//! file system is never watched: inotify hears only this machine's writes, and another
+//! machine sharing the directory would go unseen.
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
@@ -67,7 +69,7 @@ impl Watch {
     /// repository's common directory. Every prefix starts out as `All`.
     pub fn new(common: &Path, prefixes: &[&'static str]) -> Watch {
         // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        let raw = if local(common) { unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) } } else { -1 };
         // SAFETY: a non-negative return is a descriptor we now own.
         let fd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
         let mut watch = Watch {
@@ -178,6 +180,29 @@ impl Watch {
             dir.names.insert(format!("{}{name}", dir.prefix));
         }
     }
+}
+
+/// Whether `path` is on a file system only this machine writes to (not NFS, SMB/CIFS, 9p,
+/// Ceph, AFS or FUSE, any of which another machine may share).
+fn local(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    const SHARED: [u32; 8] = [
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xff53_4d42, // CIFS
+        0xfe53_4d42, // SMB2
+        0x0102_1997, // 9p
+        0x00c3_6400, // Ceph
+        0x5346_414f, // AFS
+        0x6573_5546, // FUSE
+    ];
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path and a zeroed statfs we own.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 {
+        return false;
+    }
+    !SHARED.contains(&(fs.f_type as u32))
 }
 
 #[cfg(test)]
