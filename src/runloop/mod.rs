@@ -174,7 +174,6 @@ struct State {
     stop: Option<Stop>,
 }
 
-/// One walk's shared state; hand a reference to each worker.
 /// A stop flag that wakes a thread sleeping on it at once: what a walk's background threads
 /// (lease refresh, progress ticks) wait on, so the walk never waits out their sleep to end.
 #[derive(Default)]
@@ -198,6 +197,7 @@ impl StopFlag {
     }
 }
 
+/// One walk's shared state; hand a reference to each worker.
 pub struct Walk {
     state: Mutex<State>,
     changed: Condvar,

@@ -58,7 +58,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
             return Ok(code(exit));
         }
         if STOP.load(Ordering::SeqCst) {
-            let exit = running.stop(grace)?;
+            let exit = running.stop_as_subreaper(grace)?;
             return Ok(code(exit));
         }
         if INTERRUPT.swap(false, Ordering::SeqCst) {

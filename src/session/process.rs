@@ -168,6 +168,13 @@ impl Running {
         kill_marked(&self.marker);
     }
 
+    /// As `stop`, for a caller that is its agent's subreaper (see `sweep_as_subreaper`).
+    pub fn stop_as_subreaper(&mut self, grace: Duration) -> Result<Exit> {
+        let exit = self.stop(grace)?;
+        kill_children();
+        Ok(exit)
+    }
+
     /// As `sweep`, for a caller that is its agent's subreaper (see `session::guard`): with
     /// the agent reaped and no child left, nothing it started can be running, so the look
     /// through every process is skipped. Otherwise, after the sweep by marker, every child
@@ -184,9 +191,10 @@ impl Running {
 
 /// Whether this process has a child, running or not yet reaped.
 fn has_children() -> bool {
-    // SAFETY: waitid with WNOWAIT only inspects; the info struct is ours and zeroed.
+    // SAFETY: siginfo_t is plain old data; all zeroes is a valid value.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: waitid with WNOWAIT only inspects, into the struct we own.
     let found = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) };
     // ECHILD: none at all. Otherwise there is one, whether or not it has changed state.
     found == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD)

@@ -68,8 +68,12 @@ impl Watch {
     /// A watch on `prefixes` (each a flat directory of refs, ending in `/`) under the
     /// repository's common directory. Every prefix starts out as `All`.
     pub fn new(common: &Path, prefixes: &[&'static str]) -> Watch {
-        // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
-        let raw = if local(common) { unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) } } else { -1 };
+        let raw = if local(common) {
+            // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
+            unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) }
+        } else {
+            -1
+        };
         // SAFETY: a non-negative return is a descriptor we now own.
         let fd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
         let mut watch = Watch {
@@ -197,8 +201,9 @@ fn local(path: &Path) -> bool {
         0x6573_5546, // FUSE
     ];
     let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: a NUL-terminated path and a zeroed statfs we own.
+    // SAFETY: statfs is plain old data; all zeroes is a valid value.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs we own.
     if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 {
         return false;
     }

@@ -281,11 +281,12 @@ impl runloop::Queue for GitQueue<'_> {
                 .iter()
                 .filter(|r| only.is_empty() || only.iter().any(|t| t == r.id()))
                 .filter_map(|r| r.id().parse().ok())
+                .take(20)
                 .collect();
             if ready.is_empty() {
                 return Ok(None);
             }
-            for id in ready.iter().take(20) {
+            for id in &ready {
                 let key = ClaimKey::node(id);
                 let opts = self.claim_options(format!("worked by {}", self.walker.key));
                 match claim::acquire(self.store, ctx, &key, &opts)? {

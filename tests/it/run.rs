@@ -229,7 +229,12 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
     let flag = env.path("wrote");
     let cmd = env.agent(
         "long",
-        &format!("echo partial > partial.txt\n(setsid sleep 60 &)\nsleep 60 &\ntouch {}\nwait", flag.display()),
+        &format!(
+            "echo partial > partial.txt\n(setsid sleep 60 &)\nsleep 60 &\n\
+             (env -u GIT_LOOP_MARKER setsid sleep 60 & echo $! > {f}.scrubbed)\n\
+             while [ \"$(cat /proc/$(cat {f}.scrubbed)/comm)\" != sleep ]; do sleep 0.02; done\ntouch {f}\nwait",
+            f = flag.display()
+        ),
     );
     let mut child = repo
         .command(&["run", "--agent-cmd", &cmd, "--grace", "1"])
@@ -251,6 +256,14 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
     let task = repo.run(&["show", &id, "--json"]).ok().json();
     assert_eq!((task["state"].as_str(), task["claim"].is_null()), (Some("open"), true), "open and free again");
     assert_eq!(marked(&marker), Vec::<u32>::new(), "no process with the session's marker is left");
+    let scrubbed = std::fs::read_to_string(env.path("wrote.scrubbed")).expect("pid");
+    assert!(!alive(scrubbed.trim().parse().expect("pid")), "nor the one that dropped the marker");
+}
+
+/// Whether process `pid` is running (a zombie waiting for a parent that does not reap is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rfind(')').and_then(|at| stat.get(at + 2..at + 3)).is_some_and(|state| state != "Z"))
 }
 
 /// The walk keeps its board current through a watch on the refs: a task added and a task
@@ -322,12 +335,7 @@ fn an_agent_that_exits_leaving_background_processes_leaves_none_of_them() {
         .expect("pids")
         .split_whitespace()
         .map(|p| p.parse().expect("pid"))
-        .filter(|pid| {
-            // Gone, or a zombie waiting for a parent that does not reap.
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rfind(')').and_then(|at| stat.get(at + 2..at + 3)).is_some_and(|state| state != "Z")
-            })
-        })
+        .filter(|pid| alive(*pid))
         .collect();
     assert_eq!(left, Vec::<u32>::new(), "no background process of the session is left");
     let marker = repo.session_records()[0]["marker"].as_str().expect("marker").to_owned();
