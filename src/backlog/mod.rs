@@ -550,7 +550,8 @@ impl Board {
     pub fn ready(&self, labels: &[String]) -> Vec<&Row> {
         let mut ready: Vec<&Row> =
             self.tasks.iter().filter(|r| labels.iter().all(|l| r.has_label(l))).filter(|r| self.is_ready(r)).collect();
-        ready.sort_by(|a, b| (a.priority, a.created_at, a.id()).cmp(&(b.priority, b.created_at, b.id())));
+        // Ids are unique, so the order is total and an unstable sort is as deterministic.
+        ready.sort_unstable_by(|a, b| (a.priority, a.created_at, a.id()).cmp(&(b.priority, b.created_at, b.id())));
         ready
     }
 
