@@ -64,6 +64,7 @@ pub fn run(parent: u32, grace: Duration, spec: &Spec) -> Result<i32> {
         if INTERRUPT.swap(false, Ordering::SeqCst) {
             running.interrupt();
         }
+        running.reap_orphans();
         // Wakes when the agent exits, or when a signal arrives.
         running.wait_for(Duration::from_millis(50))?;
     }

@@ -168,6 +168,29 @@ impl Running {
         kill_marked(&self.marker);
     }
 
+    /// For a subreaper while its agent runs: reap the orphans the agent left that have ended
+    /// (they became our children), leaving the agent itself to `poll`. Without this, every
+    /// short-lived process an agent double-forks would stay a zombie until the session ends.
+    pub fn reap_orphans(&self) {
+        loop {
+            // SAFETY: siginfo_t is plain old data; all zeroes is a valid value.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: WNOWAIT only looks at which child ended, into the struct we own.
+            let found =
+                unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+            // SAFETY: waitid filled in si_pid (0 when no child has ended).
+            let pid = unsafe { info.si_pid() };
+            if found != 0 || pid == 0 || pid as u32 == self.pid {
+                return;
+            }
+            let mut status = 0;
+            // SAFETY: reaping one ended child that is not the agent.
+            unsafe {
+                libc::waitpid(pid, &mut status, libc::WNOHANG);
+            }
+        }
+    }
+
     /// As `stop`, for a caller that is its agent's subreaper (see `sweep_as_subreaper`).
     pub fn stop_as_subreaper(&mut self, grace: Duration) -> Result<Exit> {
         let exit = self.stop(grace)?;

@@ -342,6 +342,33 @@ fn an_agent_that_exits_leaving_background_processes_leaves_none_of_them() {
     assert_eq!(marked(&marker), Vec::<u32>::new(), "no process with the session's marker is left");
 }
 
+/// The guard adopts what the agent orphans, so it also reaps those that end while the agent
+/// runs: an agent that double-forks many short-lived processes leaves no zombies behind.
+#[test]
+fn short_lived_processes_an_agent_orphans_are_reaped_while_it_runs() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["fork a lot"]);
+    let count = env.path("zombies");
+    let cmd = env.agent(
+        "forker",
+        &format!(
+            "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do (sh -c 'exit 0' &); done\n\
+             sleep 0.5\n\
+             guard=$PPID; while [ \"$(cat /proc/$guard/comm)\" != git-loop ]; do \
+             set -- $(cat /proc/$guard/stat); guard=$4; done\n\
+             z=0; for s in /proc/[0-9]*/stat; do set -- $(cat $s 2>/dev/null); \
+             if [ \"$4\" = \"$guard\" ] && [ \"$3\" = Z ]; then z=$((z+1)); fi; done\n\
+             echo $z > {}\n\
+             echo '{{\"verdict\":\"done\"}}' > \"$GIT_LOOP_RESULT\"",
+            count.display()
+        ),
+    );
+    let out = run(&repo, &cmd, &["--json"]).ok();
+    assert!(events(&out).iter().any(|e| e["event"] == "done"), "the task is done");
+    assert_eq!(std::fs::read_to_string(&count).expect("count").trim(), "0", "zombies under the guard mid-session");
+}
+
 /// P1 and P4: the walk is killed with SIGKILL mid-session. Its guard stops the agent and every
 /// child it forked, setsid'd or double-forked; the next walk recovers the leftovers, releases
 /// the dead walk's claim, and finishes the task.
