@@ -473,7 +473,8 @@ impl GitDispatcher<'_> {
             cwd: cwd.to_owned(),
             env: env.to_vec(),
             stdin: None,
-            log: log.with_extension("guard.log"),
+            // The guard's own complaints, if any, go to the same log as the agent's output.
+            log: log.to_owned(),
             marker: marker.to_owned(),
         };
         let mut running = Running::spawn(&spec)?;
