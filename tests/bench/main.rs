@@ -146,9 +146,23 @@ fn bench_next(s: &Scratch) -> Vec<Row> {
         git.push(time(s.cmd("git", &repo).args(["for-each-ref", "refs/loop/tasks"])));
     }
     let git = median(git);
+    // A walk over the same backlog: the time one more unit adds, start-up taken out.
+    let agent = r#"echo '{"verdict":"done"}' > "$GIT_LOOP_RESULT""#;
+    let walk = |units: u32| {
+        time(s.cmd(BIN, &repo).args(["run", "--agent-cmd", agent, "--grace", "1", "--max-units", &units.to_string()]))
+    };
+    let (one, more) = (walk(1), walk(51));
+    let step = more.saturating_sub(one) / 50;
     vec![
         row("next --json, 10,000 tasks, 1,000 claims", median(ours), git, "≤ 10 ms; git: for-each-ref refs/loop/tasks"),
         row("next --json just after a change (refs listed again)", median(fresh), git, "-"),
+        Row {
+            name: "a walk's step over the same 10,000 tasks (do-nothing agent)".into(),
+            ours: ms(step),
+            git: "-".into(),
+            ratio: "-".into(),
+            target: "the walk lists no refs between steps".into(),
+        },
     ]
 }
 
