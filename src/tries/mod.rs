@@ -308,12 +308,44 @@ pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
     // Found before the files go: the registration whose `gitdir` names this worktree (never
     // one the worktree's own `.git` file points at, which an agent could have rewritten).
     let admin = registration_of(store, &try_.worktree);
-    std::fs::remove_dir_all(&try_.worktree)
+    remove_tree(&try_.worktree)
         .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))?;
     match admin {
         Some(admin) => std::fs::remove_dir_all(&admin)
             .with_context(|| format!("could not remove the registration '{}'", admin.display())),
         None => prune_missing(store),
+    }
+}
+
+/// Remove a directory and everything in it. A directory an agent left without write
+/// permission (Go's module cache is read-only, for one) is made writable and the removal tried
+/// again; symlinks are removed, never followed.
+fn remove_tree(root: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(root) {
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+            make_dirs_writable(root);
+            std::fs::remove_dir_all(root)
+        }
+        other => other,
+    }
+}
+
+/// Give the owner write and search permission on every directory under `dir` (not through
+/// symlinks). Best effort: what cannot be changed is left for the removal to report.
+fn make_dirs_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+    if !meta.is_dir() {
+        return;
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o300 != 0o300 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o300));
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            make_dirs_writable(&entry.path());
+        }
     }
 }
 
@@ -435,4 +467,32 @@ pub fn describe_changes(changes: &[FileChange]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    #[test]
+    fn read_only_directories_are_made_writable_for_removal_and_symlinks_are_not_followed() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o555)).expect("chmod");
+        let tree = root.path().join("wt");
+        let locked = tree.join("cache/mod");
+        std::fs::create_dir_all(&locked).expect("mkdir");
+        std::fs::write(locked.join("file"), "x").expect("write");
+        std::os::unix::fs::symlink(outside.path(), tree.join("link")).expect("symlink");
+        for dir in [&locked, &tree.join("cache")] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+        }
+        make_dirs_writable(&tree);
+        let mode = |p: &Path| std::fs::symlink_metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!((mode(&tree.join("cache")), mode(&locked)), (0o755, 0o755), "owner may write and search again");
+        assert_eq!(mode(outside.path()), 0o555, "a symlinked directory outside is left alone");
+        remove_tree(&tree).expect("remove");
+        assert!(!tree.exists() && outside.path().exists());
+    }
 }
