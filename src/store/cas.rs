@@ -7,7 +7,11 @@
 //! loop-owned ref that is older than [`STALE_LOCK`] is treated as abandoned (our writers hold
 //! theirs for well under a millisecond) and removed in a way that cannot remove a fresh one
 //! by mistake; see `remove_stale_lock`. `packed-refs.lock` belongs to git as a whole and is
-//! never removed by us: the error names it and says how to clear it.
+//! never removed by us. While it is held, gix takes it too for any write that must look at
+//! packed refs, and `git pack-refs` or `git gc` may take it again and again: a write keeps
+//! trying while a new lock file appears between tries (up to [`PACKED_PATIENCE`]); the same
+//! lock file at two tries a second apart was left behind, and is reported with its path and
+//! how to clear it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -79,12 +83,18 @@ pub fn delete(store: &Store, name: &str, expect: ObjectId) -> Result<Cas> {
     apply(store, name, edit)
 }
 
+/// How long a write keeps trying while git holds `packed-refs.lock`.
+pub const PACKED_PATIENCE: Duration = Duration::from_secs(10);
+
 fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
     let repo = &store.repo;
+    let started = std::time::Instant::now();
+    let mut packed_lock = None;
     let mut removed_stale = false;
     let sig = store.signature();
     let mut time = gix::date::parse::TimeBuf::default();
     loop {
+        store.fresh_refs();
         match repo.edit_references_as([edit.clone()], Some(sig.to_ref(&mut time))) {
             Ok(_) => return Ok(Cas::Applied),
             Err(err) if err.is_conflict() || err.is_not_found() => {
@@ -95,7 +105,15 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
             Err(err) if err.is_retryable() => {
                 let common = repo.common_dir();
                 let packed = common.join("packed-refs.lock");
-                if packed.exists() {
+                if let Ok(meta) = std::fs::metadata(&packed) {
+                    // A new lock file since the last try: git is at work (and each try waited a
+                    // second); the same one: it was left behind.
+                    let lock = std::os::unix::fs::MetadataExt::ino(&meta);
+                    if packed_lock.replace(lock).is_none_or(|last| last != lock) && started.elapsed() < PACKED_PATIENCE
+                    {
+                        std::thread::sleep(Duration::from_millis(2 + u64::from(std::process::id() % 13)));
+                        continue;
+                    }
                     return Err(lock_refusal(&packed, "packed-refs.lock is held").into());
                 }
                 let lock = lock_path(common, name);

@@ -180,6 +180,7 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
+    store.fresh_refs();
     let target = match store.repo.try_find_reference(name.as_str()) {
         Ok(found) => found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)),
         Err(err) => return Err(corrupt_claim(key, format!("the ref cannot be read: {err}")).into()),

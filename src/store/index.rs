@@ -236,6 +236,7 @@ pub struct Loaded {
 pub fn load(store: &Store) -> Result<Loaded> {
     let loop_dir = crate::git::loop_dir(&store.repo);
     let stamp = stamp(store.repo.common_dir());
+    store.fresh_refs();
     let cached = Mapped::open(&loop_dir.join(FILE)).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
     if stamp.is_some() && cached.stamp == stamp {
         return Ok(Loaded { tasks: cached.tasks, claims: cached.claims, corrupt: cached.corrupt });

@@ -38,6 +38,19 @@ pub struct Store {
     /// expects them instead of reading the chain again (a chain moved meanwhile fails the
     /// compare-and-swap, and is read).
     journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64)>>,
+    /// The identity of the packed-refs file gix was last made to read (see `fresh_refs`).
+    packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
+}
+
+/// What tells two packed-refs files apart: the file (it is always replaced by rename), its
+/// size and its times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackedIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl Store {
@@ -52,7 +65,34 @@ impl Store {
             clock: ctx.clock.clone(),
             git_identity: ctx.git_identity.clone(),
             journal_tips: Default::default(),
+            packed_seen: Default::default(),
         })
+    }
+
+    /// Make sure gix reads the packed-refs file as it is now. gix keeps its copy while the
+    /// file's modification time is unchanged, and file times tick coarsely (milliseconds):
+    /// a packed-refs that `git pack-refs` or `git gc` replaced within the same tick would go
+    /// unseen, and a ref it packed — its loose file removed — would read as absent (a claim as
+    /// free, a create-if-absent as allowed). Like git, tell files apart by inode, size and
+    /// times, and have gix read the file again when they differ. Called before every
+    /// compare-and-swap and every claim read.
+    pub fn fresh_refs(&self) {
+        use std::os::unix::fs::MetadataExt as _;
+        let Ok(meta) = std::fs::metadata(self.repo.common_dir().join("packed-refs")) else {
+            // No packed-refs: gix notices a file that went away by itself.
+            return;
+        };
+        let now = PackedIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        };
+        let mut seen = self.packed_seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen != Some(now) && self.repo.refs.force_refresh_packed_buffer().is_ok() {
+            *seen = Some(now);
+        }
     }
 
     /// The current time, as the context's clock says.

@@ -258,10 +258,15 @@ fn l4_pack_refs_under_concurrent_claimers_never_resurrects_a_released_claim() {
                 })
             })
             .collect();
-        for worker in workers {
-            worker.join().expect("worker");
-        }
+        // Stop the packer before looking at how the workers did, or a failed worker would
+        // leave the scope waiting for it forever.
+        let outcomes: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for outcome in outcomes {
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+        }
     });
     repo.git(&["pack-refs", "--all"]);
     assert_eq!(
