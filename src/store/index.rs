@@ -307,6 +307,7 @@ pub struct Live {
 impl Live {
     /// Every task and node claim, as `load` gives them.
     pub fn load(&mut self, store: &Store, watch: &mut Watch) -> Result<&Loaded> {
+        store.fresh_refs();
         let tasks = watch.changes(refs::TASKS);
         let claims = watch.changes(CLAIM_PREFIX);
         let loaded = match (self.loaded.take(), tasks, claims) {

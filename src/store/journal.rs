@@ -326,6 +326,7 @@ pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
 /// One task's events, as `timeline` gives them, with the chains a long-running process keeps
 /// current (see `LiveChains`) instead of listing every journal ref.
 pub fn task_timeline(store: &Store, task: &str, live: &mut LiveChains, watch: &mut Watch) -> Result<Timeline> {
+    store.fresh_refs();
     let tips = live.chains(&store.repo, watch)?;
     by_task::timeline(store, task, tips)
 }
