@@ -53,4 +53,22 @@ impl Context {
             Clock::Fixed(at) => *at,
         }
     }
+
+    /// A context for unit tests: a fixed clock, this process, a named committer.
+    #[cfg(test)]
+    pub fn for_tests() -> Context {
+        Context {
+            clock: Clock::Fixed("2026-03-01T12:00:00Z".parse().expect("a time")),
+            host: "test-host".into(),
+            pid: std::process::id(),
+            boot_id: "boot".into(),
+            session: SessionEnv::default(),
+            git_identity: GitIdentityEnv {
+                name: Some("T".into()),
+                email: Some("t@example.com".into()),
+                fallback_email: None,
+            },
+            path_var: None,
+        }
+    }
 }

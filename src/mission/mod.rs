@@ -528,22 +528,9 @@ fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &runloop::StopFlag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{Clock, GitIdentityEnv, SessionEnv};
 
     fn context() -> Context {
-        Context {
-            clock: Clock::Fixed("2026-03-01T12:00:00Z".parse().expect("a time")),
-            host: "test-host".into(),
-            pid: std::process::id(),
-            boot_id: "boot".into(),
-            session: SessionEnv::default(),
-            git_identity: GitIdentityEnv {
-                name: Some("T".into()),
-                email: Some("t@example.com".into()),
-                fallback_email: None,
-            },
-            path_var: None,
-        }
+        Context::for_tests()
     }
 
     #[test]

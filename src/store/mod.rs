@@ -192,3 +192,51 @@ pub fn clone_writer(store: &Store, ctx: &Context) -> Result<WriterId> {
     let shard = ctx.pid % 4;
     format!("c-{}-{shard}", store.clone_id()?).parse().map_err(Into::into)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ClaimKey;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git").args(args).current_dir(dir).output().expect("git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// What `git pack-refs` does between two reads, within one tick of the file clock: the
+    /// claim's loose ref is packed and removed, and packed-refs keeps its modification time.
+    #[test]
+    fn a_ref_packed_within_one_tick_of_the_last_read_is_still_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::for_tests();
+        git(dir.path(), &["init", "-q"]);
+        git(dir.path(), &["-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i"]);
+        git(dir.path(), &["update-ref", "refs/zzz/other", "HEAD"]);
+        git(dir.path(), &["pack-refs", "--all"]);
+        let packed = dir.path().join(".git/packed-refs");
+        let before = std::fs::read_to_string(&packed).expect("packed-refs");
+        let modified = std::fs::metadata(&packed).and_then(|m| m.modified()).expect("mtime");
+        let store = Store::open(&ctx, dir.path()).expect("open");
+        let key: ClaimKey = "node:t-aaaa".parse().expect("key");
+        assert!(claim::read(&store, &key).expect("read").is_none(), "not claimed yet (packed-refs now read)");
+        let opts =
+            claim::AcquireOptions { holder: "h".into(), ttl: chrono::Duration::hours(1), reason: None, session: None };
+        claim::acquire(&store, &ctx, &key, &opts).expect("acquire");
+        let name = crate::refs::claim(&key);
+        let oid = git::ref_target(&store.repo, &name).expect("read").expect("claimed");
+
+        let (header, lines) = before.split_once('\n').expect("a header");
+        let claim_line = format!("{oid} {name}");
+        let mut lines: Vec<&str> = lines.lines().chain([claim_line.as_str()]).collect();
+        lines.sort_by_key(|l| l.split_once(' ').map(|(_, name)| name).unwrap_or_default());
+        let after = format!("{header}\n{}\n", lines.join("\n"));
+        let tmp = dir.path().join(".git/packed-refs.new");
+        std::fs::write(&tmp, after).expect("write");
+        std::fs::File::options().write(true).open(&tmp).and_then(|f| f.set_modified(modified)).expect("mtime");
+        std::fs::rename(&tmp, &packed).expect("rename");
+        std::fs::remove_file(dir.path().join(".git").join(&name)).expect("prune the loose ref");
+
+        let held = claim::read(&store, &key).expect("read").expect("the claim is still held");
+        assert_eq!(held.oid, oid);
+    }
+}
