@@ -75,7 +75,7 @@ impl Store {
     /// unseen, and a ref it packed — its loose file removed — would read as absent (a claim as
     /// free, a create-if-absent as allowed). Like git, tell files apart by inode, size and
     /// times, and have gix read the file again when they differ. Called before every
-    /// compare-and-swap and every claim read.
+    /// compare-and-swap, claim and task read, and listing of the board or the journal.
     pub fn fresh_refs(&self) {
         use std::os::unix::fs::MetadataExt as _;
         let Ok(meta) = std::fs::metadata(self.repo.common_dir().join("packed-refs")) else {

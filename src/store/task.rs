@@ -479,6 +479,7 @@ pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
 /// Read a task; `None` if no such task exists.
 pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     let name = refs::task(id);
+    store.fresh_refs();
     let tip = git::ref_target(&store.repo, &name).map_err(|_| corrupt_task(&name, "the ref file cannot be parsed"))?;
     let Some(tip) = tip else {
         return Ok(None);
