@@ -280,7 +280,7 @@ fn tasks_added_cancelled_or_deleted_during_a_walk_are_seen_at_its_next_step() {
     let cmd = env.agent(
         "waiter",
         &format!(
-            "if [ \"$GIT_LOOP_TASK\" = {first} ]; then touch {s}; while [ ! -f {g} ]; do sleep 0.05; done; fi
+            "if [ \"$GIT_LOOP_TASK\" = {first} ]; then touch {s}; while [ ! -f {g} ]; do sleep 0.05; done; fi\n\
              echo '{{\"verdict\":\"done\"}}' > \"$GIT_LOOP_RESULT\"",
             s = started.display(),
             g = go.display()
