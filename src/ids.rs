@@ -16,7 +16,7 @@ use crate::error::{usage, Refusal};
 const MAX_COMPONENT_LEN: usize = 64;
 
 /// Check one component that will be part of a ref name.
-fn check_component(what: &str, value: &str) -> Result<(), Refusal> {
+pub fn check_component(what: &str, value: &str) -> Result<(), Refusal> {
     let bad = |why: &str| {
         usage(format!("{what} '{}' is not valid: {why}", value.escape_debug()))
             .hint("use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")

@@ -5,34 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{usage, Refusal};
-
-/// Lowercase letters, digits, `.`, `_`, `-`; starts with a letter or digit; at most 64
-/// characters; nothing git treats specially in a ref name.
-fn check(what: &str, value: &str) -> Result<(), Refusal> {
-    let bad = |why: &str| {
-        usage(format!("{what} '{}' is not valid: {why}", value.escape_debug()))
-            .hint("use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")
-    };
-    if value.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if value.len() > 64 {
-        return Err(bad("it is longer than 64 characters"));
-    }
-    if let Some(c) =
-        value.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(bad(&format!("it contains {c:?}")));
-    }
-    if !value.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Err(bad("it must start with a letter or digit"));
-    }
-    if value.contains("..") || value.ends_with('.') || value.ends_with(".lock") {
-        return Err(bad("git does not allow '..', a trailing '.' or '.lock' in ref names"));
-    }
-    Ok(())
-}
+use crate::error::Refusal;
+use crate::ids::check_component;
 
 /// A mission's id, e.g. `v2-launch`: `refs/loop/missions/<id>` and claim `fleet:<id>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,7 +21,7 @@ impl MissionId {
 impl FromStr for MissionId {
     type Err = Refusal;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        check("mission id", s)?;
+        check_component("mission id", s)?;
         Ok(MissionId(s.to_owned()))
     }
 }
@@ -71,7 +45,7 @@ impl ProjectName {
 impl FromStr for ProjectName {
     type Err = Refusal;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        check("project name", s)?;
+        check_component("project name", s)?;
         Ok(ProjectName(s.to_owned()))
     }
 }

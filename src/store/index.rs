@@ -344,9 +344,7 @@ fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
     let tip = match crate::git::ref_target(&store.repo, name) {
         Ok(tip) => tip,
         Err(_) => {
-            if let Ok(at) = at {
-                loaded.tasks.remove(at);
-            }
+            put(&mut loaded.tasks, at, None);
             loaded.corrupt.push((name.to_owned(), task::corrupt_task(name, "the ref file cannot be parsed").message));
             return Ok(());
         }
@@ -362,14 +360,7 @@ fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
             }
         },
     };
-    match (at, row) {
-        (Ok(at), Some(row)) => loaded.tasks[at] = row,
-        (Ok(at), None) => {
-            loaded.tasks.remove(at);
-        }
-        (Err(at), Some(row)) => loaded.tasks.insert(at, row),
-        (Err(_), None) => {}
-    }
+    put(&mut loaded.tasks, at, row);
     Ok(())
 }
 
@@ -384,9 +375,7 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
     let oid = match crate::git::ref_target(&store.repo, name) {
         Ok(oid) => oid,
         Err(_) => {
-            if let Ok(at) = at {
-                loaded.claims.remove(at);
-            }
+            put(&mut loaded.claims, at, None);
             loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, "the ref file cannot be parsed").message));
             return Ok(());
         }
@@ -402,15 +391,20 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
             }
         },
     };
+    put(&mut loaded.claims, at, row);
+    Ok(())
+}
+
+/// Put `row` where a binary search found its place (`at`), or remove what is there.
+fn put<T>(rows: &mut Vec<T>, at: std::result::Result<usize, usize>, row: Option<T>) {
     match (at, row) {
-        (Ok(at), Some(row)) => loaded.claims[at] = row,
+        (Ok(at), Some(row)) => rows[at] = row,
         (Ok(at), None) => {
-            loaded.claims.remove(at);
+            rows.remove(at);
         }
-        (Err(at), Some(row)) => loaded.claims.insert(at, row),
+        (Err(at), Some(row)) => rows.insert(at, row),
         (Err(_), None) => {}
     }
-    Ok(())
 }
 
 fn problem_of(err: &anyhow::Error) -> String {
