@@ -160,7 +160,14 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
         })
         .collect();
-    if !refs.is_empty() {
+    // git fails the whole fetch when an exact refspec (refs/notes/loop) names a ref the
+    // remote lacks: ask only for what the listing found.
+    let listed_source = |spec: &&String| {
+        let src = spec.trim_start_matches('+').split(':').next().unwrap_or_default();
+        refs.iter().any(|(name, _)| src.strip_suffix('*').map_or(name == src, |prefix| name.starts_with(prefix)))
+    };
+    let wanted: Vec<&String> = refspecs.iter().filter(listed_source).collect();
+    if !wanted.is_empty() {
         let mut args = vec![
             "fetch".to_owned(),
             "--quiet".to_owned(),
@@ -169,7 +176,7 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             "--".to_owned(),
             remote.to_owned(),
         ];
-        args.extend(refspecs.iter().cloned());
+        args.extend(wanted.into_iter().cloned());
         run(&args)?;
     }
     Ok(refs)
