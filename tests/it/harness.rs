@@ -3,6 +3,7 @@
 //! git-loop. Repositories are made with the real git; git-loop runs as a real process.
 
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -282,4 +283,184 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A program the tests need from the distribution: its path, or `None` after printing why the
+/// test is skipped. With `CI` set a missing program fails the test instead (`.ci/run`
+/// installs it). Looks on PATH and in the sbin directories, which a non-root PATH may lack.
+pub fn tool(name: &str, package: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let sbin = ["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from);
+    let found = std::env::split_paths(&path).chain(sbin).map(|dir| dir.join(name)).find(|p| p.is_file());
+    if found.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{name} is not installed: CI must run this test ('.ci/run' installs the package '{package}')");
+        }
+        eprintln!("skipped: {name} is not installed (apt-get install {package})");
+    }
+    found
+}
+
+/// Smart HTTP: `git http-backend` run by lighttpd (mod_cgi) on 127.0.0.1, serving every bare
+/// repository under the test's root with pushes enabled; stopped (killed and reaped) when
+/// dropped, whatever the test did. Its configuration, user file and upload directory live in
+/// `<root>/http-<port>/`, its error log (with the backend's stderr) is `<root>/http-<port>.log`.
+///
+/// With users (`start_with_users`) every request needs basic authentication, and lighttpd
+/// hands the user to the backend as `REMOTE_USER`, which reaches the repository's hooks.
+pub struct HttpServer {
+    child: Child,
+    port: u16,
+    root: PathBuf,
+    users: Vec<(String, String)>,
+}
+
+impl HttpServer {
+    /// Start one open to anyone, or `None` (the test is skipped) when lighttpd is not
+    /// installed and `CI` is unset.
+    #[must_use = "a test without a server is skipped: return early on None"]
+    pub fn start(env: &TestEnv) -> Option<HttpServer> {
+        HttpServer::start_with_users(env, &[])
+    }
+
+    /// Start one that only `users` (name, password) may use, fetch and push alike.
+    #[must_use = "a test without a server is skipped: return early on None"]
+    pub fn start_with_users(env: &TestEnv, users: &[(&str, &str)]) -> Option<HttpServer> {
+        let lighttpd = tool("lighttpd", "lighttpd")?;
+        let backend = PathBuf::from(env.git(env.root.path(), &["--exec-path"])).join("git-http-backend");
+        let users: Vec<(String, String)> = users.iter().map(|(u, p)| ((*u).to_owned(), (*p).to_owned())).collect();
+        // As with the daemon: another process may take the probed port before lighttpd binds
+        // it; lighttpd then exits and we try another.
+        for _attempt in 0..5 {
+            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .expect("a free port on 127.0.0.1")
+                .port();
+            let dir = env.path(&format!("http-{port}"));
+            std::fs::create_dir_all(&dir).expect("create the server's directory");
+            // lighttpd's own complaints before it opens its error log (a bad configuration) go
+            // to the same file.
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(env.path(&format!("http-{port}.log")))
+                .expect("http server log");
+            let config = dir.join("lighttpd.conf");
+            std::fs::write(&config, lighttpd_config(env, port, &backend, &dir, &users)).expect("write lighttpd.conf");
+            let child = env
+                .seal(&mut Command::new(&lighttpd))
+                .args(["-D", "-f"])
+                .arg(&config)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn lighttpd");
+            let mut server = HttpServer { child, port, root: env.root.path().to_owned(), users: users.clone() };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if server.child.try_wait().expect("poll lighttpd").is_some() {
+                    break;
+                }
+                if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Dropping `server` here stops it if it is still running.
+        }
+        panic!(
+            "lighttpd did not start listening on 127.0.0.1 within 5 attempts (see the http-*.log files in {})",
+            env.root.path().display()
+        );
+    }
+
+    /// The URL of `bare` (a repository under the test's root), without credentials: a server
+    /// with users refuses it.
+    pub fn url(&self, bare: &Path) -> String {
+        format!("http://127.0.0.1:{}/{}", self.port, self.repo_path(bare))
+    }
+
+    /// The URL of `bare` with `user`'s name and password in it, so git authenticates without
+    /// prompting (and keeps them in a clone's remote URL).
+    pub fn url_as(&self, bare: &Path, user: &str) -> String {
+        let (_, password) = self
+            .users
+            .iter()
+            .find(|(name, _)| name == user)
+            .unwrap_or_else(|| panic!("no user '{user}' on this server"));
+        format!("http://{user}:{password}@127.0.0.1:{}/{}", self.port, self.repo_path(bare))
+    }
+
+    /// `bare`'s path below the served root, which is its path in URLs.
+    fn repo_path(&self, bare: &Path) -> String {
+        let rel = bare
+            .strip_prefix(&self.root)
+            .unwrap_or_else(|_| panic!("{} is not under the served root {}", bare.display(), self.root.display()));
+        rel.to_str().expect("utf-8 path").to_owned()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// lighttpd's configuration: every URL is a path below `git http-backend` (lighttpd passes the
+/// rest as PATH_INFO), whose environment is sealed like the tests' own.
+fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: &[(String, String)]) -> String {
+    let quoted = |path: &Path| format!("\"{}\"", path.display());
+    let root = env.root.path();
+    let mut vars = vec![
+        ("GIT_PROJECT_ROOT", root.display().to_string()),
+        ("GIT_HTTP_EXPORT_ALL", String::new()),
+        ("GIT_CONFIG_NOSYSTEM", "1".to_owned()),
+        ("GIT_CONFIG_GLOBAL", "/dev/null".to_owned()),
+        ("HOME", env.home.display().to_string()),
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("TZ", "UTC".to_owned()),
+        ("LC_ALL", "C".to_owned()),
+    ];
+    if users.is_empty() {
+        // receive-pack over HTTP is off unless a user authenticated or the server says so;
+        // saying it here covers every repository under the root, made before or after.
+        vars.extend([
+            ("GIT_CONFIG_COUNT", "1".to_owned()),
+            ("GIT_CONFIG_KEY_0", "http.receivepack".to_owned()),
+            ("GIT_CONFIG_VALUE_0", "true".to_owned()),
+        ]);
+    }
+    let vars: Vec<String> = vars.iter().map(|(k, v)| format!("\"{k}\" => \"{v}\"")).collect();
+    let mut config = format!(
+        "server.modules = ( \"mod_auth\", \"mod_authn_file\", \"mod_alias\", \"mod_setenv\", \"mod_cgi\" )\n\
+         server.bind = \"127.0.0.1\"\n\
+         server.port = {port}\n\
+         server.document-root = {root}\n\
+         server.errorlog = {log}\n\
+         server.pid-file = {pid}\n\
+         server.upload-dirs = ( {dir} )\n\
+         alias.url = ( \"/\" => \"{backend}/\" )\n\
+         cgi.assign = ( \"\" => \"\" )\n\
+         setenv.set-environment = ( {vars} )\n",
+        root = quoted(root),
+        log = quoted(&env.path(&format!("http-{port}.log"))),
+        pid = quoted(&dir.join("lighttpd.pid")),
+        dir = quoted(dir),
+        backend = backend.display(),
+        vars = vars.join(", "),
+    );
+    if !users.is_empty() {
+        let file = dir.join("users");
+        let lines: String = users.iter().map(|(user, password)| format!("{user}:{password}\n")).collect();
+        std::fs::write(&file, lines).expect("write the user file");
+        let _ = write!(
+            config,
+            "auth.backend = \"plain\"\n\
+             auth.backend.plain.userfile = {file}\n\
+             auth.require = ( \"/\" => ( \"method\" => \"basic\", \"realm\" => \"git\", \"require\" => \"valid-user\" ) )\n",
+            file = quoted(&file),
+        );
+    }
+    config
 }

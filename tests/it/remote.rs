@@ -1,7 +1,9 @@
 //! Claims arbitrated by a shared remote that a real `git daemon --enable=receive-pack` serves
 //! on 127.0.0.1: the race across clones (C2) with its forced-push control, the race to take
 //! over a stale claim (C3), a push whose outcome the client never learns (C4), a server
-//! without atomic pushes (C7), and a server that refuses (C8).
+//! without atomic pushes (C7), and a server that refuses (C8). C2 and a sync round trip run
+//! through smart HTTP too (`git http-backend` behind lighttpd), where git-loop fetches and
+//! pushes with the git program.
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -10,14 +12,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Daemon, Repo, TestEnv};
+use crate::harness::{Daemon, HttpServer, Repo, TestEnv};
 
-/// `n` clones of the served `bare`, each with `loop.remote = origin`.
-fn clones<'e>(env: &'e TestEnv, daemon: &Daemon, bare: &Path, n: usize) -> Vec<Repo<'e>> {
-    let url = daemon.url(bare);
+/// `n` clones of the remote at `url`, each with `loop.remote = origin`.
+fn clones<'e>(env: &'e TestEnv, url: &str, n: usize) -> Vec<Repo<'e>> {
     (0..n)
         .map(|i| {
-            let clone = env.clone_of(&url, &format!("clone-{i}"));
+            let clone = env.clone_of(url, &format!("clone-{i}"));
             clone.run(&["init", "--remote", "origin"]).ok();
             clone
         })
@@ -128,6 +129,18 @@ fn check_round(env: &TestEnv, bare: &Path, round: usize, key: &str, winning: &st
     winners.len()
 }
 
+/// `rounds` rounds of C2: every clone claims a fresh key at once (or spread over 0-300 ms
+/// every other round), and each round is checked. Returns the winners of each round.
+fn c2_rounds(env: &TestEnv, bare: &Path, clones: &[Repo<'_>], rounds: usize) -> Vec<usize> {
+    (0..rounds)
+        .map(|round| {
+            let key = format!("node:c2-{round}");
+            let results = race(clones, &key, &[], &jitter(round, clones.len()));
+            check_round(env, bare, round, &key, "acquired", &results)
+        })
+        .collect()
+}
+
 /// C2: 8 clones claim the same key through the daemon, 20 rounds (all at once, or spread
 /// over 0-300 ms every other round): each round exactly one acquires it, the other seven are
 /// told who holds it, and the remote holds the winner's record.
@@ -136,14 +149,90 @@ fn c2_eight_clones_racing_through_a_git_daemon_get_exactly_one_winner_per_round(
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 8);
-    let mut winners_per_round = Vec::new();
-    for round in 0..20 {
-        let key = format!("node:c2-{round}");
-        let results = race(&clones, &key, &[], &jitter(round, 8));
-        winners_per_round.push(check_round(&env, &bare, round, &key, "acquired", &results));
-    }
+    let clones = clones(&env, &daemon.url(&bare), 8);
+    let winners_per_round = c2_rounds(&env, &bare, &clones, 20);
     eprintln!("C2: 20 rounds x 8 clones (odd rounds spread over 0-300 ms): winners per round {winners_per_round:?}");
+}
+
+/// C2 through smart HTTP: the same race, 8 rounds, where every claim is a `git push` to
+/// `git http-backend` behind lighttpd and every read of the remote a `git ls-remote`/`fetch`
+/// over HTTP (git-loop's gix has no http transport): exactly one winner per round.
+#[test]
+fn c2_eight_clones_racing_through_smart_http_get_exactly_one_winner_per_round() {
+    let env = TestEnv::new();
+    let bare = env.remote("origin");
+    let Some(server) = HttpServer::start(&env) else { return };
+    let clones = clones(&env, &server.url(&bare), 8);
+    let winners_per_round = c2_rounds(&env, &bare, &clones, 8);
+    eprintln!(
+        "C2 over HTTP: 8 rounds x 8 clones (odd rounds spread over 0-300 ms): winners per round {winners_per_round:?}"
+    );
+}
+
+/// `sync` through smart HTTP with basic authentication, alice and bob each cloning with their
+/// own credentials: alice's task and claim reach bob, bob's claim attempt is refused because
+/// alice holds it, both edit the task offline and sync in turn, and both clones and the remote
+/// end on the same merged tip. The server's pre-receive hook sees who pushed (REMOTE_USER),
+/// and a clone without credentials is refused without a prompt.
+#[test]
+fn sync_round_trips_between_two_clones_through_smart_http_with_basic_auth() {
+    let env = TestEnv::new();
+    let bare = env.remote("origin");
+    let Some(server) = HttpServer::start_with_users(&env, &[("alice", "pw-a"), ("bob", "pw-b")]) else { return };
+    let pushers = env.path("pushers");
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\necho \"$REMOTE_USER\" >> '{}'\n", pushers.display()))
+        .expect("write hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod hook");
+    let alice = env.clone_of(&server.url_as(&bare, "alice"), "alice");
+    let bob = env.clone_of(&server.url_as(&bare, "bob"), "bob");
+    for clone in [&alice, &bob] {
+        clone.run(&["init", "--remote", "origin"]).ok();
+    }
+
+    let task = alice.add(&["shared over http"]);
+    let dep = alice.add(&["its dependency"]);
+    let key = format!("node:{task}");
+    alice.run(&["claim", "acquire", &key, "--holder", "alice"]).ok();
+    alice.run(&["sync"]).ok();
+    bob.run(&["sync"]).ok();
+    let listed = bob.run(&["list", "--json"]).ok().json();
+    let mut titles: Vec<&str> =
+        listed["tasks"].as_array().expect("tasks").iter().filter_map(|t| t["title"].as_str()).collect();
+    titles.sort_unstable();
+    assert_eq!(titles, ["its dependency", "shared over http"], "alice's tasks reached bob");
+    let refused = bob.run(&["claim", "acquire", &key, "--holder", "bob", "--json"]).code(1).json();
+    assert_eq!(
+        (refused["outcome"].as_str(), refused["claim"]["holder"].as_str()),
+        (Some("held"), Some("alice")),
+        "the remote says alice holds it"
+    );
+
+    alice.run(&["edit", &task, "-p", "p0"]).ok();
+    bob.run_with(&["edit", &task, "--after", &dep], &[("GIT_LOOP_NOW", "2026-03-01T12:05:00Z")]).ok();
+    for clone in [&alice, &bob, &alice] {
+        clone.run(&["sync"]).ok();
+    }
+    let name = format!("refs/loop/tasks/{task}");
+    let (tip_a, tip_b) = (alice.git(&["rev-parse", &name]), bob.git(&["rev-parse", &name]));
+    assert_eq!(tip_a, tip_b, "both clones hold the same merged tip");
+    assert_eq!(env.git(&bare, &["rev-parse", &name]), tip_a, "and so does the remote");
+    let merged = bob.run(&["show", &task, "--json"]).ok().json();
+    assert_eq!((&merged["priority"], &merged["after"]), (&serde_json::json!("p0"), &serde_json::json!([dep])));
+    assert_eq!(bob.run(&["sync"]).ok().stdout, "", "a second sync has nothing left to do");
+
+    let mut who: Vec<String> =
+        std::fs::read_to_string(&pushers).expect("the hook ran").lines().map(ToOwned::to_owned).collect();
+    who.sort_unstable();
+    who.dedup();
+    assert_eq!(who, ["alice", "bob"], "the server's hook saw each pusher's user");
+    let anonymous = env
+        .seal(&mut Command::new("git"))
+        .args(["ls-remote", &server.url(&bare)])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("run git ls-remote");
+    assert!(!anonymous.status.success(), "a request without credentials is refused");
 }
 
 /// The control for C2: the same 8 clones, on the same schedule, write the claim ref with a
@@ -157,7 +246,7 @@ fn c2_control_forced_pushes_through_the_daemon_let_several_clones_win() {
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 8);
+    let clones = clones(&env, &daemon.url(&bare), 8);
     let rounds = 6;
     let mut winners_per_round = Vec::new();
     for round in 0..rounds {
@@ -211,7 +300,7 @@ fn c3_eight_clones_taking_over_one_stale_claim_get_exactly_one_takeover_per_roun
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 8);
+    let clones = clones(&env, &daemon.url(&bare), 8);
     let later = [("GIT_LOOP_NOW", "2026-03-01T13:00:00Z")];
     let mut takeovers_per_round = Vec::new();
     for round in 0..10 {
@@ -273,7 +362,7 @@ fn c4_a_claim_pushed_by_a_killed_client_is_its_holders_on_the_next_acquire() {
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 2);
+    let clones = clones(&env, &daemon.url(&bare), 2);
     let (a, b) = (&clones[0], &clones[1]);
     let name = "refs/loop/claims/node/c4";
     acquire_and_kill_mid_push(&env, &bare, a, "node:c4", "h1");
@@ -310,7 +399,7 @@ fn c4_a_claim_pushed_by_a_killed_client_is_learned_by_sync_and_can_be_released()
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 1);
+    let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
     let name = "refs/loop/claims/node/c4";
     acquire_and_kill_mid_push(&env, &bare, a, "node:c4", "h1");
@@ -339,7 +428,7 @@ fn c7_a_server_without_atomic_push_is_refused_with_a_clear_error() {
     let bare = env.remote("origin");
     env.git(&bare, &["config", "receive.advertiseAtomic", "false"]);
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 1);
+    let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
     let out = a.run(&["claim", "acquire", "node:c7", "--holder", "h"]).code(1);
     assert_eq!(
@@ -361,7 +450,7 @@ fn c8_a_remote_that_rejects_leaves_local_claims_equal_to_the_remote() {
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
-    let clones = clones(&env, &daemon, &bare, 1);
+    let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
     a.run(&["claim", "acquire", "node:kept", "--holder", "h"]).ok();
     let hook = bare.join("hooks/pre-receive");
