@@ -36,6 +36,8 @@ mod take_over;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -129,14 +131,10 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
-        // a second one ends the process after deleting in-flight lock files.
-        Command::Run(_) | Command::Race(_) | Command::Demo(_) => {
-            let _ = gix::interrupt::init_handler_default(1);
-        }
+        // one more, a while later, ends the process at once.
+        Command::Run(_) | Command::Race(_) | Command::Demo(_) => interrupt_gracefully(),
         // Likewise for a mission's commander: the first signal stops the running child walk.
-        Command::Mission(ref cmd) if cmd.is_run() => {
-            let _ = gix::interrupt::init_handler_default(1);
-        }
+        Command::Mission(ref cmd) if cmd.is_run() => interrupt_gracefully(),
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
         _ => {
             let _ = gix::interrupt::init_handler_default(0);
@@ -180,6 +178,58 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => report(err),
     }
+}
+
+/// Signals this close to the first one of an interruption belong to it. One Ctrl-C in a
+/// terminal reaches `git-loop` twice when it runs as `git loop`: the terminal signals its whole
+/// foreground process group (git's wrapper and us), and the wrapper forwards the signal to its
+/// child again, well within a millisecond of the first.
+const SAME_INTERRUPTION: Duration = Duration::from_secs(1);
+
+/// When the current interruption's first signal arrived (CLOCK_MONOTONIC, in nanoseconds;
+/// 0: none yet).
+static INTERRUPTED_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// SIGINT, SIGTERM, SIGQUIT and SIGHUP ask the walk to stop (`gix::interrupt::is_triggered`,
+/// which it polls); signals within `SAME_INTERRUPTION` of the first count as that one, and one
+/// after it ends the process at once (exit 130), after deleting in-flight lock files.
+fn interrupt_gracefully() {
+    // gix ends the process itself once `grace_count` signals have arrived, before it calls
+    // us: with a count no process ever reaches, the decision is `on_interrupt`'s alone.
+    // SAFETY: `on_interrupt` does only async-signal-safe work (atomics, clock_gettime, gix's
+    // signal-safe lock file cleanup, write and _exit).
+    let _ = unsafe { gix::interrupt::init_handler(usize::MAX, on_interrupt) };
+}
+
+/// Runs in a signal handler, before gix sets its interrupt flag: no allocation, no locks.
+fn on_interrupt() {
+    let now = monotonic_ns();
+    let first = INTERRUPTED_AT_NS.load(Ordering::SeqCst);
+    // A handler running on another thread at the same moment may see the flag still unset
+    // and also take its signal for the first: the same interruption either way.
+    if first == 0 || !gix::interrupt::is_triggered() {
+        INTERRUPTED_AT_NS.store(now, Ordering::SeqCst);
+        return;
+    }
+    if now.saturating_sub(first) < SAME_INTERRUPTION.as_nanos() as u64 {
+        return;
+    }
+    gix::tempfile::registry::cleanup_tempfiles_signal_safe();
+    let message = b"error: interrupted again: exited at once, without waiting for the sessions to stop\n\
+                    hint: the next 'git loop run' commits what they left to their try branches\n";
+    // SAFETY: write and _exit are async-signal-safe; the buffer is a static byte string.
+    unsafe {
+        libc::write(libc::STDERR_FILENO, message.as_ptr().cast(), message.len());
+        libc::_exit(130);
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (never 0), from a signal handler.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime is async-signal-safe and writes only to `now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64).max(1)
 }
 
 /// Print an error as one `error:` line (and a `hint:` line when there is one) and pick the

@@ -7,6 +7,7 @@ mod claims;
 mod cli_docs;
 mod harness;
 mod hooks;
+mod interrupt;
 mod journal;
 mod mission;
 mod model_server;

@@ -1,0 +1,189 @@
+//! Ctrl-C in a real terminal on `git loop run` (issue 10, point 8). A terminal's Ctrl-C sends
+//! SIGINT to the whole foreground process group — git's wrapper and the `git-loop` it runs as a
+//! child — and git's wrapper then forwards SIGINT to its child again, so one keypress reaches
+//! git-loop once or twice. Either way it must be one graceful interruption: sessions stopped,
+//! their work committed, claims released, exit 130, and no walk left "running".
+//!
+//! The terminal is a tmux pane (on its own socket in the test's directory) running an
+//! interactive `sh`, into which the test types `git loop run …` with the test binary's
+//! directory on PATH, so that `git` finds `git-loop` and runs it as its child, as for a user.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::{tool, wait_for, Repo, TestEnv};
+
+/// A tmux server on a socket of its own, killed when dropped (a failed assertion included).
+struct Tmux<'e> {
+    env: &'e TestEnv,
+    program: PathBuf,
+    socket: PathBuf,
+    path: String,
+}
+
+impl<'e> Tmux<'e> {
+    /// A detached session running an interactive `sh` in `dir`, with `bin_dir` first on PATH.
+    fn start(env: &'e TestEnv, program: PathBuf, dir: &Path, bin_dir: &Path) -> Tmux<'e> {
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let tmux = Tmux { env, program, socket: env.path("tmux.sock"), path };
+        let dir = dir.to_str().expect("utf-8 path");
+        tmux.command(&["new-session", "-d", "-s", "loop", "-x", "200", "-y", "50", "-c", dir, "sh", "-i"]);
+        tmux
+    }
+
+    /// Run `tmux -S <socket> <args>`; panics with its stderr if it fails.
+    fn command(&self, args: &[&str]) -> String {
+        let out = self
+            .env
+            .seal(&mut Command::new(&self.program))
+            .env("PATH", &self.path)
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run tmux");
+        assert!(out.status.success(), "tmux {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Type `line` and Enter into the shell.
+    fn type_line(&self, line: &str) {
+        self.command(&["send-keys", "-t", "loop", "-l", line]);
+        self.command(&["send-keys", "-t", "loop", "Enter"]);
+    }
+
+    /// Press Ctrl-C: the terminal sends SIGINT to its foreground process group.
+    fn ctrl_c(&self) {
+        self.command(&["send-keys", "-t", "loop", "C-c"]);
+    }
+
+    /// What the pane shows, for failure messages.
+    fn screen(&self) -> String {
+        self.command(&["capture-pane", "-p", "-t", "loop", "-S", "-60"])
+    }
+}
+
+impl Drop for Tmux<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .env
+            .seal(&mut Command::new(&self.program))
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Wait (bounded) for `file` and return its trimmed content.
+fn wait_for_file(what: &str, file: &Path, tmux: &Tmux<'_>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            if text.ends_with('\n') {
+                return text.trim().to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}; the terminal shows:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What the try branch `loop-try/<task>/1` holds as `partial.txt` ("" when it holds none).
+fn committed(env: &TestEnv, repo: &Repo<'_>, task: &str) -> String {
+    env.seal(&mut Command::new("git"))
+        .args(["show", &format!("loop-try/{task}/1:partial.txt")])
+        .current_dir(&repo.dir)
+        .stderr(Stdio::null())
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .expect("run git show")
+}
+
+/// The tmux terminal for a test, or `None` (skipped) when tmux is missing and CI is unset.
+fn terminal<'e>(env: &'e TestEnv, repo: &Repo<'_>) -> Option<Tmux<'e>> {
+    let program = tool("tmux", "tmux")?;
+    let bin_dir = Path::new(crate::harness::bin()).parent().expect("the binary's directory");
+    Some(Tmux::start(env, program, &repo.dir, bin_dir))
+}
+
+/// How one Ctrl-C went.
+#[derive(Debug)]
+struct Round {
+    #[allow(dead_code, reason = "shown in the failure message")]
+    task: String,
+    /// `$?` of `git loop run` in the shell.
+    status: String,
+    /// What the try branch holds of the agent's file ("" when it was not committed).
+    committed: String,
+    /// The task's state and whether a claim is still on it.
+    state: String,
+    claimed: bool,
+    /// `git loop status`'s first line and its `walkers`.
+    status_line: String,
+    walkers: usize,
+}
+
+impl Round {
+    fn graceful(&self) -> bool {
+        self.status == "130"
+            && self.committed == "partial"
+            && self.state == "open"
+            && !self.claimed
+            && self.status_line == "no walk running here"
+            && self.walkers == 0
+    }
+}
+
+/// One round: a fresh task, `git loop run` typed into the terminal, its agent writes a file and
+/// sleeps; once it has written, Ctrl-C; then what the walk left.
+fn round(env: &TestEnv, repo: &Repo<'_>, tmux: &Tmux<'_>, agent: &str, n: usize) -> Round {
+    let task = repo.add(&[&format!("interrupted {n}")]);
+    let status_file = env.path(&format!("status-{n}"));
+    tmux.type_line(&format!("git loop run --agent-cmd '{agent}' --task {task} --grace 5 >/dev/null 2>&1"));
+    wait_for("the agent to write its file", || env.path(&format!("wrote-{task}")).exists());
+    tmux.ctrl_c();
+    // A shell abandons the rest of a command line whose command died of SIGINT (as git's
+    // wrapper does, re-raising it), so the status is asked for on the next line, which the
+    // shell reads once the walk has ended. (Typed after the Ctrl-C: the terminal discards
+    // what was typed before it.)
+    tmux.type_line(&format!("echo $? > {}", status_file.display()));
+    let status = wait_for_file("the walk to end", &status_file, tmux);
+    let committed = committed(env, repo, &task);
+    let shown = repo.run(&["show", &task, "--json"]).ok().json();
+    let board = repo.run(&["status"]).ok();
+    let walkers = repo.run(&["status", "--json"]).ok().json()["walkers"].as_array().map_or(0, Vec::len);
+    Round {
+        task,
+        status,
+        committed,
+        state: shown["state"].as_str().unwrap_or("?").to_owned(),
+        claimed: !shown["claim"].is_null(),
+        status_line: board.stdout.lines().next().unwrap_or("").to_owned(),
+        walkers,
+    }
+}
+
+/// Ten Ctrl-Cs in a tmux terminal on `git loop run`, each while an agent's session runs: all
+/// ten are graceful — exit 130, the agent's file committed on its try branch, the claim
+/// released, and `git loop status` shows no walk running.
+#[test]
+fn ctrl_c_in_a_terminal_through_git_loop_run_is_always_graceful() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let Some(tmux) = terminal(&env, &repo) else { return };
+    let agent = env.agent(
+        "writer",
+        &format!("echo partial > partial.txt\ntouch {}/wrote-$GIT_LOOP_TASK\nsleep 60", env.root.path().display()),
+    );
+    let rounds: Vec<Round> = (0..10).map(|n| round(&env, &repo, &tmux, &agent, n)).collect();
+    let graceful = rounds.iter().filter(|r| r.graceful()).count();
+    eprintln!("Ctrl-C through 'git loop run' in tmux: {graceful} of {} graceful", rounds.len());
+    assert_eq!(graceful, rounds.len(), "every Ctrl-C is graceful: {rounds:#?}\nthe terminal shows:\n{}", tmux.screen());
+}
