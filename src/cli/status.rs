@@ -8,6 +8,7 @@ use super::human::{relative, short};
 use super::output::{claim_json, Out};
 use super::Env;
 use crate::backlog::{Board, Readiness};
+use crate::ids::is_walker_key;
 use crate::mission::record::{self as missions, MissionState};
 use crate::session::record;
 use crate::store::claim::{self, Listed};
@@ -16,7 +17,8 @@ use crate::store::task::{State, Task};
 
 /// The board at a glance.
 ///
-/// The walk and its running sessions, claims, what is ready next, what is parked, the missions
+/// The walk and its running sessions (a walk of this machine whose process is gone is shown as
+/// ended, whatever its lease says), claims, what is ready next, what is parked, the missions
 /// commanded from here with their waves and projects, whether the last walk paused, and counts.
 ///
 /// Example: git loop status --json
@@ -37,19 +39,28 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         .filter(|r| r.ended_at.is_none() && record::is_alive(r.pid, r.pid_start, &r.boot_id, &env.ctx.boot_id))
         .collect();
     let mut walkers = Vec::new();
+    let mut dead_walkers = Vec::new();
     let mut claims = Vec::new();
     for listed in claim::list(&store, "")? {
         if let Listed::Claim { key, held } = listed {
             if held.record.is_stale(now) {
                 continue;
             }
-            if key.kind() == claim::LOCAL_KIND {
-                walkers.push(*held);
-            } else {
+            if key.kind() != claim::LOCAL_KIND {
                 claims.push((key, *held));
+            } else if held.record.holder_gone_here(&env.ctx) {
+                // A walk killed before it could release its singleton (SIGKILL, a crash): its
+                // lease says nothing about whether it runs, this machine's process table does.
+                dead_walkers.push(*held);
+            } else {
+                walkers.push(*held);
             }
         }
     }
+    // A task claimed by a walk of this machine that is gone is not being worked either.
+    let abandoned = |held: &claim::Held| is_walker_key(&held.record.holder) && held.record.holder_gone_here(&env.ctx);
+    let abandoned_tasks: Vec<&str> =
+        claims.iter().filter(|(_, held)| abandoned(held)).map(|(key, _)| key.name()).collect();
     let ready: Vec<Task> = board.ready(&[]).iter().take(50).map(|r| r.task()).collect::<Result<_>>()?;
     let ready_count = board.ready(&[]).len();
     let parked: Vec<Task> =
@@ -60,7 +71,11 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         .filter(|r| matches!(r.state, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed))
         .map(|r| r.task())
         .collect::<Result<_>>()?;
-    let worked = board.tasks.iter().filter(|r| board.shown_state(r.id(), r.state) == "running").count();
+    let worked = board
+        .tasks
+        .iter()
+        .filter(|r| board.shown_state(r.id(), r.state) == "running" && !abandoned_tasks.contains(&r.id()))
+        .count();
     let last_walk = journal::timeline(&store, &Filter::default())?
         .entries
         .into_iter()
@@ -84,12 +99,17 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     if args.json {
         out.json(&json!({
             "walkers": walkers.iter().map(|h| claim_json(h, now)).collect::<Vec<_>>(),
+            "dead_walkers": dead_walkers.iter().map(|h| claim_json(h, now)).collect::<Vec<_>>(),
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
                 "log_tail": crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
-            "claims": claims.iter().map(|(_, h)| claim_json(h, now)).collect::<Vec<_>>(),
+            "claims": claims.iter().map(|(_, h)| {
+                let mut claim = claim_json(h, now);
+                claim["holder_gone"] = json!(abandoned(h));
+                claim
+            }).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
@@ -124,6 +144,12 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         ))?,
         None => out.line("no walk running here")?,
     }
+    if let (None, Some(dead)) = (walkers.first(), dead_walkers.first()) {
+        out.line(format!(
+            "the last walk ({}, pid {}) ended without a trace; its sessions are recovered by the next 'git loop run'",
+            dead.record.holder, dead.record.pid
+        ))?;
+    }
     if !running.is_empty() {
         out.line("\nsessions:")?;
         for r in &running {
@@ -143,7 +169,11 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         out.line("\nclaims:")?;
         for (key, held) in &claims {
             let r = &held.record;
-            let why = r.reason.as_deref().map(|x| format!("  {}", short(x, 50))).unwrap_or_default();
+            let why = if abandoned(held) {
+                "  its walk ended without a trace".to_owned()
+            } else {
+                r.reason.as_deref().map(|x| format!("  {}", short(x, 50))).unwrap_or_default()
+            };
             out.line(format!(
                 "  {:<24} {:<12} expires {}{why}",
                 key.to_string(),

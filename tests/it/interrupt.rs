@@ -4,6 +4,9 @@
 //! git-loop once or twice. Either way it must be one graceful interruption: sessions stopped,
 //! their work committed, claims released, exit 130, and no walk left "running".
 //!
+//! A person who presses Ctrl-C again later (past the window in which deliveries count as one)
+//! still ends the walk at once; `git loop status` then says the walk is gone, not running.
+//!
 //! The terminal is a tmux pane (on its own socket in the test's directory) running an
 //! interactive `sh`, into which the test types `git loop run …` with the test binary's
 //! directory on PATH, so that `git` finds `git-loop` and runs it as its child, as for a user.
@@ -186,4 +189,81 @@ fn ctrl_c_in_a_terminal_through_git_loop_run_is_always_graceful() {
     let graceful = rounds.iter().filter(|r| r.graceful()).count();
     eprintln!("Ctrl-C through 'git loop run' in tmux: {graceful} of {} graceful", rounds.len());
     assert_eq!(graceful, rounds.len(), "every Ctrl-C is graceful: {rounds:#?}\nthe terminal shows:\n{}", tmux.screen());
+}
+
+/// A second Ctrl-C more than the window (1 s) after the first, while the walk waits for an
+/// agent that ignores SIGTERM, ends the walk at once (exit 130, long before the 30 s grace)
+/// and says so. `git loop status` then reports no walk running but what the dead walk left,
+/// and the next `git loop run` recovers the session: the agent's file lands on its try branch.
+#[test]
+fn a_second_ctrl_c_after_the_window_exits_at_once_and_status_tells_what_the_walk_left() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let Some(tmux) = terminal(&env, &repo) else { return };
+    let task = repo.add(&["stubborn"]);
+    let (wrote, asked) = (env.path("wrote"), env.path("asked-to-stop"));
+    // `exec`: the agent is the script's shell itself (`sh -c` would otherwise die of the
+    // SIGTERM and end the session at once); `|| :` keeps `set -e` from ending the loop when
+    // SIGTERM kills a `sleep`.
+    let agent = "exec ".to_owned()
+        + &env.agent(
+            "stubborn",
+            &format!(
+                "trap 'touch {asked}' TERM\necho partial > partial.txt\ntouch {wrote}\nwhile :; do sleep 0.1 || :; done",
+                asked = asked.display(),
+                wrote = wrote.display()
+            ),
+        );
+    let stderr = env.path("walk.stderr");
+    tmux.type_line(&format!(
+        "git loop run --agent-cmd '{agent}' --task {task} --grace 30 >/dev/null 2>{}",
+        stderr.display()
+    ));
+    wait_for("the agent to write its file", || wrote.exists());
+    tmux.ctrl_c();
+    let first = Instant::now();
+    wait_for("the session to be asked to stop", || asked.exists());
+    // The behaviour under test is a window of time: the second press must come after it.
+    wait_for("the window for duplicate deliveries to pass", || first.elapsed() > Duration::from_millis(1500));
+    tmux.ctrl_c();
+    let status_file = env.path("status");
+    tmux.type_line(&format!("echo $? > {}", status_file.display()));
+    assert_eq!(wait_for_file("the walk to end", &status_file, &tmux), "130");
+    assert!(first.elapsed() < Duration::from_secs(20), "the second Ctrl-C did not wait for the 30 s grace");
+    assert_eq!(
+        std::fs::read_to_string(&stderr).expect("the walk's stderr").lines().rev().take(2).collect::<Vec<_>>(),
+        [
+            "hint: the next 'git loop run' commits what they left to their try branches",
+            "error: interrupted again: exited at once, without waiting for the sessions to stop",
+        ],
+        "the walk says it left the work uncommitted"
+    );
+    assert_eq!(committed(&env, &repo, &task), "", "nothing was committed: the walk did not get that far");
+
+    let board = repo.run(&["status", "--json"]).ok().json();
+    assert_eq!(board["walkers"], serde_json::json!([]), "no walk is reported running");
+    let dead = &board["dead_walkers"][0];
+    let (walker, pid) = (dead["holder"].as_str().expect("a walker key"), dead["pid"].as_u64().expect("a pid"));
+    assert_eq!(
+        (board["claims"][0]["holder"].as_str(), &board["claims"][0]["holder_gone"], &board["counts"]["running"]),
+        (Some(walker), &serde_json::json!(true), &serde_json::json!(0)),
+        "its task claim is shown as its dead walk's, and the task is not counted as running"
+    );
+    let text = repo.run(&["status"]).ok().stdout;
+    let lines: Vec<&str> = text.lines().take(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "no walk running here".to_owned(),
+            format!(
+                "the last walk ({walker}, pid {pid}) ended without a trace; its sessions are recovered by the next 'git loop run'"
+            ),
+        ]
+    );
+
+    let done = env.agent("finisher", "echo '{\"verdict\":\"done\"}' > \"$GIT_LOOP_RESULT\"");
+    repo.run(&["run", "--agent-cmd", &done, "--task", &task, "--grace", "1"]).ok();
+    assert_eq!(committed(&env, &repo, &task), "partial", "the next walk committed the session's work");
+    let after = repo.run(&["status"]).ok().stdout;
+    assert!(!after.contains("without a trace"), "the recovered walk is no longer mentioned:\n{after}");
 }
