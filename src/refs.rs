@@ -14,6 +14,8 @@
 //! | `refs/heads/loop-try/<id>/<n>` | try branch `n` of a task |
 //! | `refs/loop-remotes/<remote>/...` | what `sync` last fetched from a remote, mirrored |
 //! | `refs/loop/missions/<id>` | a mission's record chain; the tip's tree holds `mission.json` |
+//! | `refs/loop/kept/<tag>/...` | a clone's side of a loop ref that diverged from the remote's, kept |
+//! | `refs/heads/loop-kept/<tag>/...` | likewise for a task or try branch |
 //!
 //! Try branches live beside, not below, `refs/heads/loop/<id>`, because git cannot have both
 //! `loop/<id>` and `loop/<id>/...` (a file and a directory of the same name).
@@ -32,6 +34,8 @@ pub const TASK_BRANCHES: &str = "refs/heads/loop/";
 pub const TRY_BRANCHES: &str = "refs/heads/loop-try/";
 pub const REMOTES: &str = "refs/loop-remotes/";
 pub const MISSIONS: &str = "refs/loop/missions/";
+pub const KEPT: &str = "refs/loop/kept/";
+pub const KEPT_BRANCHES: &str = "refs/heads/loop-kept/";
 
 pub fn task(id: &TaskId) -> String {
     format!("{TASKS}{id}")
@@ -98,6 +102,29 @@ pub fn mirror(remote: &str, name: &str) -> String {
     format!("{REMOTES}{remote}/{}", name.strip_prefix("refs/").unwrap_or(name))
 }
 
+/// Where a clone keeps its own side of `name` when it diverged from the remote's and the
+/// remote's was taken: `refs/heads/loop/t-1` → `refs/heads/loop-kept/<tag>/loop/t-1`,
+/// `refs/loop/tries/t-1/2` → `refs/loop/kept/<tag>/tries/t-1/2`. `tag` is unique to one
+/// divergence (the clone's id and a random suffix), so kept refs never collide.
+pub fn kept(name: &str, tag: &str) -> Option<String> {
+    if let Some(branch) = name.strip_prefix("refs/heads/") {
+        Some(format!("{KEPT_BRANCHES}{tag}/{branch}"))
+    } else {
+        name.strip_prefix(LOOP).map(|rest| format!("{KEPT}{tag}/{rest}"))
+    }
+}
+
+/// Every ref that records one task's state and work: its record, task branch and done anchor
+/// (try branches and anchors are listed by prefix: see [`task_try_prefixes`]).
+pub fn task_refs(id: &TaskId) -> [String; 3] {
+    [task(id), task_branch(id), done_anchor(id)]
+}
+
+/// The prefixes under which a task's try branches and try anchors live.
+pub fn task_try_prefixes(id: &TaskId) -> [String; 2] {
+    [format!("{TRY_BRANCHES}{id}/"), format!("{TRIES}{id}/")]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +140,7 @@ mod tests {
         assert_eq!(mission_id_of(&mission(&m)), Some("v2"));
         assert_eq!(fleet_claim(&m).to_string(), "fleet:v2");
         assert_eq!(mirror("origin", "refs/loop/tasks/t-1"), "refs/loop-remotes/origin/loop/tasks/t-1");
+        assert_eq!(kept("refs/heads/loop/t-1", "c-x").as_deref(), Some("refs/heads/loop-kept/c-x/loop/t-1"));
+        assert_eq!(kept("refs/loop/tries/t-1/2", "c-x").as_deref(), Some("refs/loop/kept/c-x/tries/t-1/2"));
     }
 }

@@ -429,9 +429,24 @@ pub fn release_hold(store: &Store, ctx: &Context, id: &TaskId) -> Result<()> {
     let Some(held) = claim::read(store, &key)? else { return Ok(()) };
     let r = &held.record;
     if (is_hold(r) || r.holder.starts_with(PERSON_PREFIX)) && !r.is_stale(ctx.now()) {
-        claim::release(store, ctx, &key, &r.holder.clone(), true)?;
+        // The task's new state goes to the remote with the release: nobody sees the claim
+        // free and the task still closed.
+        let riders = crate::store::sync::task_scope(store, id)?;
+        claim::release_with(store, ctx, &key, &r.holder.clone(), true, &riders)?;
     }
     Ok(())
+}
+
+/// After winning the claim on task `id`: the task as it is now, or `None` unless it is still
+/// open. With `loop.remote`, the remote's record is fetched and merged into ours first: a claim
+/// is free again when its last holder finished the task, and the result travels in the same
+/// push as the release, so this read sees it even when our copy of the board is old.
+pub fn open_after_claim(store: &Store, ctx: &Context, id: &TaskId) -> Result<Option<Task>> {
+    if let Some(remote) = store.arbiter() {
+        let names = std::collections::BTreeSet::from([refs::task(id)]);
+        crate::store::sync::pull(store, ctx, &remote, names)?;
+    }
+    Ok(task::read(store, id)?.map(|s| s.task).filter(|t| t.state == State::Open))
 }
 
 /// Claim holders that are people (`take-over`) start with this.
@@ -574,6 +589,22 @@ impl Board {
     }
 }
 
+/// The order in which to try claiming `ready` (in `next`'s order). Normally that order. Once a
+/// claimer has lost a task to another (`contended`), everyone else is likely racing down the
+/// same list, and trying the first task again would lose again: the tasks that share the first
+/// one's priority are tried from a random place among the first few (as many as claimers
+/// commonly race), so claimers spread out instead of queueing. Priority is never skipped.
+pub fn claim_order<'r>(ready: &[&'r Row], contended: bool) -> Vec<&'r Row> {
+    let mut order: Vec<&Row> = ready.to_vec();
+    if contended && !order.is_empty() {
+        let best = order[0].priority;
+        let peers = order.iter().take(16).take_while(|r| r.priority == best).count();
+        let start = usize::from(crate::ids::random_bytes(1)[0]) % peers;
+        order[..peers].rotate_left(start);
+    }
+    order
+}
+
 /// What `next --claim` got.
 pub enum NextClaimed {
     Claimed {
@@ -600,12 +631,12 @@ pub fn next_claim(
             claim::Acquire::Acquired(held)
             | claim::Acquire::TookOver { held, .. }
             | claim::Acquire::Refreshed(held) => {
-                // The claim is ours; make sure the task did not close meanwhile.
-                match task::read(store, &id)? {
-                    Some(now) if now.task.state == State::Open => {
-                        return Ok(NextClaimed::Claimed { task: Box::new(now.task), held: Box::new(held) });
+                // The claim is ours; make sure the task did not close meanwhile (anywhere).
+                match open_after_claim(store, ctx, &id)? {
+                    Some(task) => {
+                        return Ok(NextClaimed::Claimed { task: Box::new(task), held: Box::new(held) });
                     }
-                    _ => {
+                    None => {
                         claim::release(store, ctx, &key, &opts.holder, false)?;
                         continue;
                     }

@@ -103,11 +103,45 @@ pub struct Env {
     pub cwd: PathBuf,
     /// This program, for the session guard and the demo agent.
     pub exe: PathBuf,
+    /// What every store handle the command opened changed: published when it is done.
+    written: std::sync::Mutex<Vec<crate::store::Written>>,
 }
 
 impl Env {
+    pub fn new(ctx: Context, cwd: PathBuf, exe: PathBuf) -> Env {
+        Env { ctx, cwd, exe, written: Default::default() }
+    }
+
     pub fn open(&self) -> Result<Store> {
-        Store::open(&self.ctx, &self.cwd)
+        let store = Store::open(&self.ctx, &self.cwd)?;
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).push(store.written());
+        Ok(store)
+    }
+
+    /// With `loop.remote` set, send what the command changed to the remote before it exits, so
+    /// that a person's word (stop, reassign, take-over, done, an added task) reaches the other
+    /// clones at their next sync without a `git loop sync` here. A failure only warns: the
+    /// change is recorded in this clone, and the next sync sends it.
+    fn publish(&self) {
+        let names: std::collections::BTreeSet<String> = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .flat_map(|w| std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner())))
+            .collect();
+        // Inside a walk's session the walk publishes the session's journal when it closes the
+        // unit, in the same push as the claim's release.
+        if names.is_empty() || self.ctx.session.session.is_some() {
+            return;
+        }
+        let Ok(store) = Store::open(&self.ctx, &self.cwd) else { return };
+        let Some(remote) = store.arbiter() else { return };
+        if let Err(err) = crate::store::sync::publish(&store, &self.ctx, &remote, names, None) {
+            let text = format!("{err:#}").replace('\n', " ");
+            eprintln!("warning: this change is recorded here but could not be sent to '{remote}': {text}");
+            eprintln!("hint: 'git loop sync' sends it once the remote can be reached");
+        }
     }
 }
 
@@ -144,6 +178,10 @@ pub fn main() -> ExitCode {
         Ok(env) => env,
         Err(err) => return report(err),
     };
+    let publishes = !matches!(
+        cli.command,
+        Command::Sync(_) | Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Mission(_)
+    );
     let outcome = match cli.command {
         Command::Init(args) => init::run(&env, args),
         Command::Add(args) => add::run(&env, args),
@@ -174,6 +212,11 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&env, args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
     };
+    // Walks and syncs exchange with the remote themselves; everything else publishes what it
+    // changed, whether it succeeded or not (what it wrote is this clone's state either way).
+    if publishes {
+        env.publish();
+    }
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(err) => report(err),
@@ -299,7 +342,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
         None => cwd,
     };
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this program's own path: {e}"))?;
-    Ok(Env { ctx, cwd, exe })
+    Ok(Env::new(ctx, cwd, exe))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
+use crate::refs;
 use crate::store::sync::{self, Change};
 
 /// Exchange loop state with a remote.
@@ -32,7 +33,7 @@ fn word(change: &Change) -> &'static str {
         Change::Merged => "merged",
         Change::Pushed => "pushed",
         Change::Removed => "removed",
-        Change::Diverged(_) => "diverged",
+        Change::Kept { .. } => "kept both",
         Change::Problem(_) => "problem",
     }
 }
@@ -40,17 +41,17 @@ fn word(change: &Change) -> &'static str {
 pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     let store = env.open()?;
     let remote = sync::choose_remote(&store, args.remote.as_deref())?;
-    let report = sync::sync(&store, &remote)?;
+    let report = sync::sync(&store, &env.ctx, &remote)?;
     let mut out = Out::new();
-    let troubled =
-        report.changes.iter().filter(|c| matches!(c.change, Change::Diverged(_) | Change::Problem(_))).count();
+    let troubled = report.changes.iter().filter(|c| matches!(c.change, Change::Problem(_))).count();
     if args.json {
         let refs: Vec<_> = report
             .changes
             .iter()
             .map(|c| {
                 let detail = match &c.change {
-                    Change::Diverged(d) | Change::Problem(d) => Some(d.clone()),
+                    Change::Problem(d) => Some(d.clone()),
+                    Change::Kept { kept_as } => Some(kept_as.clone()),
                     _ => None,
                 };
                 json!({ "ref": c.name, "change": word(&c.change), "detail": detail })
@@ -60,9 +61,13 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     } else {
         for c in &report.changes {
             match &c.change {
-                Change::Diverged(d) | Change::Problem(d) => {
-                    out.line(format!("{:<15} {}  ({d})", word(&c.change), c.name))?
-                }
+                Change::Problem(d) => out.line(format!("{:<15} {}  ({d})", word(&c.change), c.name))?,
+                Change::Kept { kept_as } => out.line(format!(
+                    "{:<15} {}  (the two sides diverged: the remote's stays, ours is kept as {})",
+                    word(&c.change),
+                    c.name,
+                    refs::short_branch(kept_as)
+                ))?,
                 other => out.line(format!("{:<15} {}", word(other), c.name))?,
             }
         }

@@ -36,7 +36,12 @@ pub fn open(dir: &Path, host: &str) -> Result<gix::Repository> {
         format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
         format!("gitoxide.author.emailFallback=loop@{host}"),
     ];
-    let level = |trust| gix::open::Options::default_for_level(trust).config_overrides(overrides.clone());
+    // gix sizes its pack index slot map once, when the repository is opened; a long-lived
+    // handle that fetches again and again outgrows the default (32) and every read fails.
+    let slots = gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 1024 };
+    let level = |trust| {
+        gix::open::Options::default_for_level(trust).config_overrides(overrides.clone()).object_store_slots(slots)
+    };
     let trust =
         gix::sec::trust::Mapping { full: level(gix::sec::Trust::Full), reduced: level(gix::sec::Trust::Reduced) };
     let repo =

@@ -43,6 +43,15 @@ impl Expect {
     }
 }
 
+impl From<Expect> for Option<ObjectId> {
+    fn from(expect: Expect) -> Option<ObjectId> {
+        match expect {
+            Expect::Absent => None,
+            Expect::Is(id) => Some(id),
+        }
+    }
+}
+
 /// How a compare-and-swap went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cas {
@@ -96,7 +105,10 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
     loop {
         store.fresh_refs();
         match repo.edit_references_as([edit.clone()], Some(sig.to_ref(&mut time))) {
-            Ok(_) => return Ok(Cas::Applied),
+            Ok(_) => {
+                store.note_written(name);
+                return Ok(Cas::Applied);
+            }
             Err(err) if err.is_conflict() || err.is_not_found() => {
                 // Read what is there now, so the caller can decide again.
                 let actual = crate::git::ref_target(repo, name)?;

@@ -17,6 +17,8 @@
 //! again and decide again. With `loop.remote` set the swap is a push with a lease to the
 //! remote (see `remote`), and the local ref is only a mirror of what the remote said.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Duration, Utc};
 use gix::ObjectId;
@@ -193,6 +195,19 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 
 /// Take claim `key` for `opts.holder`: create it, refresh our own, or take over a stale one.
 pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptions) -> Result<Acquire> {
+    acquire_with(store, ctx, key, opts, &BTreeSet::new())
+}
+
+/// `acquire`, and with `loop.remote` publish `riders` (refs this clone changed) in the same
+/// atomic push as the claim: what a walk does when it keeps a closed task's claim, so that
+/// the task's new state is never seen without the claim that goes with it.
+pub fn acquire_with(
+    store: &Store,
+    ctx: &Context,
+    key: &ClaimKey,
+    opts: &AcquireOptions,
+    riders: &BTreeSet<String>,
+) -> Result<Acquire> {
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
@@ -234,7 +249,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             released_at: None,
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
-        match swap(store, arbiter.as_deref(), &name, expect, Some(oid))? {
+        match swap(store, ctx, arbiter.as_deref(), &name, expect, Some(oid), riders)? {
             Cas::Applied => {
                 let held = Held { record, oid };
                 return Ok(match (current, previous) {
@@ -264,6 +279,21 @@ pub enum Release {
 /// Release claim `key` held by `holder`. With `force`, also removes a corrupt record or a
 /// stale one of another holder (never a live one of another holder).
 pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force: bool) -> Result<Release> {
+    release_with(store, ctx, key, holder, force, &BTreeSet::new())
+}
+
+/// `release`, and with `loop.remote` publish `riders` (refs this clone changed: a task's
+/// record, branches, notes, journal) in the same atomic push as the release. Whoever sees the
+/// claim free then also sees what its holder did with the task: a task done anywhere is
+/// never picked up again.
+pub fn release_with(
+    store: &Store,
+    ctx: &Context,
+    key: &ClaimKey,
+    holder: &str,
+    force: bool,
+    riders: &BTreeSet<String>,
+) -> Result<Release> {
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
     if arbiter.is_some() {
@@ -282,7 +312,7 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
                     return remove_unreadable_ref(store, &name);
                 };
                 let tombstone = tombstone(store, ctx, key, "(corrupt record)", None)?;
-                match swap(store, arbiter.as_deref(), &name, Expect::Is(oid), Some(tombstone))? {
+                match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(oid), Some(tombstone), riders)? {
                     Cas::Applied => return Ok(Release::RemovedCorrupt),
                     Cas::Lost { .. } => continue,
                 }
@@ -290,14 +320,16 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
             Err(err) => return Err(err),
         };
         let Some(held) = current else {
+            publish_riders(store, ctx, arbiter.as_deref(), riders)?;
             return Ok(Release::NotHeld);
         };
         let stale = held.record.is_stale(ctx.now());
         if held.record.holder != holder && !(force && stale) {
+            publish_riders(store, ctx, arbiter.as_deref(), riders)?;
             return Ok(Release::HeldByOther(held.record));
         }
         let tombstone = tombstone(store, ctx, key, &held.record.holder, Some(&held.record))?;
-        match swap(store, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone))? {
+        match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone), riders)? {
             Cas::Applied => return Ok(Release::Released(held.record)),
             Cas::Lost { .. } => continue,
         }
@@ -339,7 +371,9 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         released_at: None,
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
-    match swap(store, arbiter_for(store, key).as_deref(), &refs::claim(key), Expect::Is(held.oid), Some(oid))? {
+    let name = refs::claim(key);
+    let riders = BTreeSet::new();
+    match swap(store, ctx, arbiter_for(store, key).as_deref(), &name, Expect::Is(held.oid), Some(oid), &riders)? {
         Cas::Applied => Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) }),
         Cas::Lost { .. } => match read(store, key)? {
             Some(now_held) => Ok(Acquire::HeldByOther(now_held)),
@@ -380,9 +414,34 @@ fn remove_unreadable_ref(store: &Store, name: &str) -> Result<Release> {
     }
 }
 
-/// Write or delete claim ref `name`: locally by compare-and-swap, or through the arbiter.
-fn swap(store: &Store, arbiter: Option<&str>, name: &str, expect: Expect, new: Option<ObjectId>) -> Result<Cas> {
+/// Publish `riders` alone, when there is no claim change for them to ride with.
+fn publish_riders(store: &Store, ctx: &Context, arbiter: Option<&str>, riders: &BTreeSet<String>) -> Result<()> {
+    if let (Some(remote_name), false) = (arbiter, riders.is_empty()) {
+        super::sync::publish(store, ctx, remote_name, riders.clone(), None)?;
+    }
+    Ok(())
+}
+
+/// Write or delete claim ref `name`: locally by compare-and-swap, or through the arbiter —
+/// with `riders` published in the same atomic push when there are any.
+fn swap(
+    store: &Store,
+    ctx: &Context,
+    arbiter: Option<&str>,
+    name: &str,
+    expect: Expect,
+    new: Option<ObjectId>,
+    riders: &BTreeSet<String>,
+) -> Result<Cas> {
     match arbiter {
+        Some(remote_name) if !riders.is_empty() => {
+            let change = super::sync::ClaimChange { name: name.to_owned(), expect: expect.into(), new };
+            let report = super::sync::publish(store, ctx, remote_name, riders.clone(), Some(change))?;
+            Ok(match report.claim {
+                Some(super::sync::ClaimOutcome::Lost { actual }) => Cas::Lost { actual },
+                _ => Cas::Applied,
+            })
+        }
         Some(remote_name) => remote::swap(store, remote_name, name, expect, new),
         None => match (expect, new) {
             (expect, Some(new)) => super::cas::update(store, name, expect, new, "loop: claim"),

@@ -5,6 +5,7 @@
 
 pub mod cas;
 pub mod claim;
+pub mod flock;
 pub mod index;
 pub mod journal;
 pub mod notes;
@@ -23,6 +24,7 @@ use crate::context::Context;
 use crate::error::usage;
 use crate::git;
 use crate::ids::{random_base32, WriterId};
+use crate::refs;
 
 /// The repository, opened for loop work.
 pub struct Store {
@@ -40,7 +42,14 @@ pub struct Store {
     journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64)>>,
     /// The identity of the packed-refs file gix was last made to read (see `fresh_refs`).
     packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
+    /// The shared refs this handle changed and has not yet published (see `note_written`).
+    written: Written,
 }
+
+/// The shared refs a store handle changed: what a command publishes to `loop.remote` before it
+/// ends (`sync::publish`). Shared, so the command line can collect them from every handle it
+/// opened.
+pub type Written = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
 
 /// What tells two packed-refs files apart: the file (it is always replaced by rename), its
 /// size and its times.
@@ -66,7 +75,34 @@ impl Store {
             git_identity: ctx.git_identity.clone(),
             journal_tips: Default::default(),
             packed_seen: Default::default(),
+            written: Default::default(),
         })
+    }
+
+    /// Remember that this handle changed `name`, so that it is published to `loop.remote`.
+    /// Mirrors of a remote and claims (decided by the remote itself, or local to the clone)
+    /// and missions (never exchanged) are not shared state to publish.
+    pub fn note_written(&self, name: &str) {
+        let shared =
+            !name.starts_with(refs::REMOTES) && !name.starts_with(refs::CLAIMS) && !name.starts_with(refs::MISSIONS);
+        if shared {
+            self.written.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned());
+        }
+    }
+
+    /// The refs changed since the last call, forgotten here (the caller publishes them).
+    pub fn take_written(&self) -> std::collections::BTreeSet<String> {
+        std::mem::take(&mut *self.written.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The refs changed and not yet taken, left in place (a publish that may fail).
+    pub fn written_so_far(&self) -> std::collections::BTreeSet<String> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The set `note_written` fills, for a caller that publishes after the handle is gone.
+    pub fn written(&self) -> Written {
+        self.written.clone()
     }
 
     /// Make sure gix reads the packed-refs file as it is now. gix keeps its copy while the

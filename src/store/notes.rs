@@ -47,7 +47,10 @@ pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<(
             .context("could not open the notes")?
             .with_commit_message(format!("loop: completion of {}", note.task));
         match notes.replace(refs::NOTES, commit, body.as_bytes()) {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                store.note_written(refs::NOTES);
+                return Ok(());
+            }
             Err(err) if err.is_conflict() || err.is_retryable() => {
                 last_err = Some(err);
                 std::thread::sleep(std::time::Duration::from_millis(2));

@@ -1,21 +1,33 @@
-//! `sync`: exchange loop state with a remote so that every clone converges on the same state,
-//! with nothing lost or resurrected whatever order clones sync in.
+//! Exchanging loop state with a remote, so that every clone converges on the same state with
+//! nothing lost or resurrected, whatever order clones do things in. Three verbs share one
+//! exchange:
 //!
-//! 1. Fetch (gix) the remote's loop refs into `refs/loop-remotes/<remote>/...`; the listing
-//!    the remote advertised is the truth about what it holds (mirrors of refs it no longer has
-//!    are deleted: gix never prunes).
+//! - `sync`: every loop ref, both ways (`git loop sync`, a walk's heartbeat, its start and end);
+//! - `publish`: the refs a command or a closing unit changed, and, in the same atomic push, the
+//!   claim change that must not be seen before them (a task's result and its claim's release
+//!   arrive together, so whoever sees the claim free also sees the task done);
+//! - `pull`: some refs, fetched and merged into ours, nothing pushed (a claimer that just won a
+//!   task reads the remote's record of it before working it).
+//!
+//! An exchange:
+//! 1. Fetch (gix) the remote's refs into `refs/loop-remotes/<remote>/...`; the listing the
+//!    remote advertised is the truth about what it holds (mirrors of refs it no longer has are
+//!    deleted: gix never prunes).
 //! 2. Merge per ref, by class:
 //!    - tasks: union of both sides' operations (`task::merge`); the merge commit is the same
 //!      on every clone, so merging twice never ping-pongs;
-//!    - journal chains, try and done anchors: the union of commits (a merge commit joins two
-//!      divergent copies of one chain);
+//!    - journal chains: the union of commits (a merge commit joins two divergent copies);
 //!    - completion notes: the union of notes (two notes on one commit: the later one wins);
-//!    - claims: with this remote as the arbiter, the remote's record is the claim (a claim
-//!      released there is deleted here); otherwise claims stay local;
-//!    - task and try branches: fast-forward only, either way; divergence is reported, never
-//!      forced.
-//! 3. Push everything that is ahead locally in one `git push --atomic` with a lease on each
-//!    ref equal to what the fetch saw; if someone pushed meanwhile, start over (bounded).
+//!    - claims: with this remote as the arbiter, the remote's record is the claim; otherwise
+//!      claims stay local;
+//!    - task and try branches, try and done anchors, kept refs: fast-forward either way (a try
+//!      anchor's number record gives way to the try's head). Where the two truly diverged, the
+//!      remote's side wins — it was published first — and ours is kept under
+//!      `refs/heads/loop-kept/<tag>/…` or `refs/loop/kept/<tag>/…` (pushed too), with a
+//!      `ref_diverged` event in the journal. Nothing is ever forced or dropped.
+//! 3. Push everything that is ahead locally in one `git push --atomic`, each ref leased on what
+//!    the fetch saw (and the claim change leased on the claim we hold); if someone pushed
+//!    meanwhile, start over (bounded, with a jittered backoff).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +38,7 @@ use super::cas::{self, Cas, Expect};
 use super::remote;
 use super::task::{self, Merge};
 use super::Store;
+use crate::context::Context;
 use crate::git;
 use crate::git::program::{self, PushUpdate, RefStatus};
 use crate::refs;
@@ -43,8 +56,8 @@ pub enum Change {
     Pushed,
     /// Deleted locally because the remote no longer has it (released claims).
     Removed,
-    /// The two sides diverged and cannot be merged automatically; left as they are.
-    Diverged(String),
+    /// The two sides diverged: the remote's was taken, and ours is kept under `kept_as`.
+    Kept { kept_as: String },
     /// Could not be read on one side; left as it is.
     Problem(String),
 }
@@ -55,69 +68,218 @@ pub struct RefChange {
     pub change: Change,
 }
 
-/// What `sync` did.
+/// A claim change that rides in the same atomic push as the refs it follows: from what the
+/// remote holds (`expect`: the record we hold, or nothing) to `new` (a tombstone, a refreshed
+/// hold; `None` deletes).
+#[derive(Debug, Clone)]
+pub struct ClaimChange {
+    pub name: String,
+    pub expect: Option<ObjectId>,
+    pub new: Option<ObjectId>,
+}
+
+/// How a claim change went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Applied,
+    /// The remote's claim is no longer the one we held (taken over): it was left alone, and
+    /// the rest was published without it.
+    Lost {
+        actual: Option<ObjectId>,
+    },
+}
+
+/// What an exchange did.
 #[derive(Debug, Default)]
 pub struct Report {
     pub remote: String,
     pub changes: Vec<RefChange>,
+    /// The claim change's fate, when one was asked for.
+    pub claim: Option<ClaimOutcome>,
+}
+
+impl Report {
+    /// Refs that came in from the remote (what a walk tells its watcher about).
+    pub fn incoming(&self) -> usize {
+        self.changes
+            .iter()
+            .filter(|c| matches!(c.change, Change::Fetched | Change::FastForwarded | Change::Merged))
+            .count()
+    }
+}
+
+/// Which refs an exchange covers.
+enum Scope {
+    /// Every loop ref, on both sides.
+    All,
+    /// Exactly these refs (which may not exist on one side or the other).
+    Refs(BTreeSet<String>),
 }
 
 /// How a ref class is merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     Task,
-    Chain,
+    /// An append-only event chain: divergent copies are joined by a merge commit.
+    Journal,
     Notes,
     Claim,
-    Branch,
+    /// A ref that only moves forward (task and try branches, try and done anchors, kept
+    /// refs): fast-forward, or keep both sides (see the module docs).
+    Forward,
 }
 
 fn class_of(name: &str) -> Option<Class> {
     if name.starts_with(refs::TASKS) {
         Some(Class::Task)
-    } else if name.starts_with(refs::JOURNAL) || name.starts_with(refs::TRIES) || name.starts_with(refs::DONE) {
-        Some(Class::Chain)
+    } else if name.starts_with(refs::JOURNAL) {
+        Some(Class::Journal)
+    } else if name.starts_with(refs::TRIES) || name.starts_with(refs::DONE) || name.starts_with(refs::KEPT) {
+        Some(Class::Forward)
     } else if name == refs::NOTES {
         Some(Class::Notes)
     } else if name.starts_with(refs::CLAIMS) {
         Some(Class::Claim)
-    } else if name.starts_with(refs::TASK_BRANCHES) || name.starts_with(refs::TRY_BRANCHES) {
-        Some(Class::Branch)
+    } else if name.starts_with(refs::TASK_BRANCHES)
+        || name.starts_with(refs::TRY_BRANCHES)
+        || name.starts_with(refs::KEPT_BRANCHES)
+    {
+        Some(Class::Forward)
     } else {
         None
     }
 }
 
-/// The refspecs `sync` fetches with: each lands under `refs/loop-remotes/<remote>/`.
-fn refspecs(remote: &str) -> Vec<String> {
-    ["refs/loop/*", refs::NOTES, "refs/heads/loop/*", "refs/heads/loop-try/*"]
+/// What a full sync fetches (each lands under `refs/loop-remotes/<remote>/`).
+fn all_sources() -> Vec<String> {
+    ["refs/loop/*", refs::NOTES, "refs/heads/loop/*", "refs/heads/loop-try/*", "refs/heads/loop-kept/*"]
         .iter()
-        .map(|src| format!("+{src}:{}", refs::mirror(remote, src)))
+        .map(|s| s.to_string())
         .collect()
 }
 
-/// Sync loop state with `remote`.
-pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
-    let arbiter = store.arbiter();
-    let claims_follow_remote = arbiter.as_deref() == Some(remote_name);
-    const ROUNDS: u32 = 12;
-    for round in 0..ROUNDS {
-        if round > 0 {
-            // Many clones syncing at once: back off, longer each round, with jitter, so one
-            // of them gets through each time instead of all retrying in lockstep.
-            let jitter = u64::from(crate::ids::random_bytes(1)[0]);
-            std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(round) + jitter));
+/// Sync every loop ref with `remote`.
+pub fn sync(store: &Store, ctx: &Context, remote_name: &str) -> Result<Report> {
+    exchange(store, ctx, remote_name, Scope::All, None, true, ROUNDS)
+}
+
+/// Bring the remote up to date with our side of `names` (merging what it has first), and make
+/// `claim` in the same atomic push. Refs that exist on neither side are ignored.
+///
+/// The notes ref is the one ref every clone's every close changes, so it goes in a push of its
+/// own afterwards (a few tries; what does not get through goes with the next sync): leasing it
+/// in the same push would make closes all over the fleet fail each other's pushes. The task's
+/// record carries its completion itself, so the claim's release never runs ahead of it.
+pub fn publish(
+    store: &Store,
+    ctx: &Context,
+    remote_name: &str,
+    mut names: BTreeSet<String>,
+    claim: Option<ClaimChange>,
+) -> Result<Report> {
+    let notes = names.remove(refs::NOTES);
+    let mut report = exchange(store, ctx, remote_name, Scope::Refs(names), claim, true, ROUNDS)?;
+    if notes {
+        let only_notes = BTreeSet::from([refs::NOTES.to_owned()]);
+        if let Ok(more) = exchange(store, ctx, remote_name, Scope::Refs(only_notes), None, true, 4) {
+            report.changes.extend(more.changes);
         }
-        let fetched = remote::fetch(store, remote_name, &refspecs(remote_name))?;
+    }
+    Ok(report)
+}
+
+/// Fetch the remote's side of `names` and merge it into ours; push nothing.
+pub fn pull(store: &Store, ctx: &Context, remote_name: &str, names: BTreeSet<String>) -> Result<Report> {
+    exchange(store, ctx, remote_name, Scope::Refs(names), None, false, ROUNDS)
+}
+
+/// The refs that carry one task's state and work — its record, task branch, done anchor, try
+/// branches and anchors — and every other shared ref this handle changed but the notes: what
+/// goes to the remote with a change of the task's claim. The notes ref is the one ref every
+/// close in the fleet changes; leased in these pushes it would make closes all over the fleet
+/// fail each other's pushes, so it goes with the next sync (the task's record carries the
+/// completion itself).
+pub fn task_scope(store: &Store, id: &crate::ids::TaskId) -> Result<BTreeSet<String>> {
+    let mut names: BTreeSet<String> = refs::task_refs(id).into_iter().collect();
+    let platform = store.repo.references().context("could not list refs")?;
+    for prefix in refs::task_try_prefixes(id) {
+        for reference in platform.prefixed(prefix.as_str()).context("could not list try refs")?.flatten() {
+            names.insert(reference.name().as_bstr().to_string());
+        }
+    }
+    names.extend(store.written_so_far().into_iter().filter(|n| n != refs::NOTES));
+    Ok(names)
+}
+
+/// How many times an exchange starts over when someone else pushed between its fetch and its
+/// push.
+const ROUNDS: u32 = 16;
+
+fn exchange(
+    store: &Store,
+    ctx: &Context,
+    remote_name: &str,
+    mut scope: Scope,
+    mut claim: Option<ClaimChange>,
+    push: bool,
+    rounds: u32,
+) -> Result<Report> {
+    let claims_follow_remote = store.arbiter().as_deref() == Some(remote_name);
+    let mut claim_outcome = None;
+    let mut kept_changes: Vec<RefChange> = Vec::new();
+    for round in 0..rounds {
+        if round > 0 {
+            // Many clones pushing at once: back off, longer each round, with jitter, so one of
+            // them gets through each time instead of all retrying in lockstep.
+            let jitter = u64::from(crate::ids::random_bytes(1)[0]);
+            std::thread::sleep(std::time::Duration::from_millis(10 * u64::from(round.min(8)) + jitter / 2));
+        }
+        let sources: Vec<String> = match &scope {
+            Scope::All => all_sources(),
+            Scope::Refs(names) => names.iter().chain(claim.as_ref().map(|c| &c.name)).cloned().collect(),
+        };
+        if sources.is_empty() {
+            return Ok(Report { remote: remote_name.to_owned(), changes: Vec::new(), claim: claim_outcome });
+        }
+        // Our claims as they were before the fetch: one that changes while we fetch was just
+        // decided by the remote for a claimer of this clone, and is newer than what we fetched.
+        let claims_before = if claims_follow_remote { local_claims(store)? } else { BTreeMap::new() };
+        let fetched = remote::fetch(store, remote_name, &sources)?;
         let theirs: BTreeMap<String, ObjectId> = fetched.remote_refs.into_iter().collect();
-        prune_mirrors(store, remote_name, &theirs)?;
-        let ours = local_refs(store)?;
-        let mut report = Report { remote: remote_name.to_owned(), changes: Vec::new() };
+        let ours = match &scope {
+            Scope::All => local_refs(store)?,
+            Scope::Refs(names) => {
+                let mut ours = BTreeMap::new();
+                for name in names {
+                    match name.strip_suffix('*') {
+                        Some(prefix) => ours.extend(local_refs_under(store, prefix)?),
+                        None => {
+                            if let Some(id) = git::ref_target(&store.repo, name)? {
+                                ours.insert(name.clone(), id);
+                            }
+                        }
+                    }
+                }
+                ours
+            }
+        };
+        let mut report = Report { remote: remote_name.to_owned(), changes: Vec::new(), claim: None };
         let mut updates = Vec::new();
-        let names: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+        let mut kept = Vec::new();
+        let names: BTreeSet<&String> = match &scope {
+            Scope::All => ours.keys().chain(theirs.keys()).collect(),
+            // Patterns (`prefix*`) stand for every ref under them on either side.
+            Scope::Refs(names) => names
+                .iter()
+                .filter(|n| !n.ends_with('*'))
+                .chain(ours.keys().chain(theirs.keys()).filter(|n| in_scope(names, n)))
+                .collect(),
+        };
         for name in names {
             let Some(class) = class_of(name) else { continue };
-            if class == Class::Claim && (!claims_follow_remote || is_local_claim(name)) {
+            if class == Class::Claim
+                && (!claims_follow_remote || is_local_claim(name) || claims_before.get(name) != ours.get(name))
+            {
                 continue;
             }
             let local = ours.get(name).copied();
@@ -127,6 +289,9 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
                     if let Some(new) = push {
                         updates.push(PushUpdate { dst: name.clone(), src: Some(new), expect: Some(other) });
                     }
+                    if let Change::Kept { kept_as } = &change {
+                        kept.push((name.clone(), kept_as.clone(), local, other));
+                    }
                     report.changes.push(RefChange { name: name.clone(), change });
                 }
                 Ok(None) => {}
@@ -135,15 +300,63 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
                 }
             }
         }
+        if let Some(change) = &claim {
+            let actual = theirs.get(&change.name).copied();
+            if actual != change.expect {
+                // Taken over since we last looked: not ours to change any more. Mirror what
+                // the remote holds, and publish the rest without it.
+                remote::set_local(store, &change.name, actual)?;
+                claim_outcome = Some(ClaimOutcome::Lost { actual });
+                claim = None;
+            }
+        }
+        if !kept.is_empty() {
+            // Say so in the journal, and push the kept refs and that event with the rest: the
+            // next round sees them as ours alone.
+            let writer = super::clone_writer(store, ctx)?;
+            for (name, kept_as, ours, theirs) in &kept {
+                let mut data = serde_json::Map::new();
+                data.insert("ref".into(), name.as_str().into());
+                data.insert("kept_as".into(), kept_as.as_str().into());
+                data.insert("ours".into(), ours.map(|o| o.to_string()).into());
+                data.insert("theirs".into(), theirs.map(|o| o.to_string()).into());
+                data.insert("rule".into(), "the remote's side was published first and stays".into());
+                let event = super::journal::NewEvent { kind: "ref_diverged".into(), task: None, session: None, data };
+                super::journal::append(store, ctx, &writer, event)?;
+            }
+            if let Scope::Refs(names) = &mut scope {
+                names.extend(kept.iter().map(|(_, kept_as, ..)| kept_as.clone()));
+                names.insert(refs::journal(&writer));
+            }
+            kept_changes.extend(report.changes.iter().filter(|c| matches!(c.change, Change::Kept { .. })).cloned());
+            continue;
+        }
+        report.changes.splice(0..0, kept_changes.iter().cloned());
+        if !push {
+            report.claim = claim_outcome;
+            return Ok(report);
+        }
+        if let Some(change) = &claim {
+            updates.push(PushUpdate { dst: change.name.clone(), src: change.new, expect: Some(change.expect) });
+        }
         if updates.is_empty() {
+            report.claim = claim_outcome;
             return Ok(report);
         }
         let planned = updates.clone();
-        let (updates, patterns) = wildcard(updates, &report);
+        let (updates, patterns) = match scope {
+            Scope::All => wildcard(updates, &report),
+            Scope::Refs(_) => (updates, Vec::new()),
+        };
         let pushed = program::push(store.workdir(), remote_name, &updates, &patterns).with_context(|| {
             format!("could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again")
         })?;
         if pushed.all_ok() {
+            if let Some(change) = &claim {
+                remote::set_local(store, &change.name, change.new)?;
+                claim_outcome = Some(ClaimOutcome::Applied);
+            }
+            report.claim = claim_outcome;
             return Ok(report);
         }
         if let Some((dst, RefStatus::Refused(why))) =
@@ -154,8 +367,12 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
             // transaction failed)", like a refusal: it is a race, to be fetched and merged
             // again, unless the remote still holds what we saw for every ref we meant to push
             // (those pushed by wildcard included).
+            let sources: Vec<String> = match &scope {
+                Scope::All => all_sources(),
+                Scope::Refs(_) => planned.iter().map(|u| u.dst.clone()).collect(),
+            };
             let now: BTreeMap<String, ObjectId> =
-                remote::fetch(store, remote_name, &refspecs(remote_name))?.remote_refs.into_iter().collect();
+                remote::fetch(store, remote_name, &sources)?.remote_refs.into_iter().collect();
             if planned.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
                 continue;
             }
@@ -166,7 +383,9 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         // Someone pushed between our fetch and our push: the atomic push changed nothing.
         // Fetch again and merge what they added.
     }
-    anyhow::bail!("the remote '{remote_name}' kept changing during sync ({ROUNDS} rounds); nothing was lost, run 'git loop sync' again")
+    anyhow::bail!(
+        "the remote '{remote_name}' kept changing during sync ({rounds} rounds); nothing was lost, run 'git loop sync' again"
+    )
 }
 
 /// Ref classes whose every update is a fast-forward of a commit (after the merge step), so
@@ -179,10 +398,8 @@ fn wildcard(updates: Vec<PushUpdate>, report: &Report) -> (Vec<PushUpdate>, Vec<
     let mut patterns = Vec::new();
     let mut explicit = updates;
     for prefix in WILDCARD {
-        let troubled = report
-            .changes
-            .iter()
-            .any(|c| c.name.starts_with(prefix) && matches!(c.change, Change::Diverged(_) | Change::Problem(_)));
+        let troubled =
+            report.changes.iter().any(|c| c.name.starts_with(prefix) && matches!(c.change, Change::Problem(_)));
         if troubled || !explicit.iter().any(|u| u.dst.starts_with(prefix)) {
             continue;
         }
@@ -206,6 +423,7 @@ fn reconcile(
     other: Option<ObjectId>,
 ) -> Result<Option<(Change, Option<ObjectId>)>> {
     let repo = &store.repo;
+    let problem = || Some((Change::Problem("changed locally during sync; run sync again".into()), None));
     Ok(match (class, local, other) {
         (_, None, None) => None,
         (_, Some(l), Some(o)) if l == o => None,
@@ -221,18 +439,16 @@ fn reconcile(
         (_, Some(l), None) => Some((Change::Pushed, Some(l))),
         (_, None, Some(o)) => match cas::update(store, name, Expect::Absent, o, "loop: sync")? {
             Cas::Applied => Some((Change::Fetched, None)),
-            Cas::Lost { .. } => Some((Change::Problem("changed locally during sync; run sync again".into()), None)),
+            Cas::Lost { .. } => problem(),
         },
         (class, Some(l), Some(o)) => {
             let merged = match class {
                 Class::Task => task::merge(repo, name, l, o)?,
-                Class::Chain => merge_chain(store, l, o)?,
+                Class::Journal => merge_chain(store, l, o)?,
                 Class::Notes => merge_notes(store, l, o)?,
-                Class::Branch => match fast_forward(repo, l, o)? {
+                Class::Forward => match forward(repo, l, o)? {
                     Some(m) => m,
-                    None => {
-                        return Ok(Some((Change::Diverged("both sides have commits the other lacks".into()), None)))
-                    }
+                    None => return keep_ours(store, name, l, o),
                 },
                 Class::Claim => unreachable!("claims are handled above"),
             };
@@ -241,19 +457,37 @@ fn reconcile(
                 Merge::LocalAhead => Some((Change::Pushed, Some(l))),
                 Merge::FastForward(o) => match cas::update(store, name, Expect::Is(l), o, "loop: sync")? {
                     Cas::Applied => Some((Change::FastForwarded, None)),
-                    Cas::Lost { .. } => {
-                        Some((Change::Problem("changed locally during sync; run sync again".into()), None))
-                    }
+                    Cas::Lost { .. } => problem(),
                 },
                 Merge::Merged(m) => match cas::update(store, name, Expect::Is(l), m, "loop: sync merge")? {
                     Cas::Applied => Some((Change::Merged, Some(m))),
-                    Cas::Lost { .. } => {
-                        Some((Change::Problem("changed locally during sync; run sync again".into()), None))
-                    }
+                    Cas::Lost { .. } => problem(),
                 },
             }
         }
     })
+}
+
+/// The two sides of a forward-only ref diverged: take the remote's (published first) and keep
+/// ours under a name of its own, so nothing is lost and nothing is forced.
+fn keep_ours(
+    store: &Store,
+    name: &str,
+    ours: ObjectId,
+    theirs: ObjectId,
+) -> Result<Option<(Change, Option<ObjectId>)>> {
+    let tag = format!("{}-{}", store.clone_id()?, crate::ids::random_base32(4));
+    let kept_as = refs::kept(name, &tag).with_context(|| format!("'{name}' cannot be kept aside"))?;
+    if cas::update(store, &kept_as, Expect::Absent, ours, "loop: keep our side of a diverged ref")? != Cas::Applied {
+        anyhow::bail!("'{kept_as}' exists already");
+    }
+    match cas::update(store, name, Expect::Is(ours), theirs, "loop: sync, the remote's side")? {
+        Cas::Applied => Ok(Some((Change::Kept { kept_as }, None))),
+        Cas::Lost { .. } => {
+            // Moved under us meanwhile: leave the kept copy, and try again next time.
+            Ok(Some((Change::Problem("changed locally during sync; run sync again".into()), None)))
+        }
+    }
 }
 
 /// Whether `ancestor` is reachable from `descendant`.
@@ -264,7 +498,19 @@ fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, descendant: ObjectId)
         .is_some_and(|base| base.detach() == ancestor))
 }
 
-/// Fast-forward either way, or `None` when the two have diverged.
+/// Fast-forward either way, or `None` when the two have diverged. A try anchor first holds a
+/// number record (a blob) and later the try's head (a commit): the commit is the later state.
+fn forward(repo: &gix::Repository, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
+    let kind = |id: ObjectId| repo.find_header(id).map(|h| h.kind()).ok();
+    match (kind(local), kind(other)) {
+        (Some(gix::object::Kind::Commit), Some(gix::object::Kind::Commit)) => fast_forward(repo, local, other),
+        (Some(gix::object::Kind::Commit), Some(gix::object::Kind::Blob)) => Ok(Some(Merge::LocalAhead)),
+        (Some(gix::object::Kind::Blob), Some(gix::object::Kind::Commit)) => Ok(Some(Merge::FastForward(other))),
+        _ => Ok(None),
+    }
+}
+
+/// Fast-forward either way between two commits, or `None` when they have diverged.
 fn fast_forward(repo: &gix::Repository, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
     if is_ancestor(repo, other, local)? {
         Ok(Some(Merge::LocalAhead))
@@ -336,7 +582,7 @@ fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
 fn local_refs(store: &Store) -> Result<BTreeMap<String, ObjectId>> {
     let mut out = BTreeMap::new();
     let platform = store.repo.references().context("could not list refs")?;
-    for prefix in [refs::LOOP, refs::NOTES, refs::TASK_BRANCHES, refs::TRY_BRANCHES] {
+    for prefix in [refs::LOOP, refs::NOTES, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES] {
         for reference in platform.prefixed(prefix).context("could not list refs")?.flatten() {
             let name = reference.name().as_bstr().to_string();
             if let Some(id) = reference.target().try_id() {
@@ -347,22 +593,25 @@ fn local_refs(store: &Store) -> Result<BTreeMap<String, ObjectId>> {
     Ok(out)
 }
 
-/// Delete mirrors of refs the remote no longer advertises (gix fetch never prunes).
-fn prune_mirrors(store: &Store, remote_name: &str, theirs: &BTreeMap<String, ObjectId>) -> Result<()> {
-    let prefix = format!("{}{remote_name}/", refs::REMOTES);
-    let wanted: BTreeSet<String> = theirs.keys().map(|n| refs::mirror(remote_name, n)).collect();
+/// This clone's claims, as `local_refs` lists them.
+fn local_claims(store: &Store) -> Result<BTreeMap<String, ObjectId>> {
+    local_refs_under(store, refs::CLAIMS)
+}
+
+/// Every local ref under `prefix`, with what it points to.
+fn local_refs_under(store: &Store, prefix: &str) -> Result<BTreeMap<String, ObjectId>> {
     let platform = store.repo.references().context("could not list refs")?;
-    let stale: Vec<(String, ObjectId)> = platform
-        .prefixed(prefix.as_str())
-        .context("could not list mirrored refs")?
+    Ok(platform
+        .prefixed(prefix)
+        .context("could not list refs")?
         .flatten()
         .filter_map(|r| Some((r.name().as_bstr().to_string(), r.target().try_id()?.to_owned())))
-        .filter(|(name, _)| !wanted.contains(name))
-        .collect();
-    for (name, id) in stale {
-        cas::delete(store, &name, id)?;
-    }
-    Ok(())
+        .collect())
+}
+
+/// Whether `name` is one of `names`: an exact name, or under a `prefix*`.
+fn in_scope(names: &BTreeSet<String>, name: &str) -> bool {
+    names.iter().any(|n| n.strip_suffix('*').map_or(n == name, |prefix| name.starts_with(prefix)))
 }
 
 /// The remote `sync` talks to: the one given, else `loop.remote`, else `origin`.

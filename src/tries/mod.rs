@@ -1,9 +1,10 @@
 //! Tries: one linked worktree on one try branch per attempt at a task.
 //!
 //! - Try numbers are never reused: a number is taken by creating `refs/loop/tries/<id>/<n>`
-//!   (compare-and-swap against absent, with a record unique to the taker), and the next
-//!   number is one more than the highest found in those anchors, the try branches, and the
-//!   journal's `try_opened` events. Deleting a branch or a worktree frees nothing.
+//!   (compare-and-swap against absent, with a record unique to the taker; on the shared remote
+//!   when there is one, so two clones never take the same number), and the next number is one
+//!   more than the highest found in those anchors, the try branches, and the journal's
+//!   `try_opened` events. Deleting a branch or a worktree frees nothing.
 //! - The task branch `loop/<id>` starts at the base with the task's done dependencies'
 //!   branches merged in, so a task builds on the work it depends on.
 //! - Worktrees live under `loop.worktrees` (default `<git-common-dir>/loop/worktrees`), named
@@ -25,7 +26,7 @@ use crate::ids::{random_base32, TaskId};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
 use crate::store::journal;
-use crate::store::Store;
+use crate::store::{remote, Store};
 
 /// One try of a task.
 #[derive(Debug, Clone)]
@@ -102,6 +103,7 @@ pub fn take_numbers(
         return Ok(taken);
     }
     let first = highest_number(store, task, events)? + 1;
+    let arbiter = store.arbiter();
     // Another taker may win a number first: move on, a bounded number of times.
     for n in (first..).take(64 + count) {
         // The anchor's first value is a record unique to this taker: two takers never write
@@ -109,9 +111,14 @@ pub fn take_numbers(
         let record =
             serde_json::json!({ "task": task.to_string(), "try": n, "taker": taker, "nonce": random_base32(12) });
         let blob = git::write_blob(&store.repo, record.to_string().as_bytes())?;
-        if cas::update(store, &refs::try_anchor(task, n), Expect::Absent, blob, "loop: take try number")?
-            == Cas::Applied
-        {
+        let anchor = refs::try_anchor(task, n);
+        // With a shared remote the number is taken there, so that two clones never open the
+        // same try branch; the local anchor then mirrors the remote's.
+        let taken_here = match &arbiter {
+            Some(remote_name) => remote::swap(store, remote_name, &anchor, Expect::Absent, Some(blob))?,
+            None => cas::update(store, &anchor, Expect::Absent, blob, "loop: take try number")?,
+        };
+        if taken_here == Cas::Applied {
             taken.push(n);
             if taken.len() == count {
                 return Ok(taken);

@@ -246,6 +246,9 @@ pub struct Walker<'a> {
     unreachable: std::sync::Mutex<std::collections::HashMap<String, (&'static str, std::time::Instant)>>,
     /// The board and the journal's chains, kept current between steps.
     seen: std::sync::Mutex<Seen>,
+    /// Held while a worker publishes a closing unit: the walk's workers share its journal
+    /// chain, and two of them pushing it at once would fail each other's pushes.
+    publishing: std::sync::Mutex<()>,
 }
 
 /// What a walk keeps current between steps instead of listing every ref again: its watch
@@ -284,6 +287,11 @@ impl Walker<'_> {
             NewEvent { kind: kind.into(), task: task.map(Into::into), session: None, data },
         )?;
         Ok(())
+    }
+
+    /// One worker at a time publishes (see `publishing`).
+    pub fn publishing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.publishing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Every task and claim, as `Board::load` reads them, re-reading only what changed.
@@ -428,6 +436,7 @@ pub fn walk(
         started: ctx.now(),
         unreachable: Default::default(),
         seen: std::sync::Mutex::new(Seen::new(store)),
+        publishing: Default::default(),
     };
     walker.journal(
         store,
@@ -442,6 +451,8 @@ pub fn walk(
         limits: walker.opts.limits,
         labels: walker.opts.labels.clone(),
     });
+    // Start from the remote's board, so the first picks are not tasks done elsewhere.
+    sync_with_remote(store, &walker);
     recover::recover(store, &walker)?;
     let heartbeat_stop = runloop::StopFlag::default();
     let run = runloop::Walk::new(walker.opts.limits);
@@ -504,6 +515,9 @@ pub fn walk(
     if stop == Stop::Interrupted {
         let _ = std::fs::remove_file(git::loop_dir(&store.repo).join("cancel"));
     }
+    // Units published their results as they closed; this brings the rest (how the walk
+    // ended, anything a failed publish left behind) to the remote before the walk ends.
+    sync_with_remote(store, &walker);
     observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone() });
     if let Some(err) = error {
         return Err(err);
@@ -544,6 +558,19 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
     })
 }
 
+/// Sync with `loop.remote`, if there is one; a failure is a warning (what it would have sent
+/// stays here for the next sync).
+fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
+    let Some(remote) = store.arbiter() else { return };
+    match crate::store::sync::sync(store, &walker.ctx, &remote) {
+        Ok(report) if report.incoming() > 0 => walker.observer.event(&Event::Synced { changes: report.incoming() }),
+        Ok(_) => {}
+        Err(err) => {
+            walker.observer.event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") })
+        }
+    }
+}
+
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
 /// take-over, a reassignment) reaches this walk.
@@ -561,14 +588,9 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
         if let (Some(remote), Some(every)) = (&remote, walker.opts.sync_every) {
             if last_sync.elapsed() >= every {
                 last_sync = std::time::Instant::now();
-                match crate::store::sync::sync(&store, remote) {
+                match crate::store::sync::sync(&store, &walker.ctx, remote) {
                     Ok(report) => {
-                        use crate::store::sync::Change;
-                        let incoming = report
-                            .changes
-                            .iter()
-                            .filter(|c| matches!(c.change, Change::Fetched | Change::FastForwarded | Change::Merged))
-                            .count();
+                        let incoming = report.incoming();
                         if incoming > 0 {
                             walker.observer.event(&Event::Synced { changes: incoming });
                         }

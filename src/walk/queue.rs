@@ -8,20 +8,21 @@
 //! lease refreshed (park exclusion: `next` moves on instead of re-picking a broken task) until
 //! a person reopens the task. A lost claim is never released: it is not ours any more.
 
+use std::collections::BTreeSet;
+
 use anyhow::Result;
 use serde_json::json;
 
 use super::{Event, Walker};
 use crate::backlog::{self, DoneOptions};
 use crate::context::{Context, SessionEnv};
-use crate::error::refused;
 use crate::git;
 use crate::ids::{ClaimKey, Priority, TaskId};
 use crate::refs;
 use crate::runloop::{self, Verdict};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::task::{self, State, Task};
-use crate::store::Store;
+use crate::store::{sync, Store};
 use crate::tries::{self, Move, Try};
 
 /// A task being worked: its claim and, once the first session starts, its try.
@@ -63,11 +64,14 @@ impl runloop::Unit for WorkUnit {
 pub struct GitQueue<'a> {
     store: &'a Store,
     walker: &'a Walker<'a>,
+    /// This worker has lost a task to another claimer: others are racing down the same list,
+    /// so it spreads out from now on (see `backlog::claim_order`).
+    contended: bool,
 }
 
 impl<'a> GitQueue<'a> {
     pub fn new(store: &'a Store, walker: &'a Walker<'a>) -> GitQueue<'a> {
-        GitQueue { store, walker }
+        GitQueue { store, walker, contended: false }
     }
 
     fn claim_options(&self, reason: String) -> AcquireOptions {
@@ -90,10 +94,39 @@ impl<'a> GitQueue<'a> {
         ctx
     }
 
-    fn release(&self, unit: &WorkUnit) -> Result<()> {
-        if !unit.lost {
-            claim::release(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &self.walker.key, false)?;
+    /// Everything the unit changed, to go to the remote with its claim's release or hold: the
+    /// task's refs, this walk's journal chain and its sessions' chains for the task.
+    fn riders(&self, unit: &WorkUnit) -> Result<BTreeSet<String>> {
+        let mut names = sync::task_scope(self.store, &unit.id())?;
+        names.insert(refs::journal(&self.walker.writer()));
+        for entry in self.walker.task_history(self.store, &unit.task.id)? {
+            if entry.event.writer == self.walker.key {
+                if let Some(session) =
+                    entry.event.session.as_deref().or(entry.event.data.get("session").and_then(|s| s.as_str()))
+                {
+                    if let Ok(writer) = super::session_writer(session) {
+                        names.insert(refs::journal(&writer));
+                    }
+                }
+            }
         }
+        Ok(names)
+    }
+
+    /// Give the claim up, publishing what the unit changed in the same push; a lost claim is
+    /// not ours to release, but its results are still published.
+    fn release(&self, unit: &WorkUnit) -> Result<()> {
+        let riders = self.riders(unit)?;
+        let key = ClaimKey::node(&unit.id());
+        let _one_at_a_time = self.walker.publishing();
+        if unit.lost {
+            if let Some(remote) = self.store.arbiter() {
+                sync::publish(self.store, &self.walker.ctx, &remote, riders, None)?;
+            }
+        } else {
+            claim::release_with(self.store, &self.walker.ctx, &key, &self.walker.key, false, &riders)?;
+        }
+        self.store.take_written();
         Ok(())
     }
 
@@ -120,17 +153,25 @@ impl<'a> GitQueue<'a> {
             Err(err) if crate::error::find_refusal(&err).is_some() => {}
             Err(err) => return Err(err),
         }
-        if !unit.lost {
-            let opts =
-                self.claim_options(format!("{} ({}): {}", backlog::HOLD_REASON, state.as_str(), first_line(reason)));
-            claim::acquire(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts)?;
-        }
         self.walker.journal(
             self.store,
             "unit_closed",
             Some(&unit.task.id),
             json!({ "verdict": state.as_str(), "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
         )?;
+        let riders = self.riders(unit)?;
+        let _one_at_a_time = self.walker.publishing();
+        if unit.lost {
+            if let Some(remote) = self.store.arbiter() {
+                sync::publish(self.store, &self.walker.ctx, &remote, riders, None)?;
+            }
+        } else {
+            // Keep the claim (park exclusion), and publish the task's new state with it.
+            let opts =
+                self.claim_options(format!("{} ({}): {}", backlog::HOLD_REASON, state.as_str(), first_line(reason)));
+            claim::acquire_with(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts, &riders)?;
+        }
+        self.store.take_written();
         self.drop_worktree(unit);
         self.walker.observer.event(&Event::Closed {
             task: unit.task.id.clone(),
@@ -272,20 +313,24 @@ impl runloop::Queue for GitQueue<'_> {
 
     fn next(&mut self) -> Result<Option<WorkUnit>> {
         let ctx = &self.walker.ctx;
-        let mut stuck = None;
-        for _round in 0..5 {
+        for _round in 0..100 {
             let board = self.walker.board(self.store)?;
             let only = &self.walker.opts.tasks;
-            let ready: Vec<TaskId> = board
+            let ready: Vec<&crate::store::index::Row> = board
                 .ready(&self.walker.opts.labels)
-                .iter()
+                .into_iter()
                 .filter(|r| only.is_empty() || only.iter().any(|t| t == r.id()))
-                .filter_map(|r| r.id().parse().ok())
                 .take(20)
                 .collect();
             if ready.is_empty() {
                 return Ok(None);
             }
+            let ready: Vec<TaskId> =
+                backlog::claim_order(&ready, self.contended).into_iter().filter_map(|r| r.id().parse().ok()).collect();
+            // A task tried and lost leaves our copy of its claim updated (or of its record, when
+            // it was done meanwhile), and the pull below brings the rest of the fleet's news:
+            // the next look at the board has fewer ready tasks, so this ends.
+            let mut lost_any = false;
             for id in &ready {
                 let key = ClaimKey::node(id);
                 let opts = self.claim_options(format!("worked by {}", self.walker.key));
@@ -294,26 +339,27 @@ impl runloop::Queue for GitQueue<'_> {
                     // Our own live claim: another worker of this walk has the task.
                     Acquire::Refreshed(_) => continue,
                     Acquire::HeldByOther(_) => {
-                        stuck.get_or_insert_with(|| id.to_string());
-                        continue;
+                        lost_any = true;
+                        break;
                     }
                 };
-                // The claim is ours; the task may have been closed in between.
-                match task::read(self.store, id)? {
-                    Some(now) if now.task.state == State::Open => {
+                // The claim is ours; the task may have been closed in between, here or on
+                // another clone (whose result came with its release).
+                match backlog::open_after_claim(self.store, ctx, id)? {
+                    Some(task) => {
                         self.walker.journal(
                             self.store,
                             "claimed",
                             Some(id.as_str()),
-                            json!({ "title": now.task.title }),
+                            json!({ "title": task.title }),
                         )?;
                         self.walker.observer.event(&Event::Claimed {
                             task: id.to_string(),
-                            title: now.task.title.clone(),
-                            priority: now.task.priority.to_string(),
+                            title: task.title.clone(),
+                            priority: task.priority.to_string(),
                         });
                         return Ok(Some(WorkUnit {
-                            task: now.task,
+                            task,
                             try_: None,
                             last_session: None,
                             checks: None,
@@ -324,18 +370,28 @@ impl runloop::Queue for GitQueue<'_> {
                             last_agent: None,
                         }));
                     }
-                    _ => {
+                    None => {
                         claim::release(self.store, ctx, &key, &self.walker.key, false)?;
+                        lost_any = true;
+                        break;
                     }
                 }
             }
+            if !lost_any {
+                // Every ready task is one this walk's other workers hold.
+                return Ok(None);
+            }
+            self.contended = true;
+            if let Some(remote) = self.store.arbiter() {
+                // Our board is behind the fleet's: bring its claims and records up to date in
+                // one fetch rather than losing task after task to others.
+                let names = BTreeSet::from([format!("{}node/*", refs::CLAIMS), format!("{}*", refs::TASKS)]);
+                sync::pull(self.store, ctx, &remote, names)?;
+            }
         }
-        Err(refused(format!(
-            "could not claim any ready task: '{}' and the others kept being taken by other walkers",
-            stuck.unwrap_or_default()
-        ))
-        .hint("see who holds them with 'git loop claim list'")
-        .into())
+        Err(crate::error::refused("could not claim any ready task: others kept taking them first (100 rounds)")
+            .hint("see who holds them with 'git loop claim list'")
+            .into())
     }
 
     fn close(&mut self, unit: &mut WorkUnit, verdict: Verdict, message: &str) -> Result<bool> {

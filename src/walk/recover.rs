@@ -7,7 +7,7 @@
 //! this clone is alive), and node claims held by a walker key whose record names this host
 //! and boot and a process that no longer exists.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use anyhow::Result;
 use serde_json::json;
@@ -24,9 +24,15 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
     prune_old_sessions(&loop_dir, walker.ctx.now());
     let root = tries::worktrees_root(store)?;
     let mut dead_walkers = HashSet::new();
+    // The journal chains of each dead walker's sessions, by (walker, task).
+    let mut sessions_of: HashMap<(String, String), Vec<String>> = HashMap::new();
     for mut rec in record::all(&loop_dir) {
         if rec.ended_at.is_some() || rec.walker == walker.key {
             continue;
+        }
+        if let Ok(writer) = super::session_writer(&rec.session) {
+            let chains = sessions_of.entry((rec.walker.clone(), rec.task.clone())).or_default();
+            chains.push(crate::refs::journal(&writer));
         }
         dead_walkers.insert(rec.walker.clone());
         let killed = process::kill_marked(&rec.marker);
@@ -82,7 +88,17 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         if !ours_and_dead || crate::backlog::is_hold(r) {
             continue;
         }
-        claim::release(store, &walker.ctx, &key, &r.holder, false)?;
+        // What the dead walk did with the task (and what its sessions journaled) goes to the
+        // remote with the release.
+        let mut riders = match key.name().parse::<TaskId>() {
+            Ok(task) => crate::store::sync::task_scope(store, &task)?,
+            Err(_) => Default::default(),
+        };
+        if let Ok(writer) = r.holder.parse::<crate::ids::WriterId>() {
+            riders.insert(crate::refs::journal(&writer));
+        }
+        riders.extend(sessions_of.get(&(r.holder.clone(), key.name().to_owned())).into_iter().flatten().cloned());
+        claim::release_with(store, &walker.ctx, &key, &r.holder, false, &riders)?;
         let detail = format!("released the claim its crashed walk {} held", r.holder);
         walker.journal(
             store,

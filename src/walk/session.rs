@@ -592,7 +592,17 @@ impl GitDispatcher<'_> {
     /// is still ours until someone takes it, and the next refresh renews it).
     pub fn claim_lost(&self, task: &Task) -> Result<Option<String>> {
         let key = ClaimKey::node(&task.task_id());
-        Ok(match claim::read(self.store, &key)? {
+        let ours = |held: &Option<claim::Held>| held.as_ref().is_some_and(|h| h.record.holder == self.walker.key);
+        let mut held = claim::read(self.store, &key)?;
+        if !ours(&held) {
+            // Our copy of a claim the remote decides can be older than what we pushed (a
+            // fetch that began before our last refresh): ask the remote before giving up.
+            if let Some(remote) = claim::arbiter_for(self.store, &key) {
+                crate::store::remote::refresh_mirror(self.store, &remote, &crate::refs::claim(&key))?;
+                held = claim::read(self.store, &key)?;
+            }
+        }
+        Ok(match held {
             Some(held) if held.record.holder != self.walker.key => {
                 Some(format!("its claim was taken by {}", held.record.holder))
             }

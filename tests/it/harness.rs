@@ -23,8 +23,10 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
+    /// A new world; with `GIT_LOOP_KEEP_TESTS` set, its directory is kept for a post-mortem.
     pub fn new() -> TestEnv {
-        let root = tempfile::Builder::new().prefix("git-loop-test-").tempdir().expect("a temporary directory");
+        let mut root = tempfile::Builder::new().prefix("git-loop-test-").tempdir().expect("a temporary directory");
+        root.disable_cleanup(std::env::var_os("GIT_LOOP_KEEP_TESTS").is_some());
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("create HOME");
         TestEnv { root, home }

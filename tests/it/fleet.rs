@@ -1,0 +1,273 @@
+//! Several clones as one team (issue "A fleet of clones"): clones of one bare remote, served by
+//! a real `git daemon` on 127.0.0.1, each running its own walk over one shared backlog. What
+//! must hold: every task is worked exactly once, try branches never collide, every clone's
+//! `sync` succeeds afterwards and every clone shows the same board and journal; a walker
+//! killed mid-task loses its task to another clone only after its lease, and its work is kept.
+//!
+//! These tests are long; each one counts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::{wait_for, Daemon, Repo, Run, TestEnv};
+
+/// The variables a fleet process runs with: the real clock (leases must be able to run out).
+fn real_clock(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("GIT_LOOP_NOW")
+}
+
+/// `git loop <args>` in `repo`, on the real clock.
+fn loop_run(repo: &Repo<'_>, args: &[&str]) -> Run {
+    let mut cmd = repo.command(args);
+    Run::from(real_clock(&mut cmd).output().expect("run git-loop"))
+}
+
+/// A remote with `tasks` open tasks on it, and `n` clones that follow it (`loop.remote`).
+fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e>> {
+    let seed = env.clone_of(url, "seed");
+    loop_run(&seed, &["init", "--remote", "origin"]).ok();
+    let lines: String = (0..tasks).map(|i| format!("{{\"title\": \"task {i:03}\"}}\n")).collect();
+    let file = env.path("backlog.jsonl");
+    std::fs::write(&file, lines).expect("write the backlog");
+    loop_run(&seed, &["import", file.to_str().expect("utf-8 path")]).ok();
+    loop_run(&seed, &["sync"]).ok();
+    (0..n)
+        .map(|i| {
+            let clone = env.clone_of(url, &format!("clone-{i}"));
+            loop_run(&clone, &["init", "--remote", "origin"]).ok();
+            clone.git(&["config", "loop.syncEvery", "2s"]);
+            loop_run(&clone, &["sync"]).ok();
+            clone
+        })
+        .collect()
+}
+
+/// An agent that does its task in one session: a file of its own, and the verdict.
+fn one_shot_agent(env: &TestEnv) -> String {
+    env.agent("once", "echo \"$GIT_LOOP_TASK\" > \"done-$GIT_LOOP_TASK.txt\"\ngit loop finish done --message ok")
+}
+
+/// A walk started in the background; its output goes to files (a pipe nobody reads would
+/// fill up and stop it).
+struct Walk {
+    child: Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+/// Start `git loop run` in `repo`.
+fn start_walk(repo: &Repo<'_>, agent: &str, extra: &[&str]) -> Walk {
+    let mut args = vec!["run", "--agent-cmd", agent, "--parallel", "2", "--grace", "1", "--session-timeout", "120s"];
+    args.extend_from_slice(extra);
+    let n = WALKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let out = repo.env.path(&format!("walk-{n}.out"));
+    let err = repo.env.path(&format!("walk-{n}.err"));
+    let file = |p: &Path| Stdio::from(std::fs::File::create(p).expect("create a walk's output file"));
+    let mut cmd = repo.command(&args);
+    let child = real_clock(&mut cmd).stdout(file(&out)).stderr(file(&err)).spawn().expect("start a walk");
+    Walk { child, out, err }
+}
+
+static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many sessions each task had, over every clone's session records.
+fn sessions_per_task(clones: &[&Repo<'_>]) -> BTreeMap<String, usize> {
+    let mut per_task = BTreeMap::new();
+    for clone in clones {
+        for record in clone.session_records() {
+            let task = record["task"].as_str().expect("a session record names its task").to_owned();
+            *per_task.entry(task).or_insert(0) += 1;
+        }
+    }
+    per_task
+}
+
+/// Every shared loop ref of a repository (bare or not), as `name value` lines: what sync
+/// exchanges. Mirrors and the clone-local walker singleton are not shared.
+fn shared_refs(env: &TestEnv, dir: &Path) -> BTreeSet<String> {
+    let out = env.git(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/loop/",
+            "refs/notes/loop",
+            "refs/heads/loop/",
+            "refs/heads/loop-try/",
+            "refs/heads/loop-kept/",
+        ],
+    );
+    out.lines().filter(|l| !l.starts_with("refs/loop/claims/walker/")).map(ToOwned::to_owned).collect()
+}
+
+/// The board as `list --all --json` shows it, without what is only true of one clone's view
+/// at one instant (nothing is running after the walks).
+fn board(repo: &Repo<'_>) -> Value {
+    loop_run(repo, &["list", "--json"]).ok().json()
+}
+
+/// The journal as a set of (writer, seq, kind, task): every clone must hold the same events.
+fn journal(repo: &Repo<'_>) -> BTreeSet<String> {
+    let log = loop_run(repo, &["log", "--json"]).ok().json();
+    log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| format!("{} {} {} {}", e["writer"], e["seq"], e["kind"], e["task"]))
+        .collect()
+}
+
+/// After the walks: one sync per clone succeeds with nothing diverged, every clone then
+/// holds exactly the remote's loop refs, the same board and the same journal.
+fn assert_converged(env: &TestEnv, bare: &Path, clones: &[&Repo<'_>]) {
+    for clone in clones {
+        let out = loop_run(clone, &["sync"]);
+        assert_eq!(out.code, 0, "every clone's sync succeeds after the walks:\n{}{}", out.stdout, out.stderr);
+        assert!(!out.stdout.contains("diverged"), "nothing diverged:\n{}", out.stdout);
+    }
+    // A second round: what one clone merged and pushed reaches the others.
+    for clone in clones {
+        loop_run(clone, &["sync"]).ok();
+    }
+    let remote = shared_refs(env, bare);
+    let first = board(clones[0]);
+    let events = journal(clones[0]);
+    for clone in clones {
+        let mine = shared_refs(env, &clone.dir);
+        let missing: Vec<_> = remote.difference(&mine).take(5).collect();
+        let extra: Vec<_> = mine.difference(&remote).take(5).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{}: refs equal the remote's; missing {missing:?}, extra {extra:?}",
+            clone.dir.display()
+        );
+        assert_eq!(board(clone), first, "{}: the same board as the first clone", clone.dir.display());
+        assert_eq!(journal(clone), events, "{}: the same journal as the first clone", clone.dir.display());
+    }
+}
+
+/// Wait for a walk and return its exit code and output.
+fn finish(mut walk: Walk, what: &str) -> Run {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let status = loop {
+        if let Some(status) = walk.child.try_wait().expect("poll a walk") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "{what} did not finish within 10 minutes");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    Run { code: status.code().unwrap_or(-1), stdout: read(&walk.out), stderr: read(&walk.err) }
+}
+
+/// Four clones each walking with two workers over one backlog of 200 tasks on one remote.
+fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) {
+    let clones = fleet(env, url, 4, 200);
+    let agent = one_shot_agent(env);
+    let started = Instant::now();
+    let walks: Vec<Walk> = clones.iter().map(|c| start_walk(c, &agent, &[])).collect();
+    for (i, walk) in walks.into_iter().enumerate() {
+        let out = finish(walk, "a walk");
+        assert_eq!(out.code, 0, "walk {i} ends with no work left:\n{}{}", out.stdout, out.stderr);
+    }
+    let elapsed = started.elapsed();
+    let all: Vec<&Repo<'_>> = clones.iter().collect();
+    let per_task = sessions_per_task(&all);
+    let twice: Vec<_> = per_task.iter().filter(|(_, n)| **n > 1).collect();
+    let sessions: usize = per_task.values().sum();
+    assert!(twice.is_empty(), "no task is worked twice; worked more than once: {twice:?}");
+    assert_eq!((per_task.len(), sessions), (200, 200), "200 sessions for 200 tasks (in {elapsed:?})");
+    assert_converged(env, bare, &all);
+    let done = board(&clones[0])["tasks"].as_array().expect("tasks").iter().filter(|t| t["state"] == "done").count();
+    assert_eq!(done, 200, "every task is done");
+}
+
+#[test]
+fn four_clones_over_a_git_daemon_do_two_hundred_tasks_exactly_once_and_converge() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    four_clones_do_two_hundred_tasks_once(&env, &daemon.url(&bare), &bare);
+}
+
+/// A walker killed with SIGKILL in the middle of a session: the other clones finish the
+/// rest and leave its task alone while its lease runs; once the lease has run out unrefreshed
+/// another clone takes the task over and does it, once; the killed session's work is kept on
+/// its try branch once its clone walks again.
+#[test]
+fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let clones = fleet(&env, &daemon.url(&bare), 3, 30);
+    let agent = one_shot_agent(&env);
+    // The victim's agent writes its file and then waits to be killed with its walk.
+    let stuck = env.agent(
+        "stuck",
+        "echo half > \"half-$GIT_LOOP_TASK.txt\"\ntouch \"$HOME/victim-started\"\nwhile :; do sleep 1; done",
+    );
+    let lease = "8s";
+    let victim = start_walk(&clones[0], &stuck, &["--parallel", "1", "--lease", lease, "--max-units", "1"]);
+    let started = env.path("home/victim-started");
+    wait_for("the victim's session to start", || started.exists());
+    let victim_task = clones[0].session_records()[0]["task"].as_str().expect("task").to_owned();
+    // SIGKILL the walk alone: its session guard stops the agent (parent-death signal).
+    let pid = victim.child.id() as i32;
+    kill9(pid);
+    let out = finish(victim, "the killed walk");
+    assert_ne!(out.code, 0, "the victim was killed");
+    let killed_wall = chrono::Utc::now();
+
+    let others: Vec<Walk> = clones[1..].iter().map(|c| start_walk(c, &agent, &["--lease", lease])).collect();
+    for walk in others {
+        let out = finish(walk, "a walk");
+        assert_eq!(out.code, 0, "the other walks end with no work left:\n{}{}", out.stdout, out.stderr);
+    }
+    let worked: Vec<&Repo<'_>> = clones[1..].iter().collect();
+    // Once the lease has run out unrefreshed (as another clone sees it), a walk takes the task
+    // over; walk again until one has.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !sessions_per_task(&worked).contains_key(&victim_task) {
+        assert!(Instant::now() < deadline, "the victim's task was never taken over");
+        let again = finish(start_walk(&clones[1], &agent, &["--lease", lease]), "a walk that may take over");
+        assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    }
+    let taker = worked
+        .iter()
+        .flat_map(|c| c.session_records())
+        .find(|r| r["task"] == victim_task.as_str())
+        .expect("the taker's session record");
+    let taken_at: chrono::DateTime<chrono::Utc> =
+        taker["started_at"].as_str().and_then(|t| t.parse().ok()).expect("a start time");
+    assert!(
+        taken_at >= killed_wall + chrono::Duration::seconds(8),
+        "taken over only after the lease: killed at {killed_wall}, taken at {taken_at}"
+    );
+    // The victim's clone walks again: it recovers its killed session's work, and works nothing
+    // that another clone did.
+    let recovered = finish(start_walk(&clones[0], &agent, &["--lease", lease]), "the victim's next walk");
+    assert_eq!(recovered.code, 0, "{}{}", recovered.stdout, recovered.stderr);
+    assert_eq!(clones[0].session_records().len(), 1, "the victim's clone ran only the killed session");
+
+    let per_task = sessions_per_task(&worked);
+    assert_eq!(per_task.get(&victim_task), Some(&1), "the victim's task is done once by another clone");
+    assert_eq!(per_task.values().sum::<usize>(), 29 + 1, "every other task once, and the victim's once");
+    assert!(per_task.values().all(|n| *n == 1), "no task twice: {per_task:?}");
+    let victim_try = format!("refs/heads/loop-try/{victim_task}/1");
+    let files = clones[0].git(&["ls-tree", "-r", "--name-only", &victim_try]);
+    assert!(
+        files.lines().any(|f| f == format!("half-{victim_task}.txt")),
+        "the killed session's work is on its try branch: {files}"
+    );
+    let all: Vec<&Repo<'_>> = clones.iter().collect();
+    assert_converged(&env, &bare, &all);
+}
+
+fn kill9(pid: i32) {
+    let status = Command::new("kill").args(["-9", &pid.to_string()]).status().expect("run kill");
+    assert!(status.success(), "kill -9 {pid}");
+}
