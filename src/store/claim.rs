@@ -16,6 +16,8 @@
 //! number of concurrent claimants exactly one succeeds from a given state; the others read
 //! again and decide again. With `loop.remote` set the swap is a push with a lease to the
 //! remote (see `remote`), and the local ref is only a mirror of what the remote said.
+//!
+//! Records carry the writer's Lamport clock (`lamport`), which a reader witnesses.
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Duration, Utc};
@@ -23,7 +25,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{Cas, Expect};
-use super::{remote, Store};
+use super::{lamport, remote, Store};
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
 use crate::git;
@@ -57,6 +59,11 @@ pub struct Record {
     /// Set on a tombstone: the claim was released then (by `holder`, who held it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_at: Option<DateTime<Utc>>,
+    /// The writer's Lamport clock when written (a tombstone: what its releaser had seen), so
+    /// the next holder's events sort after the previous one's. Added to version 1; absent on
+    /// records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lamport: Option<u64>,
 }
 
 impl Record {
@@ -178,6 +185,7 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 }
 
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
+/// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
     store.fresh_refs();
@@ -187,7 +195,11 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     };
     match target {
         None => Ok(None),
-        Some(oid) => Ok(Some(read_at(&store.repo, key, oid)?)),
+        Some(oid) => {
+            let held = read_at(&store.repo, key, oid)?;
+            lamport::witness(store, held.record.lamport.unwrap_or(0))?;
+            Ok(Some(held))
+        }
     }
 }
 
@@ -201,6 +213,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
     for _attempt in 0..50 {
         let raw = read_record(store, key)?;
         let expect = Expect::from_current(raw.as_ref().map(|h| h.oid));
+        let seen = raw.as_ref().and_then(|h| h.record.lamport).unwrap_or(0);
         let current = raw.filter(|h| !h.record.is_released());
         let now = ctx.now();
         let (acquired_at, previous) = match &current {
@@ -232,6 +245,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             expires_at: now + opts.ttl,
             took_over_from: previous.as_ref().map(|p| p.holder.clone()),
             released_at: None,
+            lamport: Some(lamport::tick(store, seen)?),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         match swap(store, arbiter.as_deref(), &name, expect, Some(oid))? {
@@ -322,6 +336,7 @@ pub const LOCAL_KIND: &str = "walker";
 /// exactly that record: for a holder known to be dead (its process is gone).
 pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts: &AcquireOptions) -> Result<Acquire> {
     let now = ctx.now();
+    let lamport = lamport::tick(store, held.record.lamport.unwrap_or(0))?;
     let record = Record {
         version: CLAIM_VERSION,
         key: key.to_string(),
@@ -337,6 +352,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         expires_at: now + opts.ttl,
         took_over_from: Some(held.record.holder.clone()),
         released_at: None,
+        lamport: Some(lamport),
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     match swap(store, arbiter_for(store, key).as_deref(), &refs::claim(key), Expect::Is(held.oid), Some(oid))? {
@@ -366,6 +382,7 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
         expires_at: now,
         took_over_from: None,
         released_at: Some(now),
+        lamport: Some(lamport::tick(store, was.and_then(|r| r.lamport).unwrap_or(0))?),
     };
     git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
 }

@@ -112,6 +112,8 @@ pub fn sync(store: &Store, remote_name: &str) -> Result<Report> {
         let theirs: BTreeMap<String, ObjectId> = fetched.remote_refs.into_iter().collect();
         prune_mirrors(store, remote_name, &theirs)?;
         let ours = local_refs(store)?;
+        // Clocks: what the fetch brought counts as seen (docs/concurrency.md, "Causal order").
+        super::lamport::witness_fetched(store, &theirs, &ours)?;
         let mut report = Report { remote: remote_name.to_owned(), changes: Vec::new() };
         let mut updates = Vec::new();
         let names: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
