@@ -17,7 +17,9 @@
 //! again and decide again. With `loop.remote` set the swap is a push with a lease to the
 //! remote (see `remote`), and the local ref is only a mirror of what the remote said.
 //!
-//! Records carry the writer's Lamport clock (`lamport`), which a reader witnesses.
+//! Whether another holder's record is stale is never read off its `expires_at` (the holder's
+//! clock, not ours): it is stale once this clone has seen the same record for a whole lease by
+//! its own clock (`lease`). Records carry the writer's Lamport clock, which a reader witnesses.
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Duration, Utc};
@@ -25,7 +27,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{Cas, Expect};
-use super::{lamport, remote, Store};
+use super::{lamport, lease, remote, Store};
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
 use crate::git;
@@ -50,6 +52,8 @@ pub struct Record {
     pub boot_id: String,
     /// Unique per attempt: no two attempts write the same object.
     pub nonce: String,
+    /// The holder's times, by the holder's clock: only their difference (the lease,
+    /// `expires_at − refreshed_at`) decides anything (see `lease`).
     pub acquired_at: DateTime<Utc>,
     pub refreshed_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -70,10 +74,6 @@ impl Record {
     /// A tombstone: released, held by nobody.
     pub fn is_released(&self) -> bool {
         self.released_at.is_some()
-    }
-
-    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
-        now >= self.expires_at
     }
 
     /// Whether the holder was a process of this machine (this host, this boot) that no
@@ -102,8 +102,8 @@ impl Drop for Singleton<'_> {
 }
 
 /// Take `key` for the life of this process: free, already ours, stale, or held by a process
-/// of this machine that is gone (taken over at once, not after its lease). Otherwise `Err`
-/// with the live holder, for the caller to name.
+/// of this machine that is gone (taken over at once, not after its lease: that needs no
+/// clock). Otherwise `Err` with the live holder, for the caller to name.
 pub fn take_singleton<'s>(
     store: &'s Store,
     ctx: &'s Context,
@@ -113,7 +113,7 @@ pub fn take_singleton<'s>(
     match acquire(store, ctx, key, &opts)? {
         Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
         Acquire::HeldByOther(held) => {
-            let taken = held.record.holder_gone_here(ctx)
+            let taken = lease::judge(store, ctx, key, &held).holder_gone
                 && matches!(take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. });
             if !taken {
                 return Ok(Err(held));
@@ -137,9 +137,9 @@ pub enum Acquire {
     Acquired(Held),
     /// We held it already; the lease is refreshed.
     Refreshed(Held),
-    /// Its holder's lease had run out; it is ours now.
+    /// Its holder had not refreshed it for a whole lease, as this clone watched; it is ours now.
     TookOver { held: Held, previous: Box<Record> },
-    /// Someone else holds it and their lease is live.
+    /// Someone else holds it, and this clone has not yet seen it unchanged for a whole lease.
     HeldByOther(Held),
 }
 
@@ -203,12 +203,15 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     }
 }
 
-/// Take claim `key` for `opts.holder`: create it, refresh our own, or take over a stale one.
+/// Take claim `key` for `opts.holder`: create it, refresh our own, or take over one this clone
+/// has seen unchanged for a whole lease (`lease`).
 pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptions) -> Result<Acquire> {
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
+    let mut watcher = lease::Watcher::load(store, ctx);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
-    // record we would refuse on is still the remote's.
+    // record we would refuse on is still the remote's. (A takeover needs no such check: it is
+    // leased on exactly the record watched, so an old mirror only makes the push fail.)
     let mut confirmed = arbiter.is_none();
     for _attempt in 0..50 {
         let raw = read_record(store, key)?;
@@ -219,13 +222,16 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
         let (acquired_at, previous) = match &current {
             None => (now, None),
             Some(held) if held.record.holder == opts.holder => (held.record.acquired_at, None),
-            Some(held) if held.record.is_stale(now) => (now, Some(held.record.clone())),
+            Some(held) if watcher.judge(key, held).is_stale() => (now, Some(held.record.clone())),
             Some(_) if !confirmed => {
                 remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
                 confirmed = true;
                 continue;
             }
-            Some(held) => return Ok(Acquire::HeldByOther(held.clone())),
+            Some(held) => {
+                watcher.save();
+                return Ok(Acquire::HeldByOther(held.clone()));
+            }
         };
         let record = Record {
             version: CLAIM_VERSION,
@@ -250,6 +256,9 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         match swap(store, arbiter.as_deref(), &name, expect, Some(oid))? {
             Cas::Applied => {
+                // This clone has seen our record since it was written.
+                watcher.saw(key, oid);
+                watcher.save();
                 let held = Held { record, oid };
                 return Ok(match (current, previous) {
                     (None, _) => Acquire::Acquired(held),
@@ -260,6 +269,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             Cas::Lost { .. } => continue,
         }
     }
+    watcher.save();
     anyhow::bail!("claim '{key}' kept changing under this attempt (50 tries); try again")
 }
 
@@ -276,7 +286,8 @@ pub enum Release {
 }
 
 /// Release claim `key` held by `holder`. With `force`, also removes a corrupt record or a
-/// stale one of another holder (never a live one of another holder).
+/// stale one of another holder (one this clone has seen unchanged for a whole lease; never a
+/// live one).
 pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force: bool) -> Result<Release> {
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
@@ -306,13 +317,17 @@ pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force
         let Some(held) = current else {
             return Ok(Release::NotHeld);
         };
-        let stale = held.record.is_stale(ctx.now());
-        if held.record.holder != holder && !(force && stale) {
+        if held.record.holder != holder && !(force && lease::judge(store, ctx, key, &held).is_stale()) {
             return Ok(Release::HeldByOther(held.record));
         }
         let tombstone = tombstone(store, ctx, key, &held.record.holder, Some(&held.record))?;
         match swap(store, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone))? {
-            Cas::Applied => return Ok(Release::Released(held.record)),
+            Cas::Applied => {
+                let mut watcher = lease::Watcher::load(store, ctx);
+                watcher.forget(key);
+                watcher.save();
+                return Ok(Release::Released(held.record));
+            }
             Cas::Lost { .. } => continue,
         }
     }
@@ -356,7 +371,12 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     match swap(store, arbiter_for(store, key).as_deref(), &refs::claim(key), Expect::Is(held.oid), Some(oid))? {
-        Cas::Applied => Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) }),
+        Cas::Applied => {
+            let mut watcher = lease::Watcher::load(store, ctx);
+            watcher.saw(key, oid);
+            watcher.save();
+            Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) })
+        }
         Cas::Lost { .. } => match read(store, key)? {
             Some(now_held) => Ok(Acquire::HeldByOther(now_held)),
             None => acquire(store, ctx, key, opts),

@@ -8,6 +8,7 @@ pub mod claim;
 pub mod index;
 pub mod journal;
 pub mod lamport;
+pub mod lease;
 pub mod notes;
 pub mod remote;
 pub mod sync;

@@ -360,7 +360,10 @@ impl GitDispatcher<'_> {
     fn supervise(&self, seat: &Seat<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
         let task = seat.task;
         let key = ClaimKey::node(&task.task_id());
-        let refresh_every = Duration::from_secs((self.walker.opts.lease.num_seconds() as u64 / 3).clamp(1, 120));
+        // Well within the lease: other clones call it stale once they have seen one record
+        // for a whole lease, by their own clocks (store::lease).
+        let lease_ms = self.walker.opts.lease.num_milliseconds().max(0) as u64;
+        let refresh_every = Duration::from_millis((lease_ms / 3).clamp(100, 120_000));
         let timeout = self.walker.opts.session_timeout;
         let grace = self.walker.opts.grace;
         let mut last_refresh = Instant::now();
