@@ -184,6 +184,16 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     Ok(read_record(store, key)?.filter(|held| !held.record.is_released()))
 }
 
+/// Read claim `key` as its arbiter has it now: with `loop.remote`, the remote's record is
+/// fetched into the local mirror first (a holder paused past its lease learns that it was
+/// taken over on another clone); without one, the local ref.
+pub fn read_confirmed(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
+    if let Some(remote_name) = arbiter_for(store, key) {
+        remote::refresh_mirror(store, &remote_name, &refs::claim(key))?;
+    }
+    read(store, key)
+}
+
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
 /// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {

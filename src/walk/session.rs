@@ -592,10 +592,16 @@ impl GitDispatcher<'_> {
     }
 
     /// Whether the task's claim is someone else's now (read only: a lease that merely ran out
-    /// is still ours until someone takes it, and the next refresh renews it).
+    /// is still ours until someone takes it, and the next refresh renews it). With a shared
+    /// remote it is the remote's record that counts: a walk paused past its lease learns here
+    /// that another clone took the task over; one that cannot ask the remote goes no further.
     pub fn claim_lost(&self, task: &Task) -> Result<Option<String>> {
         let key = ClaimKey::node(&task.task_id());
-        Ok(match claim::read(self.store, &key)? {
+        let held = match claim::read_confirmed(self.store, &key) {
+            Ok(held) => held,
+            Err(err) => return Ok(Some(format!("its claim could not be confirmed: {err:#}"))),
+        };
+        Ok(match held {
             Some(held) if held.record.holder != self.walker.key => {
                 Some(format!("its claim was taken by {}", held.record.holder))
             }
