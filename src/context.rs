@@ -13,6 +13,21 @@ pub enum Clock {
     Fixed(DateTime<Utc>),
 }
 
+/// The source of a [`Tick`] read from a pinned clock.
+pub const PINNED: &str = "pinned";
+
+/// One reading of the lease clock: `at` on the clock named by `source`.
+///
+/// The source is `boot:<boot id>` for the monotonic clock — it counts the seconds this machine
+/// has run since it booted, is the same for every process of the machine, and no change of
+/// the wall clock (NTP, a person, a skewed machine) moves it — or `pinned` for a clock pinned
+/// by `GIT_LOOP_NOW` (tests), whose readings are the pinned time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tick {
+    pub source: String,
+    pub at: std::time::Duration,
+}
+
 /// The session an invocation runs inside, when an agent calls back into `git loop`.
 #[derive(Debug, Clone, Default)]
 pub struct SessionEnv {
@@ -51,6 +66,28 @@ impl Context {
         match &self.clock {
             Clock::System => Utc::now(),
             Clock::Fixed(at) => *at,
+        }
+    }
+
+    /// A reading of the clock leases are measured by (`store::lease`): this machine's
+    /// monotonic clock, or the pinned time. Only differences of two readings of one source
+    /// mean anything, so a reading names its source.
+    pub fn tick(&self) -> Tick {
+        match &self.clock {
+            Clock::Fixed(at) => Tick {
+                source: PINNED.to_owned(),
+                at: at.signed_duration_since(DateTime::<Utc>::UNIX_EPOCH).to_std().unwrap_or_default(),
+            },
+            Clock::System => {
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: clock_gettime writes one timespec into memory we own; CLOCK_MONOTONIC
+                // exists on every Linux, so it cannot fail with these arguments.
+                unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+                Tick {
+                    source: format!("boot:{}", self.boot_id),
+                    at: std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+                }
+            }
         }
     }
 

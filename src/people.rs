@@ -100,8 +100,10 @@ pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
 
 /// The walker holding a live claim on the task, if one does.
 fn worked_by(store: &Store, ctx: &Context, id: &TaskId) -> Result<Option<claim::Held>> {
-    Ok(claim::read(store, &ClaimKey::node(id))?
-        .filter(|h| crate::ids::is_walker_key(&h.record.holder) && !h.record.is_stale(ctx.now())))
+    Ok(claim::read(store, &ClaimKey::node(id))?.filter(|h| {
+        crate::ids::is_walker_key(&h.record.holder)
+            && !crate::store::lease::judge(store, ctx, &ClaimKey::node(id), h).is_stale()
+    }))
 }
 
 fn read_task(store: &Store, id: &TaskId) -> Result<crate::store::task::Snapshot> {
@@ -451,7 +453,7 @@ pub fn hand_back(
     let me = backlog::person(store);
     let key = ClaimKey::node(&id);
     if let Some(held) = claim::read(store, &key)? {
-        if held.record.holder != me && !held.record.is_stale(ctx.now()) {
+        if held.record.holder != me && !crate::store::lease::judge(store, ctx, &key, &held).is_stale() {
             return Err(refused(format!(
                 "{id} was taken over by {}, not by you ({})",
                 held.record.holder.trim_start_matches("person:"),

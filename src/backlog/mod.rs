@@ -17,6 +17,7 @@ use crate::refs;
 use crate::store::claim::{self, Held};
 use crate::store::index::{ClaimRow, Row};
 use crate::store::journal::{self, NewEvent};
+use crate::store::lease::{self, Lease};
 use crate::store::task::{self, Change, Completion, Create, Fields, Lists, Snapshot, State, StateChange, Task};
 use crate::store::watch::Watch;
 use crate::store::{clone_writer, index, notes, Store};
@@ -428,7 +429,7 @@ pub fn release_hold(store: &Store, ctx: &Context, id: &TaskId) -> Result<()> {
     let key = ClaimKey::node(id);
     let Some(held) = claim::read(store, &key)? else { return Ok(()) };
     let r = &held.record;
-    if (is_hold(r) || r.holder.starts_with(PERSON_PREFIX)) && !r.is_stale(ctx.now()) {
+    if (is_hold(r) || r.holder.starts_with(PERSON_PREFIX)) && !lease::judge(store, ctx, &key, &held).is_stale() {
         // The task's new state goes to the remote with the release: nobody sees the claim
         // free and the task still closed.
         let riders = crate::store::sync::task_scope(store, id)?;
@@ -476,8 +477,10 @@ pub enum Readiness {
 pub struct Board {
     /// Every task, sorted by id.
     pub tasks: Vec<Row>,
-    /// Live or stale `node:` claims, by task id.
+    /// `node:` claims (tombstones included), by task id.
     pub claims: HashMap<String, ClaimRow>,
+    /// What this clone has watched of each held claim's lease (`lease`), by task id.
+    leases: HashMap<String, Lease>,
     /// Records that could not be read: (ref name, problem).
     pub corrupt: Vec<(String, String)>,
     pub now: DateTime<Utc>,
@@ -485,20 +488,34 @@ pub struct Board {
 
 impl Board {
     pub fn load(store: &Store, ctx: &Context) -> Result<Board> {
-        Ok(Board::of(index::load(store)?, ctx))
+        Ok(Board::of(store, index::load(store)?, ctx))
     }
 
     /// The board as a long-running process keeps it (see `index::Live`).
     pub fn load_live(store: &Store, ctx: &Context, live: &mut index::Live, watch: &mut Watch) -> Result<Board> {
-        Ok(Board::of(live.load(store, watch)?.clone(), ctx))
+        Ok(Board::of(store, live.load(store, watch)?.clone(), ctx))
     }
 
-    fn of(loaded: index::Loaded, ctx: &Context) -> Board {
+    /// The board of `loaded`, with every held claim's lease judged by this clone's watch (and
+    /// what it saw for the first time remembered; claims gone or released forgotten).
+    fn of(store: &Store, loaded: index::Loaded, ctx: &Context) -> Board {
         let mut tasks = loaded.tasks;
         tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+        let mut watcher = lease::Watcher::load(store, ctx);
+        let mut leases = HashMap::new();
+        let mut watched = std::collections::HashSet::new();
+        for row in loaded.claims.iter().filter(|c| !c.is_released()) {
+            let Ok(held) = row.held() else { continue };
+            let key = ClaimKey::new("node", row.task_id()).expect("the index holds valid claim refs only");
+            leases.insert(row.task_id().to_owned(), watcher.judge(&key, &held));
+            watched.insert(refs::claim(&key));
+        }
+        watcher.keep_only(&lease::ref_prefix("node:"), &watched);
+        watcher.save();
         Board {
             tasks,
             claims: loaded.claims.into_iter().map(|c| (c.task_id().to_owned(), c)).collect(),
+            leases,
             corrupt: loaded.corrupt,
             now: ctx.now(),
         }
@@ -509,9 +526,10 @@ impl Board {
         self.tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &self.tasks[i])
     }
 
-    /// Whether a live claim is held on a task.
+    /// Whether a live claim is held on a task: one this clone has not yet seen unchanged for
+    /// a whole lease.
     pub fn is_claimed(&self, id: &str) -> bool {
-        self.claims.get(id).is_some_and(|c| c.expires_at > self.now)
+        self.leases.get(id).is_some_and(|l| !l.is_stale())
     }
 
     /// The claim on a task (live or stale), read in full.
@@ -519,11 +537,15 @@ impl Board {
         self.claims.get(id).and_then(|c| c.held().ok()).filter(|h| !h.record.is_released())
     }
 
+    /// What this clone has watched of the lease of the claim on a task, if one is held.
+    pub fn lease(&self, id: &str) -> Option<Lease> {
+        self.leases.get(id).copied()
+    }
+
     /// The state as people read it: `running` for an open task a walker works on (its live
     /// claim), else the recorded state.
     pub fn shown_state(&self, id: &str, state: State) -> &'static str {
-        let worked =
-            self.claims.get(id).is_some_and(|c| c.expires_at > self.now && crate::ids::is_walker_key(c.holder()));
+        let worked = self.is_claimed(id) && self.claims.get(id).is_some_and(|c| crate::ids::is_walker_key(c.holder()));
         if state == State::Open && worked {
             "running"
         } else {

@@ -213,7 +213,7 @@ fn pre_push(env: &Env, args: PrePushArgs) -> Result<u8> {
     let current: Vec<String> =
         ["GIT_LOOP_SESSION", "GIT_LOOP_WALKER"].iter().filter_map(|v| std::env::var(v).ok()).collect();
     let holders = push::holders(&store, &current)?;
-    let refused = push::check(&store, env.ctx.now(), &holders, &lines)?;
+    let refused = push::check(&store, &env.ctx, &holders, &lines)?;
     if refused.is_empty() {
         return Ok(0);
     }

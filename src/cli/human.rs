@@ -3,7 +3,7 @@
 use chrono::{DateTime, Local, Utc};
 
 /// "just now", "42 s", "3 min", "2 h", "5 d": the length of `d`.
-fn span(d: chrono::Duration) -> String {
+pub fn span(d: chrono::Duration) -> String {
     let s = d.num_seconds().abs();
     match s {
         0..=59 => format!("{s} s"),
@@ -11,6 +11,22 @@ fn span(d: chrono::Duration) -> String {
         3600..=172_799 => format!("{} h", s / 3600),
         _ => format!("{} d", s / 86_400),
     }
+}
+
+/// What this clone has seen of another holder's lease: "unchanged for 12 min of its 30 min
+/// lease" while live, "stale: unchanged for 31 min" once it has seen it unchanged for a whole
+/// lease; "…, its process is gone" for a holder of this machine that no longer runs.
+pub fn lease(lease: &crate::store::lease::Lease) -> String {
+    let length = |d: std::time::Duration| span(chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
+    let mut out = if lease.is_stale() {
+        format!("stale: unchanged for {}", length(lease.unchanged_for))
+    } else {
+        format!("unchanged for {} of its {} lease", length(lease.unchanged_for), length(lease.length))
+    };
+    if lease.holder_gone {
+        out.push_str(", its process is gone");
+    }
+    out
 }
 
 /// "3 min ago", or "in 3 min" for a time in the future.

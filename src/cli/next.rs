@@ -61,7 +61,8 @@ pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
             NextClaimed::Claimed { task, held } => {
                 if args.json {
                     let mut value = serde_json::to_value(&task)?;
-                    value["claim"] = claim_json(&held, env.ctx.now());
+                    let key = crate::ids::ClaimKey::node(&task.task_id());
+                    value["claim"] = claim_json(&held, &crate::store::lease::judge(&store, &env.ctx, &key, &held));
                     out.json(&value)?;
                 } else {
                     out.line(format!("{}  {}  {}", task.id, task.priority, super::human::short(&task.title, 72)))?;

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::backlog::{Board, Readiness};
 use crate::store::claim::Held;
+use crate::store::lease::Lease;
 use crate::store::task::Snapshot;
 
 /// Locked stdout.
@@ -44,11 +45,16 @@ impl Out {
     }
 }
 
-/// A claim record as JSON, with its status at `now`.
-pub fn claim_json(held: &Held, now: chrono::DateTime<chrono::Utc>) -> Value {
+/// A claim record as JSON, with what this clone has watched of its lease: `status` (`live`,
+/// or `stale` once seen unchanged for a whole lease), `lease_s` (the holder's lease),
+/// `unchanged_s` (how long this clone has seen this very record) and `holder_gone`.
+pub fn claim_json(held: &Held, lease: &Lease) -> Value {
     let mut value = serde_json::to_value(&held.record).expect("claim records serialize");
-    value["status"] = json!(if held.record.is_stale(now) { "stale" } else { "live" });
+    value["status"] = json!(if lease.is_stale() { "stale" } else { "live" });
     value["object"] = json!(held.oid.to_string());
+    value["lease_s"] = json!(lease.length.as_secs());
+    value["unchanged_s"] = json!(lease.unchanged_for.as_secs());
+    value["holder_gone"] = json!(lease.holder_gone);
     value
 }
 
@@ -65,7 +71,10 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     value["ready"] = json!(ready);
     value["status"] = json!(board.shown_state(&t.id, t.state));
     value["blocked_by"] = json!(blocked_by);
-    value["claim"] = board.claim(&t.id).map_or(Value::Null, |h| claim_json(&h, board.now));
+    value["claim"] = match (board.claim(&t.id), board.lease(&t.id)) {
+        (Some(held), Some(lease)) => claim_json(&held, &lease),
+        _ => Value::Null,
+    };
     value
 }
 

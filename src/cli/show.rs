@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::human::{clock, relative};
+use super::human::{self, relative};
 use super::output::{task_json, Out};
 use super::Env;
 use crate::backlog::{self, Board, Readiness};
@@ -76,14 +76,8 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     if !t.forbid.is_empty() {
         out.line(format!("  forbid:  {}", t.forbid.join(", ")))?;
     }
-    if let Some(held) = board.claim(&t.id) {
-        let r = &held.record;
-        let when = if r.is_stale(now) {
-            format!("stale since {}", relative(r.expires_at, now))
-        } else {
-            format!("until {} ({})", clock(r.expires_at, now), relative(r.expires_at, now))
-        };
-        out.line(format!("  claim:   {} {when}", r.holder))?;
+    if let (Some(held), Some(lease)) = (board.claim(&t.id), board.lease(&t.id)) {
+        out.line(format!("  claim:   {}, {}", held.record.holder, human::lease(&lease)))?;
     }
     if let Some(c) = &t.completion {
         let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();

@@ -1,5 +1,7 @@
 //! `git loop status`: the board at a glance.
 
+use std::collections::HashSet;
+
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -8,11 +10,11 @@ use super::human::{relative, short};
 use super::output::{claim_json, Out};
 use super::Env;
 use crate::backlog::{Board, Readiness};
-use crate::ids::is_walker_key;
 use crate::mission::record::{self as missions, MissionState};
 use crate::session::record;
 use crate::store::claim::{self, Listed};
 use crate::store::journal::{self, Filter};
+use crate::store::lease::Watcher;
 use crate::store::task::{State, Task};
 
 /// The board at a glance.
@@ -41,26 +43,31 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let mut walkers = Vec::new();
     let mut dead_walkers = Vec::new();
     let mut claims = Vec::new();
+    let mut watcher = Watcher::load(&store, &env.ctx);
+    let mut watched = HashSet::new();
     for listed in claim::list(&store, "")? {
         if let Listed::Claim { key, held } = listed {
-            if held.record.is_stale(now) {
+            let lease = watcher.judge(&key, &held);
+            watched.insert(crate::refs::claim(&key));
+            if lease.is_stale() {
                 continue;
             }
             if key.kind() != claim::LOCAL_KIND {
-                claims.push((key, *held));
-            } else if held.record.holder_gone_here(&env.ctx) {
+                claims.push((key, *held, lease));
+            } else if lease.holder_gone {
                 // A walk killed before it could release its singleton (SIGKILL, a crash): its
                 // lease says nothing about whether it runs, this machine's process table does.
-                dead_walkers.push(*held);
+                dead_walkers.push((*held, lease));
             } else {
-                walkers.push(*held);
+                walkers.push((*held, lease));
             }
         }
     }
+    watcher.keep_only(crate::refs::CLAIMS, &watched);
+    watcher.save();
     // A task claimed by a walk of this machine that is gone is not being worked either.
-    let abandoned = |held: &claim::Held| is_walker_key(&held.record.holder) && held.record.holder_gone_here(&env.ctx);
     let abandoned_tasks: Vec<&str> =
-        claims.iter().filter(|(_, held)| abandoned(held)).map(|(key, _)| key.name()).collect();
+        claims.iter().filter(|(_, _, lease)| lease.holder_gone).map(|(key, _, _)| key.name()).collect();
     let ready: Vec<Task> = board.ready(&[]).iter().take(50).map(|r| r.task()).collect::<Result<_>>()?;
     let ready_count = board.ready(&[]).len();
     let parked: Vec<Task> =
@@ -98,18 +105,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
-            "walkers": walkers.iter().map(|h| claim_json(h, now)).collect::<Vec<_>>(),
-            "dead_walkers": dead_walkers.iter().map(|h| claim_json(h, now)).collect::<Vec<_>>(),
+            "walkers": walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
+            "dead_walkers": dead_walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
                 "log_tail": crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
-            "claims": claims.iter().map(|(_, h)| {
-                let mut claim = claim_json(h, now);
-                claim["holder_gone"] = json!(abandoned(h));
-                claim
-            }).collect::<Vec<_>>(),
+            "claims": claims.iter().map(|(_, h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
@@ -125,7 +128,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "missions": mission_list.iter().map(|m| json!({
                 "id": m.id, "title": m.title, "state": m.state.as_str(), "reason": m.reason,
                 "current_wave": m.current_wave(),
-                "commander": super::mission::commander(&store, m, now).map(|h| h.record.holder),
+                "commander": super::mission::commander(&store, &env.ctx, m).map(|h| h.record.holder),
                 "waves": m.waves().iter().map(|(n, ps)| json!({
                     "wave": n,
                     "projects": ps.iter().map(|p| json!({ "name": p.name, "status": p.status.as_str() })).collect::<Vec<_>>(),
@@ -134,7 +137,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }))?;
         return Ok(0);
     }
-    match walkers.first() {
+    match walkers.first().map(|(w, _)| w) {
         Some(w) => out.line(format!(
             "walk {} running since {} (pid {} on {})",
             w.record.holder,
@@ -144,7 +147,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         ))?,
         None => out.line("no walk running here")?,
     }
-    if let (None, Some(dead)) = (walkers.first(), dead_walkers.first()) {
+    if let (None, Some((dead, _))) = (walkers.first(), dead_walkers.first()) {
         out.line(format!(
             "the last walk ({}, pid {}) ended without a trace; its sessions are recovered by the next 'git loop run'",
             dead.record.holder, dead.record.pid
@@ -167,19 +170,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     }
     if !claims.is_empty() {
         out.line("\nclaims:")?;
-        for (key, held) in &claims {
+        for (key, held, lease) in &claims {
             let r = &held.record;
-            let why = if abandoned(held) {
+            let why = if lease.holder_gone {
                 "  its walk ended without a trace".to_owned()
             } else {
                 r.reason.as_deref().map(|x| format!("  {}", short(x, 50))).unwrap_or_default()
             };
-            out.line(format!(
-                "  {:<24} {:<12} expires {}{why}",
-                key.to_string(),
-                r.holder,
-                relative(r.expires_at, now)
-            ))?;
+            out.line(format!("  {:<24} {:<12} {}{why}", key.to_string(), r.holder, super::human::lease(lease)))?;
         }
     }
     if !ready.is_empty() {
@@ -217,7 +215,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     if !mission_list.is_empty() {
         out.line("\nmissions:")?;
         for m in &mission_list {
-            let state = match (super::mission::commander(&store, m, now), &m.reason) {
+            let state = match (super::mission::commander(&store, &env.ctx, m), &m.reason) {
                 (Some(held), _) => super::mission::commander_line(&held, now),
                 (None, Some(reason)) => format!("{}: {}", m.state.as_str(), short(reason, 70)),
                 (None, None) => m.state.as_str().to_owned(),

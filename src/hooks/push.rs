@@ -9,10 +9,11 @@
 //! which mirror `loop.remote` after every claim operation and every `git loop sync`).
 //!
 //! - A task branch `loop/<id>` or try branch `loop-try/<id>/<n>` is refused while someone
-//!   else holds a live claim `node:<id>`. Unclaimed, released or expired: nobody is working
-//!   on it, so the push is not taking anything from anyone.
+//!   else holds a live claim `node:<id>`. Unclaimed, released or stale (seen unchanged for a
+//!   whole lease, `store::lease`): nobody is working on it, so the push is not taking anything
+//!   from anyone.
 //! - A claim ref is refused when its record names a holder that is not this clone's, when it
-//!   would overwrite another holder's live record (other than taking over an expired one), or
+//!   would overwrite another holder's live record (other than taking over a stale one), or
 //!   when it deletes the ref (claims are released with a tombstone, never deleted).
 //!
 //! git-loop's own pushes bypass this hook (they run with `--no-verify`): it guards pushes
@@ -21,14 +22,15 @@
 use std::collections::BTreeSet;
 
 use anyhow::Result;
-use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
+use crate::context::Context;
 use crate::error::{usage, Refusal};
 use crate::ids::{ClaimKey, TaskId};
 use crate::refs;
 use crate::session::record;
-use crate::store::claim::{self, Record};
+use crate::store::claim::{self, Held};
+use crate::store::lease::{self, Lease};
 use crate::store::Store;
 
 /// One line git gives a pre-push hook: `<local ref> <local oid> <remote ref> <remote oid>`.
@@ -102,18 +104,13 @@ pub struct Refused {
 }
 
 /// Check every ref of a push against this clone's holders.
-pub fn check(
-    store: &Store,
-    now: DateTime<Utc>,
-    holders: &BTreeSet<String>,
-    lines: &[PushLine],
-) -> Result<Vec<Refused>> {
+pub fn check(store: &Store, ctx: &Context, holders: &BTreeSet<String>, lines: &[PushLine]) -> Result<Vec<Refused>> {
     let mut refused = Vec::new();
     for line in lines {
         let reason = if let Some(task) = branch_task(&line.remote_ref) {
-            check_branch(store, now, holders, &task)?
+            check_branch(store, ctx, holders, &task)?
         } else if let Some(key) = refs::claim_key_of(&line.remote_ref) {
-            check_claim(store, now, holders, &key, line)
+            check_claim(store, ctx, holders, &key, line)
         } else {
             None
         };
@@ -135,31 +132,44 @@ pub fn branch_task(name: &str) -> Option<TaskId> {
     task.parse().ok()
 }
 
-fn check_branch(
-    store: &Store,
-    now: DateTime<Utc>,
-    holders: &BTreeSet<String>,
-    task: &TaskId,
-) -> Result<Option<String>> {
+fn check_branch(store: &Store, ctx: &Context, holders: &BTreeSet<String>, task: &TaskId) -> Result<Option<String>> {
     let key = ClaimKey::node(task);
     let held = match claim::read(store, &key) {
         Ok(held) => held,
         Err(err) => return Ok(Some(format!("the claim on task '{task}' cannot be read: {err:#}"))),
     };
     Ok(match held {
-        Some(held) if !holders.contains(&held.record.holder) && !held.record.is_stale(now) => Some(format!(
-            "task '{task}' is claimed by '{}' until {}, not by this clone ({})",
-            held.record.holder,
-            held.record.expires_at.format("%Y-%m-%d %H:%M UTC"),
-            names(holders)
-        )),
+        Some(held) if !holders.contains(&held.record.holder) => {
+            let lease = lease::judge(store, ctx, &key, &held);
+            (!lease.is_stale()).then(|| {
+                format!(
+                    "task '{task}' is claimed by '{}' ({}), not by this clone ({})",
+                    held.record.holder,
+                    watched(&lease),
+                    names(holders)
+                )
+            })
+        }
         _ => None,
     })
 }
 
+/// "seen unchanged for 3 min of its 1 h lease".
+fn watched(lease: &Lease) -> String {
+    let span = |d: std::time::Duration| {
+        let s = d.as_secs();
+        match s {
+            0..=59 => format!("{s} s"),
+            60..=3599 => format!("{} min", s / 60),
+            _ => format!("{} h", s / 3600),
+        }
+    };
+    format!("seen unchanged for {} of its {} lease", span(lease.unchanged_for), span(lease.length))
+}
+
 fn check_claim(
     store: &Store,
-    now: DateTime<Utc>,
+    ctx: &Context,
     holders: &BTreeSet<String>,
     key: &ClaimKey,
     line: &PushLine,
@@ -181,15 +191,17 @@ fn check_claim(
         ));
     }
     // What the remote holds now, if this clone has that object (it does when it mirrors it).
-    let current: Option<Record> =
-        line.remote.and_then(|id| claim::read_at(&store.repo, key, id).ok()).map(|held| held.record);
+    let current: Option<Held> = line.remote.and_then(|id| claim::read_at(&store.repo, key, id).ok());
     match current {
-        Some(current) if !current.is_released() && current.holder != pushed.holder && !current.is_stale(now) => {
-            Some(format!(
-                "claim '{key}' is held by '{}' until {}; it can be taken over only once it expires",
-                current.holder,
-                current.expires_at.format("%Y-%m-%d %H:%M UTC")
-            ))
+        Some(current) if !current.record.is_released() && current.record.holder != pushed.holder => {
+            let lease = lease::judge(store, ctx, key, &current);
+            (!lease.is_stale()).then(|| {
+                format!(
+                    "claim '{key}' is held by '{}' ({}); it can be taken over only once seen unchanged for its whole lease",
+                    current.record.holder,
+                    watched(&lease)
+                )
+            })
         }
         _ => None,
     }

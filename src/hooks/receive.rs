@@ -212,7 +212,11 @@ fn check_claim(server: &Server, now: DateTime<Utc>, u: &Update) -> Option<String
         Err(_) if record.is_released() => return None,
         Err(why) => return Some(format!("the current record cannot be read ({why}); release it first")),
     };
-    if current.is_released() || current.holder == record.holder || current.is_stale(now) {
+    // The server's clock against the holder's: with clocks that disagree this may refuse a
+    // fair takeover (while the holder's clock runs ahead) or fail to refuse an early one. It is
+    // a second check only: what keeps a live claim is the clients' own rule (a takeover only
+    // after watching the record unchanged for a whole lease, leased on exactly that record).
+    if current.is_released() || current.holder == record.holder || now >= current.expires_at {
         return None;
     }
     Some(format!(

@@ -6,7 +6,8 @@
 //! ref's `.lock`. A writer killed with SIGKILL leaves its lock behind for ever, so a lock on a
 //! loop-owned ref that is older than [`STALE_LOCK`] is treated as abandoned (our writers hold
 //! theirs for well under a millisecond) and removed in a way that cannot remove a fresh one
-//! by mistake; see `remove_stale_lock`. `packed-refs.lock` belongs to git as a whole and is
+//! by mistake; see `remove_stale_lock`. A lock's age is judged by the clock of the file system
+//! that stamped it, never by this process's clock (see `lock_age`). `packed-refs.lock` belongs to git as a whole and is
 //! never removed by us. While it is held, gix takes it too for any write that must look at
 //! packed refs, and `git pack-refs` or `git gc` may take it again and again: a write keeps
 //! trying while a new lock file appears between tries (up to [`PACKED_PATIENCE`]); the same
@@ -14,7 +15,7 @@
 //! how to clear it.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
@@ -155,9 +156,8 @@ fn lock_path(common_dir: &Path, name: &str) -> PathBuf {
 
 fn lock_refusal(lock: &Path, what: &str) -> Refusal {
     let age = std::fs::metadata(lock)
-        .and_then(|m| m.modified())
         .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .and_then(|meta| lock_age(lock, &meta))
         .map(|d| format!(" (for {}s)", d.as_secs()))
         .unwrap_or_default();
     Refusal::new(Class::Failure, format!("{what}{age}: '{}'", lock.display())).hint(format!(
@@ -166,7 +166,7 @@ fn lock_refusal(lock: &Path, what: &str) -> Refusal {
     ))
 }
 
-/// Remove `lock` if it is older than [`STALE_LOCK`]; true if removed.
+/// Remove `lock` if it is older than [`STALE_LOCK`] (see `lock_age`); true if removed.
 ///
 /// Two recoverers may see the same stale lock, and the winner may already have taken a fresh
 /// lock at that path by the time the loser acts. So the lock is renamed away first (atomic),
@@ -178,11 +178,11 @@ fn remove_stale_lock(lock: &Path) -> Result<bool> {
         // Gone meanwhile: the holder finished; just retry.
         return Ok(true);
     };
-    let age = meta.modified().ok().and_then(|t| SystemTime::now().duration_since(t).ok());
-    if age.is_none_or(|age| age < STALE_LOCK) {
+    if lock_age(lock, &meta).is_none_or(|age| age < STALE_LOCK) {
         return Ok(false);
     }
-    let aside = lock.with_extension(format!("lock.stale-{}", crate::ids::random_base32(8)));
+    // A name no ref can have and every ref reader skips (a leading dot, a `.lock` ending).
+    let aside = lock.with_file_name(format!(".stale-{}.lock", crate::ids::random_base32(8)));
     if std::fs::rename(lock, &aside).is_err() {
         return Ok(true);
     }
@@ -195,4 +195,18 @@ fn remove_stale_lock(lock: &Path) -> Result<bool> {
         let _ = std::fs::remove_file(&aside);
     }
     Ok(true)
+}
+
+/// How old the lock file `meta` describes is, by the clock of the file system that holds it:
+/// the modification time of a file created beside it just now, minus the lock's. Both times
+/// were stamped by the same clock (this machine's kernel, or a network file system's server),
+/// so a process whose own clock runs fast never takes a live lock for an old one, and one whose
+/// clock runs slow still recovers an abandoned one. `None` when it cannot tell: the lock is then
+/// never taken to be abandoned.
+fn lock_age(lock: &Path, meta: &std::fs::Metadata) -> Option<Duration> {
+    // Named like `aside` above: no ref reader, watcher or recoverer ever takes it for a ref.
+    let probe = lock.with_file_name(format!(".clock-{}.lock", crate::ids::random_base32(8)));
+    let now = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).and_then(|f| f.metadata());
+    let _ = std::fs::remove_file(&probe);
+    now.ok()?.modified().ok()?.duration_since(meta.modified().ok()?).ok()
 }

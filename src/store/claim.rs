@@ -16,6 +16,10 @@
 //! number of concurrent claimants exactly one succeeds from a given state; the others read
 //! again and decide again. With `loop.remote` set the swap is a push with a lease to the
 //! remote (see `remote`), and the local ref is only a mirror of what the remote said.
+//!
+//! Whether another holder's record is stale is never read off its `expires_at` (the holder's
+//! clock, not ours): it is stale once this clone has seen the same record for a whole lease by
+//! its own clock (`lease`). Records carry the writer's Lamport clock, which a reader witnesses.
 
 use std::collections::BTreeSet;
 
@@ -25,7 +29,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{Cas, Expect};
-use super::{remote, Store};
+use super::{lamport, lease, remote, Store};
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
 use crate::git;
@@ -50,6 +54,8 @@ pub struct Record {
     pub boot_id: String,
     /// Unique per attempt: no two attempts write the same object.
     pub nonce: String,
+    /// The holder's times, by the holder's clock: only their difference (the lease,
+    /// `expires_at − refreshed_at`) decides anything (see `lease`).
     pub acquired_at: DateTime<Utc>,
     pub refreshed_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -59,16 +65,17 @@ pub struct Record {
     /// Set on a tombstone: the claim was released then (by `holder`, who held it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_at: Option<DateTime<Utc>>,
+    /// The writer's Lamport clock when written (a tombstone: what its releaser had seen), so
+    /// the next holder's events sort after the previous one's. Added to version 1; absent on
+    /// records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lamport: Option<u64>,
 }
 
 impl Record {
     /// A tombstone: released, held by nobody.
     pub fn is_released(&self) -> bool {
         self.released_at.is_some()
-    }
-
-    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
-        now >= self.expires_at
     }
 
     /// Whether the holder was a process of this machine (this host, this boot) that no
@@ -97,8 +104,8 @@ impl Drop for Singleton<'_> {
 }
 
 /// Take `key` for the life of this process: free, already ours, stale, or held by a process
-/// of this machine that is gone (taken over at once, not after its lease). Otherwise `Err`
-/// with the live holder, for the caller to name.
+/// of this machine that is gone (taken over at once, not after its lease: that needs no
+/// clock). Otherwise `Err` with the live holder, for the caller to name.
 pub fn take_singleton<'s>(
     store: &'s Store,
     ctx: &'s Context,
@@ -108,7 +115,7 @@ pub fn take_singleton<'s>(
     match acquire(store, ctx, key, &opts)? {
         Acquire::Acquired(_) | Acquire::Refreshed(_) | Acquire::TookOver { .. } => {}
         Acquire::HeldByOther(held) => {
-            let taken = held.record.holder_gone_here(ctx)
+            let taken = lease::judge(store, ctx, key, &held).holder_gone
                 && matches!(take_over(store, ctx, key, &held, &opts)?, Acquire::TookOver { .. });
             if !taken {
                 return Ok(Err(held));
@@ -132,9 +139,9 @@ pub enum Acquire {
     Acquired(Held),
     /// We held it already; the lease is refreshed.
     Refreshed(Held),
-    /// Its holder's lease had run out; it is ours now.
+    /// Its holder had not refreshed it for a whole lease, as this clone watched; it is ours now.
     TookOver { held: Held, previous: Box<Record> },
-    /// Someone else holds it and their lease is live.
+    /// Someone else holds it, and this clone has not yet seen it unchanged for a whole lease.
     HeldByOther(Held),
 }
 
@@ -179,7 +186,18 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     Ok(read_record(store, key)?.filter(|held| !held.record.is_released()))
 }
 
+/// Read claim `key` as its arbiter has it now: with `loop.remote`, the remote's record is
+/// fetched into the local mirror first (a holder paused past its lease learns that it was
+/// taken over on another clone); without one, the local ref.
+pub fn read_confirmed(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
+    if let Some(remote_name) = arbiter_for(store, key) {
+        remote::refresh_mirror(store, &remote_name, &refs::claim(key))?;
+    }
+    read(store, key)
+}
+
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
+/// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
     store.fresh_refs();
@@ -189,11 +207,16 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     };
     match target {
         None => Ok(None),
-        Some(oid) => Ok(Some(read_at(&store.repo, key, oid)?)),
+        Some(oid) => {
+            let held = read_at(&store.repo, key, oid)?;
+            lamport::witness(store, held.record.lamport.unwrap_or(0))?;
+            Ok(Some(held))
+        }
     }
 }
 
-/// Take claim `key` for `opts.holder`: create it, refresh our own, or take over a stale one.
+/// Take claim `key` for `opts.holder`: create it, refresh our own, or take over one this clone
+/// has seen unchanged for a whole lease (`lease`).
 pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptions) -> Result<Acquire> {
     acquire_with(store, ctx, key, opts, &BTreeSet::new())
 }
@@ -210,24 +233,30 @@ pub fn acquire_with(
 ) -> Result<Acquire> {
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
+    let mut watcher = lease::Watcher::load(store, ctx);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
-    // record we would refuse on is still the remote's.
+    // record we would refuse on is still the remote's. (A takeover needs no such check: it is
+    // leased on exactly the record watched, so an old mirror only makes the push fail.)
     let mut confirmed = arbiter.is_none();
     for _attempt in 0..50 {
         let raw = read_record(store, key)?;
         let expect = Expect::from_current(raw.as_ref().map(|h| h.oid));
+        let seen = raw.as_ref().and_then(|h| h.record.lamport).unwrap_or(0);
         let current = raw.filter(|h| !h.record.is_released());
         let now = ctx.now();
         let (acquired_at, previous) = match &current {
             None => (now, None),
             Some(held) if held.record.holder == opts.holder => (held.record.acquired_at, None),
-            Some(held) if held.record.is_stale(now) => (now, Some(held.record.clone())),
+            Some(held) if watcher.judge(key, held).is_stale() => (now, Some(held.record.clone())),
             Some(_) if !confirmed => {
                 remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
                 confirmed = true;
                 continue;
             }
-            Some(held) => return Ok(Acquire::HeldByOther(held.clone())),
+            Some(held) => {
+                watcher.save();
+                return Ok(Acquire::HeldByOther(held.clone()));
+            }
         };
         let record = Record {
             version: CLAIM_VERSION,
@@ -247,10 +276,14 @@ pub fn acquire_with(
             expires_at: now + opts.ttl,
             took_over_from: previous.as_ref().map(|p| p.holder.clone()),
             released_at: None,
+            lamport: Some(lamport::tick(store, seen)?),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         match swap(store, ctx, arbiter.as_deref(), &name, expect, Some(oid), riders)? {
             Cas::Applied => {
+                // This clone has seen our record since it was written.
+                watcher.saw(key, oid);
+                watcher.save();
                 let held = Held { record, oid };
                 return Ok(match (current, previous) {
                     (None, _) => Acquire::Acquired(held),
@@ -261,6 +294,7 @@ pub fn acquire_with(
             Cas::Lost { .. } => continue,
         }
     }
+    watcher.save();
     anyhow::bail!("claim '{key}' kept changing under this attempt (50 tries); try again")
 }
 
@@ -277,7 +311,8 @@ pub enum Release {
 }
 
 /// Release claim `key` held by `holder`. With `force`, also removes a corrupt record or a
-/// stale one of another holder (never a live one of another holder).
+/// stale one of another holder (one this clone has seen unchanged for a whole lease; never a
+/// live one).
 pub fn release(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, force: bool) -> Result<Release> {
     release_with(store, ctx, key, holder, force, &BTreeSet::new())
 }
@@ -323,14 +358,18 @@ pub fn release_with(
             publish_riders(store, ctx, arbiter.as_deref(), riders)?;
             return Ok(Release::NotHeld);
         };
-        let stale = held.record.is_stale(ctx.now());
-        if held.record.holder != holder && !(force && stale) {
+        if held.record.holder != holder && !(force && lease::judge(store, ctx, key, &held).is_stale()) {
             publish_riders(store, ctx, arbiter.as_deref(), riders)?;
             return Ok(Release::HeldByOther(held.record));
         }
         let tombstone = tombstone(store, ctx, key, &held.record.holder, Some(&held.record))?;
         match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone), riders)? {
-            Cas::Applied => return Ok(Release::Released(held.record)),
+            Cas::Applied => {
+                let mut watcher = lease::Watcher::load(store, ctx);
+                watcher.forget(key);
+                watcher.save();
+                return Ok(Release::Released(held.record));
+            }
             Cas::Lost { .. } => continue,
         }
     }
@@ -354,6 +393,7 @@ pub const LOCAL_KIND: &str = "walker";
 /// exactly that record: for a holder known to be dead (its process is gone).
 pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts: &AcquireOptions) -> Result<Acquire> {
     let now = ctx.now();
+    let lamport = lamport::tick(store, held.record.lamport.unwrap_or(0))?;
     let record = Record {
         version: CLAIM_VERSION,
         key: key.to_string(),
@@ -369,12 +409,18 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         expires_at: now + opts.ttl,
         took_over_from: Some(held.record.holder.clone()),
         released_at: None,
+        lamport: Some(lamport),
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     let name = refs::claim(key);
     let riders = BTreeSet::new();
     match swap(store, ctx, arbiter_for(store, key).as_deref(), &name, Expect::Is(held.oid), Some(oid), &riders)? {
-        Cas::Applied => Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) }),
+        Cas::Applied => {
+            let mut watcher = lease::Watcher::load(store, ctx);
+            watcher.saw(key, oid);
+            watcher.save();
+            Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) })
+        }
         Cas::Lost { .. } => match read(store, key)? {
             Some(now_held) => Ok(Acquire::HeldByOther(now_held)),
             None => acquire(store, ctx, key, opts),
@@ -400,6 +446,7 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
         expires_at: now,
         took_over_from: None,
         released_at: Some(now),
+        lamport: Some(lamport::tick(store, was.and_then(|r| r.lamport).unwrap_or(0))?),
     };
     git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 /// A held lock; dropping it (closing the file) releases it.
-pub struct FileLock(#[allow(dead_code)] std::fs::File);
+pub struct FileLock(std::fs::File);
 
 impl FileLock {
     /// Take the lock on `path`, waiting up to `patience` for its holder; `what` names the
@@ -34,10 +34,9 @@ impl FileLock {
         }
     }
 
-    /// Take the lock on `path` if nobody holds it.
-    pub fn try_exclusive(path: &Path) -> Result<Option<FileLock>> {
-        let file = open(path)?;
-        Ok(try_lock(&file, path)?.then_some(FileLock(file)))
+    /// The locked file, for a lock that guards its own content (read and write).
+    pub fn file(&self) -> &std::fs::File {
+        &self.0
     }
 }
 
@@ -45,6 +44,7 @@ fn open(path: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(path)
         .with_context(|| format!("could not open '{}'", path.display()))
@@ -71,10 +71,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.lock");
         let held = FileLock::exclusive(&path, "testing", Duration::from_secs(1)).expect("free");
-        assert!(FileLock::try_exclusive(&path).expect("try").is_none(), "a second open is refused");
         let err = FileLock::exclusive(&path, "testing", Duration::from_millis(20)).err().expect("times out");
         assert!(format!("{err}").contains("x.lock"), "the error names the file: {err}");
         drop(held);
-        assert!(FileLock::try_exclusive(&path).expect("try").is_some(), "free again once dropped");
+        FileLock::exclusive(&path, "testing", Duration::from_millis(20)).expect("free again once dropped");
     }
 }

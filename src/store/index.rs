@@ -8,7 +8,7 @@
 //! stamp <packed-refs ino:size:mtime> <tasks dir ino:mtime> <claims/node dir ino:mtime>   (or "stamp racy")
 //! rows <length in bytes of the rows that follow>
 //! T <task id> <tip> <state> <priority> <created, unix ns> <after,…> <label␟…> <json offset> <json length>
-//! C <task id> <claim blob> <holder> <expires, unix ns> <json offset> <json length>
+//! C <task id> <claim blob> <holder> <holder's expiry, unix ns; 0: released> <json offset> <json length>
 //! X <ref> <problem>
 //! <every record's JSON, back to back; offsets count from the start of this section>
 //! ```
@@ -181,14 +181,17 @@ fn owned(parts: &[&str]) -> (Arc<Text>, Vec<Range<usize>>) {
     (Arc::new(Text::Owned(bytes)), ranges)
 }
 
-/// A `node:` claim as the index holds it.
+/// A `node:` claim as the index holds it. Whether it is live is not the index's to say: that
+/// is how long this clone has watched it (`lease`), which no cache can hold.
 #[derive(Debug, Clone)]
 pub struct ClaimRow {
     text: Arc<Text>,
     task: Range<usize>,
     pub oid: ObjectId,
     holder: Range<usize>,
-    pub expires_at: DateTime<Utc>,
+    /// The holder's `expires_at` (by its clock, so it decides nothing); the epoch marks a
+    /// tombstone.
+    expires_at: DateTime<Utc>,
     json: Range<usize>,
 }
 
@@ -202,6 +205,11 @@ impl ClaimRow {
         as_str(&self.text.bytes()[self.holder.clone()])
     }
 
+    /// A tombstone: the claim was released, nobody holds it.
+    pub fn is_released(&self) -> bool {
+        self.expires_at == DateTime::<Utc>::UNIX_EPOCH
+    }
+
     /// The full claim.
     pub fn held(&self) -> Result<Held> {
         let key: ClaimKey = format!("node:{}", self.task_id()).parse()?;
@@ -211,7 +219,7 @@ impl ClaimRow {
     fn fresh(key: &ClaimKey, held: &Held) -> Result<ClaimRow> {
         let json = serde_json::to_string(&held.record)?;
         let (text, ranges) = owned(&[key.name(), &clean(&held.record.holder), &json]);
-        // A released claim holds nothing: it "expired" at the epoch.
+        // A released claim holds nothing: it is marked by an expiry at the epoch.
         let expires_at = if held.record.is_released() { DateTime::<Utc>::UNIX_EPOCH } else { held.record.expires_at };
         Ok(ClaimRow {
             text,

@@ -4,10 +4,15 @@
 //! one clone) appends to its own chain `refs/loop/journal/<writer>`, so appends never contend
 //! across writers. An event is one commit over the empty tree whose message is a readable
 //! subject line, a blank line, and the event as one line of JSON, so `git log` on a journal
-//! ref reads as a timeline too. The global timeline is the union of every chain, ordered by
-//! (time, writer, sequence number); chains only ever grow, so merging two clones' journals
-//! is taking the union of commits, and nothing is lost or duplicated whatever order clones
-//! sync in. A session's termination is found by reading its own short chain.
+//! ref reads as a timeline too. The global timeline is the union of every chain, ordered
+//! causally: by (Lamport clock, writer, sequence number, commit id), where each event's clock
+//! is one more than the highest this clone had seen (`lamport`), so an event written after
+//! seeing another sorts after it whatever the machines' wall clocks say; times are shown, never
+//! ordered by. Events written before clocks existed have none: they come first, ordered among
+//! themselves as they always were, by (time, writer, sequence number). Chains only ever grow,
+//! so merging two clones' journals is taking the union of commits, and nothing is lost or
+//! duplicated whatever order clones sync in. A session's termination is found by reading its
+//! own short chain.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
@@ -33,10 +38,15 @@ pub const EVENT_VERSION: u32 = 1;
 pub struct Event {
     pub version: u32,
     pub kind: String,
+    /// When it was written, by the writer's clock: for reading only (clocks disagree).
     pub at: DateTime<Utc>,
     pub writer: String,
     /// Position in its writer's chain, from 1.
     pub seq: u64,
+    /// The writer's Lamport clock (see `lamport`); absent on events written before clocks
+    /// existed. Added to version 1: earlier readers ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lamport: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,6 +61,17 @@ pub struct Event {
 pub struct Entry {
     pub id: ObjectId,
     pub event: Event,
+}
+
+impl Entry {
+    /// Where the event stands in the timeline: events without a clock first, by time as
+    /// before; then by clock. Writer, sequence and commit id make the order total (the same in
+    /// every clone).
+    #[allow(clippy::type_complexity)]
+    pub fn order(&self) -> (Option<u64>, Option<DateTime<Utc>>, &str, u64, ObjectId) {
+        let e = &self.event;
+        (e.lamport, e.lamport.is_none().then_some(e.at), e.writer.as_str(), e.seq, self.id)
+    }
 }
 
 /// What a caller appends; the store fills in time, writer, sequence and identity.
@@ -83,20 +104,25 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
     let empty = git::empty_tree(&store.repo)?;
     let by = store.identity.to_string();
     let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
-    let mut last = remembered.map(|(tip, seq)| (Some(tip), seq));
+    let mut last = remembered.map(|(tip, seq, lamport)| (Some(tip), seq, lamport));
     for _attempt in 0..200 {
         let from_memory = last.is_some();
-        let (tip, seq) = match last.take() {
-            Some((tip, seq)) => (tip, seq + 1),
+        let (tip, seq, after) = match last.take() {
+            Some((tip, seq, lamport)) => (tip, seq + 1, lamport),
             None => {
                 let tip = git::ref_target(&store.repo, &name)?;
-                let seq = match tip {
-                    Some(tip) => parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
-                    None => 1,
+                let (seq, lamport) = match tip {
+                    Some(tip) => (
+                        parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
+                        tip_lamport(&store.repo, tip).unwrap_or(0),
+                    ),
+                    None => (1, 0),
                 };
-                (tip, seq)
+                (tip, seq, lamport)
             }
         };
+        // Above the chain's last event too, should the clone's counter have been lost.
+        let lamport = super::lamport::tick(store, after)?;
         let at = ctx.now();
         let event = Event {
             version: EVENT_VERSION,
@@ -104,6 +130,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
             at,
             writer: writer.to_string(),
             seq,
+            lamport: Some(lamport),
             task: new.task.clone(),
             session: new.session.clone(),
             by: by.clone(),
@@ -114,7 +141,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
         let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
         match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
             Cas::Applied => {
-                store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).insert(name, (commit, seq));
+                store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).insert(name, (commit, seq, lamport));
                 return Ok(Entry { id: commit, event });
             }
             // The chain moved since this process last wrote it: read it, and try again at once.
@@ -310,6 +337,25 @@ fn walk(
     }
 }
 
+/// The highest Lamport clock on a chain whose tip is `tip`: its last event's, or the highest
+/// of the last events a merge joined. `None` when no clock is found (events written before
+/// clocks existed, or unreadable commits).
+pub fn tip_lamport(repo: &gix::Repository, tip: ObjectId) -> Option<u64> {
+    let mut queue = VecDeque::from([tip]);
+    let mut seen = HashSet::from([tip]);
+    let mut highest = None;
+    // Clocks only grow along a chain, so the first event on each path back is its highest;
+    // only merges (two copies of one chain, joined) are walked through.
+    while let Some(id) = queue.pop_front() {
+        let Ok(info) = Info::read(repo, id) else { continue };
+        match info.event() {
+            Some(event) => highest = highest.max(event.lamport),
+            None => queue.extend(info.parents.into_iter().filter(|p| seen.insert(*p))),
+        }
+    }
+    highest
+}
+
 /// The journal refs: (writer ref name, tip).
 pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
     let mut out = Vec::new();
@@ -364,8 +410,8 @@ pub struct Filter {
     pub session: Option<String>,
 }
 
-/// The merged timeline of every chain, ordered by (time, writer, seq), and any records that
-/// could not be read (reported, never fatal).
+/// The merged timeline of every chain, in causal order (see `Entry::order`), and any records
+/// that could not be read (reported, never fatal).
 pub struct Timeline {
     pub entries: Vec<Entry>,
     pub problems: Vec<String>,
@@ -394,9 +440,7 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
     }
     cache.save(repo);
     // The commit id breaks the last ties (two copies of one writer's chain, merged).
-    entries.sort_by(|a, b| {
-        (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
-    });
+    entries.sort_by(|a, b| a.order().cmp(&b.order()));
     Ok(Timeline { entries, problems })
 }
 
@@ -449,9 +493,7 @@ mod by_task {
                 entries.push(Entry { id, event });
             }
         }
-        entries.sort_by(|a, b| {
-            (a.event.at, &a.event.writer, a.event.seq, a.id).cmp(&(b.event.at, &b.event.writer, b.event.seq, b.id))
-        });
+        entries.sort_by(|a, b| a.order().cmp(&b.order()));
         Ok(Timeline { entries, problems })
     }
 
@@ -532,4 +574,43 @@ pub fn find_termination(store: &Store, session: &WriterId) -> Result<Option<Entr
         .into_iter()
         .rev()
         .find(|e| e.event.kind == "termination" && e.event.session.as_deref() == Some(session.to_string().as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: u8, at: &str, writer: &str, seq: u64, lamport: Option<u64>) -> Entry {
+        let event = Event {
+            version: EVENT_VERSION,
+            kind: "note".into(),
+            at: at.parse().expect("a time"),
+            writer: writer.into(),
+            seq,
+            lamport,
+            task: None,
+            session: None,
+            by: "t <t@t>".into(),
+            data: Default::default(),
+        };
+        Entry { id: ObjectId::from_bytes_or_panic(&[id; 20]), event }
+    }
+
+    /// The timeline's order: events written before clocks existed first, by time as before;
+    /// then by clock, whatever the writers' wall clocks said (an event written after seeing
+    /// another has the higher clock, though its writer's clock is an hour slow).
+    #[test]
+    fn events_are_ordered_by_clock_after_the_clockless_ones_by_time() {
+        let mut entries = [
+            entry(1, "2026-03-01T11:00:00Z", "c-slow-0", 1, Some(3)),
+            entry(2, "2026-03-01T13:00:00Z", "c-fast-0", 1, Some(2)),
+            entry(3, "2026-03-01T12:00:00Z", "c-norm-0", 1, Some(1)),
+            entry(4, "2026-02-01T12:00:00Z", "c-old-0", 2, None),
+            entry(5, "2026-02-01T11:00:00Z", "c-old-1", 7, None),
+            entry(6, "2026-03-01T10:00:00Z", "c-norm-0", 2, Some(3)),
+        ];
+        entries.sort_by(|a, b| a.order().cmp(&b.order()));
+        let ids: Vec<u8> = entries.iter().map(|e| e.id.as_bytes()[0]).collect();
+        assert_eq!(ids, [5, 4, 3, 2, 6, 1], "old by time; then by clock, then writer");
+    }
 }

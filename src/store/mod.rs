@@ -8,6 +8,8 @@ pub mod claim;
 pub mod flock;
 pub mod index;
 pub mod journal;
+pub mod lamport;
+pub mod lease;
 pub mod notes;
 pub mod remote;
 pub mod sync;
@@ -36,10 +38,10 @@ pub struct Store {
     /// Where "now" comes from (pinned in tests).
     clock: crate::context::Clock,
     git_identity: crate::context::GitIdentityEnv,
-    /// The tip and last `seq` of each journal chain this process appended to: the next append
-    /// expects them instead of reading the chain again (a chain moved meanwhile fails the
-    /// compare-and-swap, and is read).
-    journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64)>>,
+    /// The tip, last `seq` and last Lamport clock of each journal chain this process appended
+    /// to: the next append expects them instead of reading the chain again (a chain moved
+    /// meanwhile fails the compare-and-swap, and is read).
+    journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64, u64)>>,
     /// The identity of the packed-refs file gix was last made to read (see `fresh_refs`).
     packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
     /// The shared refs this handle changed and has not yet published (see `note_written`).

@@ -263,6 +263,8 @@ fn exchange(
                 ours
             }
         };
+        // Clocks: what the fetch brought counts as seen (docs/concurrency.md, "Causal order").
+        super::lamport::witness_fetched(store, &theirs, &ours)?;
         let mut report = Report { remote: remote_name.to_owned(), changes: Vec::new(), claim: None };
         let mut updates = Vec::new();
         let mut kept = Vec::new();

@@ -366,7 +366,8 @@ impl Change {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {
     pub version: u32,
-    /// One more than the highest clock among the operations it follows.
+    /// The clone's Lamport clock when written: one more than the highest of the operations it
+    /// follows and every clock the clone had seen (`lamport`).
     pub lamport: u64,
     /// The clone that wrote it (ties in the order are broken by this, then the commit id).
     pub writer: String,
@@ -530,7 +531,7 @@ pub fn create(store: &Store, ctx: &Context, id: &TaskId, change: Change) -> Resu
     if git::ref_target(&store.repo, &name)?.is_some() {
         return Ok(Created::Exists);
     }
-    let op = new_op(store, ctx, 1, change)?;
+    let op = new_op(store, ctx, super::lamport::tick(store, 0)?, change)?;
     let mut task = Task::blank(id.as_str());
     fold(&mut task, &op);
     let commit = write_op_commit(store, ctx, &task, &op, &[])?;
@@ -554,7 +555,9 @@ pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: 
                 .into());
         };
         check(&current.task)?;
-        let op = new_op(store, ctx, current.task.lamport + 1, change.clone())?;
+        // Above the task's own operations and everything else this clone has seen (another
+        // task's operations, another clone's events it fetched): causal across tasks too.
+        let op = new_op(store, ctx, super::lamport::tick(store, current.task.lamport)?, change.clone())?;
         let mut task = current.task.clone();
         fold(&mut task, &op);
         let commit = write_op_commit(store, ctx, &task, &op, &[current.tip])?;

@@ -16,7 +16,7 @@ pub mod commit;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
@@ -25,6 +25,7 @@ use crate::git;
 use crate::ids::{random_base32, TaskId};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
+use crate::store::flock::FileLock;
 use crate::store::journal;
 use crate::store::{remote, Store};
 
@@ -369,41 +370,14 @@ fn registration_of(store: &Store, worktree: &Path) -> Option<PathBuf> {
     std::fs::read_dir(&root).ok()?.flatten().map(|e| e.path()).find(|dir| names(dir))
 }
 
-/// A cross-process lock around worktree creation and removal: an exclusive `flock` on
-/// `.git/loop/worktree.lock`, a file that is never deleted. The kernel drops the lock when its
-/// holder exits however it exits, so a crashed holder never leaves it behind, and no file is
-/// created or removed per use.
-struct WorktreeLock(#[allow(dead_code)] std::fs::File);
+/// The cross-process lock around worktree creation and removal (concurrent `worktree add`s
+/// otherwise fail now and then): `.git/loop/worktree.lock` (see `store::flock`).
+struct WorktreeLock;
 
 impl WorktreeLock {
-    fn take(store: &Store) -> Result<WorktreeLock> {
-        use std::os::fd::AsRawFd as _;
+    fn take(store: &Store) -> Result<FileLock> {
         let path = store.loop_dir()?.join("worktree.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("could not open '{}'", path.display()))?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            // SAFETY: flock on a descriptor we own; it only takes or refuses the lock.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                // Closing the file (on drop) releases the lock.
-                return Ok(WorktreeLock(file));
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::WouldBlock {
-                return Err(err).with_context(|| format!("could not lock '{}'", path.display()));
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "another git-loop has been adding or removing a worktree for a minute ('{}' is locked)",
-                    path.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        FileLock::exclusive(&path, "adding or removing a worktree", Duration::from_secs(60))
     }
 }
 

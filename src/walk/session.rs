@@ -360,7 +360,10 @@ impl GitDispatcher<'_> {
     fn supervise(&self, seat: &Seat<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
         let task = seat.task;
         let key = ClaimKey::node(&task.task_id());
-        let refresh_every = Duration::from_secs((self.walker.opts.lease.num_seconds() as u64 / 3).clamp(1, 120));
+        // Well within the lease: other clones call it stale once they have seen one record
+        // for a whole lease, by their own clocks (store::lease).
+        let lease_ms = self.walker.opts.lease.num_milliseconds().max(0) as u64;
+        let refresh_every = Duration::from_millis((lease_ms / 3).clamp(100, 120_000));
         let timeout = self.walker.opts.session_timeout;
         let grace = self.walker.opts.grace;
         let mut last_refresh = Instant::now();
@@ -589,19 +592,15 @@ impl GitDispatcher<'_> {
     }
 
     /// Whether the task's claim is someone else's now (read only: a lease that merely ran out
-    /// is still ours until someone takes it, and the next refresh renews it).
+    /// is still ours until someone takes it, and the next refresh renews it). With a shared
+    /// remote it is the remote's record that counts: a walk paused past its lease learns here
+    /// that another clone took the task over; one that cannot ask the remote goes no further.
     pub fn claim_lost(&self, task: &Task) -> Result<Option<String>> {
         let key = ClaimKey::node(&task.task_id());
-        let ours = |held: &Option<claim::Held>| held.as_ref().is_some_and(|h| h.record.holder == self.walker.key);
-        let mut held = claim::read(self.store, &key)?;
-        if !ours(&held) {
-            // Our copy of a claim the remote decides can be older than what we pushed (a
-            // fetch that began before our last refresh): ask the remote before giving up.
-            if let Some(remote) = claim::arbiter_for(self.store, &key) {
-                crate::store::remote::refresh_mirror(self.store, &remote, &crate::refs::claim(&key))?;
-                held = claim::read(self.store, &key)?;
-            }
-        }
+        let held = match claim::read_confirmed(self.store, &key) {
+            Ok(held) => held,
+            Err(err) => return Ok(Some(format!("its claim could not be confirmed: {err:#}"))),
+        };
         Ok(match held {
             Some(held) if held.record.holder != self.walker.key => {
                 Some(format!("its claim was taken by {}", held.record.holder))

@@ -25,7 +25,7 @@ fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
         repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "bob"], &at("2026-03-01T12:20:00Z")).code(1);
     assert_eq!(
         refused.stderr,
-        "error: claim 'node:t-1' is held by ann (parser) until 12:40 (in 20 min)\nhint: pick another task with 'git loop next'\n"
+        "error: claim 'node:t-1' is held by ann (parser): unchanged for 10 min of its 30 min lease\nhint: pick another task with 'git loop next'\n"
     );
     let json = repo
         .run_with(&["claim", "acquire", "node:t-1", "--holder", "bob", "--json"], &at("2026-03-01T12:20:00Z"))
@@ -49,19 +49,62 @@ fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
     repo.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]).ok();
 }
 
+/// A claim this clone has seen unchanged (not refreshed) for its whole lease, by its own
+/// clock, is stale: hidden from `claim list`, listed as stale with --include-stale, and taken
+/// over. This clone saw it from the moment it was written here (12:00).
 #[test]
-fn a_stale_claim_is_taken_over_and_listed_as_stale_until_then() {
+fn a_claim_seen_unchanged_for_its_lease_is_taken_over_and_listed_as_stale_until_then() {
     let env = TestEnv::new();
     let repo = env.repo("r");
-    repo.run(&["claim", "acquire", "walker:main", "--holder", "old", "--ttl", "10m"]).ok();
+    repo.run(&["claim", "acquire", "node:t-9", "--holder", "old", "--ttl", "10m"]).ok();
+    let live = repo.run_with(&["claim", "list"], &at("2026-03-01T12:05:00Z")).ok();
+    assert_eq!(
+        live.stdout,
+        "node:t-9                 old              live   taken 5 min ago, unchanged for 5 min of its 10 min lease\n"
+    );
     let later = at("2026-03-01T12:30:00Z");
     let hidden = repo.run_with(&["claim", "list"], &later).ok();
     assert_eq!(hidden.stdout, "", "stale claims are hidden by default");
     let listed = repo.run_with(&["claim", "list", "--include-stale", "--json"], &later).ok().json();
-    assert_eq!(listed["claims"][0]["status"], "stale");
-    let taken = repo.run_with(&["claim", "acquire", "walker:main", "--holder", "new", "--json"], &later).ok().json();
-    assert_eq!((taken["outcome"].as_str(), taken["previous_holder"].as_str()), (Some("taken_over"), Some("old")));
-    assert_eq!(taken["claim"]["took_over_from"], "old");
+    let claim = &listed["claims"][0];
+    assert_eq!(
+        (claim["status"].as_str(), claim["lease_s"].as_u64(), claim["unchanged_s"].as_u64()),
+        (Some("stale"), Some(600), Some(1800))
+    );
+    let taken = repo.run_with(&["claim", "acquire", "node:t-9", "--holder", "new"], &later).ok();
+    assert_eq!(
+        taken.stdout,
+        "took over node:t-9 from old (unchanged for its whole 10 min lease), held until 13:30 (in 1 h)\n"
+    );
+    let json = repo.run_with(&["claim", "list", "--json"], &later).ok().json();
+    assert_eq!(
+        (json["claims"][0]["holder"].as_str(), json["claims"][0]["took_over_from"].as_str()),
+        (Some("new"), Some("old"))
+    );
+}
+
+/// A record whose holder's clock runs an hour slow "expired" long before this clone first
+/// saw it: it is live all the same until this clone has watched it for its lease.
+#[test]
+fn a_claim_written_by_a_clock_an_hour_slow_is_live_until_watched_for_its_whole_lease() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "slow", "--ttl", "30m"], &at("2026-03-01T11:00:00Z"))
+        .ok();
+    // As if written on another clone: this one has never seen it.
+    std::fs::remove_file(repo.dir.join(".git/loop/leases")).expect("the writer's sight is kept here");
+    let first = repo.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]).code(1);
+    assert_eq!(
+        first.stderr,
+        "error: claim 'node:t-1' is held by slow: unchanged for 0 s of its 30 min lease\nhint: pick another task with 'git loop next'\n",
+        "its expiry (11:30 by the holder's clock) is no reason to take it"
+    );
+    repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "bob"], &at("2026-03-01T12:29:59Z")).code(1);
+    let shown = repo.run_with(&["claim", "list", "--include-stale"], &at("2026-03-01T12:30:00Z")).ok();
+    assert!(shown.stdout.contains(" stale  taken 1 h ago, unchanged for 30 min"), "{}", shown.stdout);
+    let taken =
+        repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "bob", "--json"], &at("2026-03-01T12:30:00Z")).ok();
+    assert_eq!(taken.json()["previous_holder"], "slow");
 }
 
 #[test]

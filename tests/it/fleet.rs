@@ -61,13 +61,37 @@ struct Walk {
 
 /// Start `git loop run` in `repo`.
 fn start_walk(repo: &Repo<'_>, agent: &str, extra: &[&str]) -> Walk {
-    let mut args = vec!["run", "--agent-cmd", agent, "--parallel", "2", "--grace", "1", "--session-timeout", "120s"];
+    start_walk_on(repo, agent, extra, None)
+}
+
+/// Start `git loop run` in `repo`, as if on another machine (a host name of its own, in a UTS
+/// namespace) when `host` is given: all clones of these tests share one machine, where a walk
+/// whose process is gone is recognised at once; on another machine only its lease tells.
+fn start_walk_on(repo: &Repo<'_>, agent: &str, extra: &[&str], host: Option<&str>) -> Walk {
+    let mut args = vec!["run", "--agent-cmd", agent, "--grace", "1", "--session-timeout", "120s"];
+    if !extra.contains(&"--parallel") {
+        args.extend(["--parallel", "2"]);
+    }
     args.extend_from_slice(extra);
     let n = WALKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let out = repo.env.path(&format!("walk-{n}.out"));
     let err = repo.env.path(&format!("walk-{n}.err"));
     let file = |p: &Path| Stdio::from(std::fs::File::create(p).expect("create a walk's output file"));
-    let mut cmd = repo.command(&args);
+    let mut cmd = match host {
+        None => repo.command(&args),
+        Some(host) => {
+            let mut cmd = Command::new("unshare");
+            repo.env.seal(&mut cmd).current_dir(&repo.dir).args([
+                "--uts",
+                "sh",
+                "-c",
+                "hostname \"$0\" && exec \"$@\"",
+                host,
+            ]);
+            cmd.arg(crate::harness::bin()).args(&args);
+            cmd
+        }
+    };
     let child = real_clock(&mut cmd).stdout(file(&out)).stderr(file(&err)).spawn().expect("start a walk");
     Walk { child, out, err }
 }
@@ -211,7 +235,9 @@ fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work
         "echo half > \"half-$GIT_LOOP_TASK.txt\"\ntouch \"$HOME/victim-started\"\nwhile :; do sleep 1; done",
     );
     let lease = "8s";
-    let victim = start_walk(&clones[0], &stuck, &["--parallel", "1", "--lease", lease, "--max-units", "1"]);
+    let elsewhere = Some("victim-host");
+    let victim =
+        start_walk_on(&clones[0], &stuck, &["--parallel", "1", "--lease", lease, "--max-units", "1"], elsewhere);
     let started = env.path("home/victim-started");
     wait_for("the victim's session to start", || started.exists());
     let victim_task = clones[0].session_records()[0]["task"].as_str().expect("task").to_owned();
@@ -249,7 +275,7 @@ fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work
     );
     // The victim's clone walks again: it recovers its killed session's work, and works nothing
     // that another clone did.
-    let recovered = finish(start_walk(&clones[0], &agent, &["--lease", lease]), "the victim's next walk");
+    let recovered = finish(start_walk_on(&clones[0], &agent, &["--lease", lease], elsewhere), "the victim's next walk");
     assert_eq!(recovered.code, 0, "{}{}", recovered.stdout, recovered.stderr);
     assert_eq!(clones[0].session_records().len(), 1, "the victim's clone ran only the killed session");
 

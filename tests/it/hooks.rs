@@ -308,8 +308,8 @@ fn pre_push_refuses_what_another_holder_holds_and_names_the_holder() {
     let first = out.stderr.lines().take(2).collect::<Vec<_>>().join("\n");
     assert_eq!(
         first,
-        "error: refusing to push 'refs/heads/loop/t-1' to origin: task 't-1' is claimed by 'agent-7' until 2026-03-01 13:00 UTC, not by this clone (this clone has no holders: set 'loop.holder')\n\
-         error: refusing to push 'refs/heads/loop-try/t-1/2' to origin: task 't-1' is claimed by 'agent-7' until 2026-03-01 13:00 UTC, not by this clone (this clone has no holders: set 'loop.holder')"
+        "error: refusing to push 'refs/heads/loop/t-1' to origin: task 't-1' is claimed by 'agent-7' (seen unchanged for 0 s of its 1 h lease), not by this clone (this clone has no holders: set 'loop.holder')\n\
+         error: refusing to push 'refs/heads/loop-try/t-1/2' to origin: task 't-1' is claimed by 'agent-7' (seen unchanged for 0 s of its 1 h lease), not by this clone (this clone has no holders: set 'loop.holder')"
     );
     assert!(out.stderr.contains(hint), "{}", out.stderr);
     let claim = "refs/loop/claims/node/t-1";
@@ -394,7 +394,12 @@ fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
     b.run(&["claim", "acquire", "node:t-s6", "--holder", "bob", "--ttl", "1h"]).ok();
     let early = [("GIT_LOOP_NOW", "2026-03-01T10:00:00Z")];
     b.run_with(&["claim", "acquire", "node:t-old", "--holder", "bob", "--ttl", "1m"], &early).ok();
-    let took = a.run(&["claim", "acquire", "node:t-old", "--holder", "alice", "--json"]).ok().json();
+    // Alice first sees it (refused: live at first sight), then takes it over once she has seen
+    // it unchanged for its minute; the server's clock (12:00) has it expired too.
+    a.run(&["claim", "acquire", "node:t-old", "--holder", "alice"]).code(1);
+    let minute_later = [("GIT_LOOP_NOW", "2026-03-01T12:01:00Z")];
+    let took =
+        a.run_with(&["claim", "acquire", "node:t-old", "--holder", "alice", "--json"], &minute_later).ok().json();
     assert_eq!((took["outcome"].as_str(), took["previous_holder"].as_str()), (Some("taken_over"), Some("bob")));
 
     // Authorised: a whole walk through the hooked remote, and its sync.
@@ -421,9 +426,12 @@ fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
         assert!(out.stderr.contains(message), "{what}: says why ({message}):\n{}", out.stderr);
         assert_eq!(before, after, "{what}: the remote is unchanged");
     };
+    // A clone whose clock jumps two hours between two looks at bob's claim believes it saw it
+    // unchanged for its whole hour: the server, by its own clock, still refuses.
+    a.run(&["claim", "acquire", "node:t-s6", "--holder", "alice"]).code(1);
     let skewed = [("GIT_LOOP_NOW", "2026-03-01T14:00:00Z")];
     attempt(
-        "git-loop taking over a live claim with a clock two hours fast",
+        "git-loop taking over a live claim with a clock that jumped two hours",
         &|| a.run_with(&["claim", "acquire", "node:t-s6", "--holder", "alice"], &skewed),
         "error: remote 'origin' refused the update of 'refs/loop/claims/node/t-s6': [remote rejected] (pre-receive hook declined)",
     );
@@ -487,6 +495,8 @@ fn c8_a_refused_push_changes_nothing_and_leaves_local_claims_equal_to_the_remote
     assert_ne!(out.code, 0);
     assert_eq!(remote_refs(&env, &bare), before, "partial remote updates: 0");
 
+    // Bob's clone sees alice's claim, then its clock jumps two hours: it tries to take it over.
+    b.run(&["claim", "acquire", "node:t-c8", "--holder", "bob"]).code(1);
     let skewed = [("GIT_LOOP_NOW", "2026-03-01T14:00:00Z")];
     let taken = b.run_with(&["claim", "acquire", "node:t-c8", "--holder", "bob"], &skewed).code(1);
     assert!(taken.stderr.contains("(pre-receive hook declined)"), "{}", taken.stderr);

@@ -312,19 +312,21 @@ fn journal_with_sessions(env: &TestEnv) -> (Repo<'_>, String) {
     )
     .ok();
     repo.run_with(&["done", "t-lexer", "--message", "lexer merged"], &[at("2026-03-01T11:00:00Z")]).ok();
-    // Appended last, but it happened first: the timeline orders by time.
+    // Appended last, by a clock two hours slow: it still reads last (it was written after
+    // everything else was seen), its time shown as its writer's clock had it.
     repo.run_with(
-        &["journal", "append", "note", "--data", r#"{"reason":"appended late, happened early"}"#],
+        &["journal", "append", "note", "--data", r#"{"reason":"written last by a slow clock"}"#],
         &[ann[0], ann[1], at("2026-03-01T09:00:00Z")],
     )
     .ok();
     (repo, clone_id)
 }
 
-/// `log` prints one line per event, oldest first: time (with the date when not today), task,
-/// kind, session (or the writer for commands run by hand) and the event's summary.
+/// `log` prints one line per event, in causal order (an event after every event its writer had
+/// seen), whatever the writers' clocks said: time (with the date when not today), task, kind,
+/// session (or the writer for commands run by hand) and the event's summary.
 #[test]
-fn log_prints_the_timeline_in_time_order_one_line_per_event() {
+fn log_prints_the_timeline_in_causal_order_one_line_per_event() {
     let env = TestEnv::new();
     let (repo, clone_id) = journal_with_sessions(&env);
     let writers: Vec<(String, &str)> = (0..4).map(|s| (format!("c-{clone_id}-{s}"), "<clone>")).collect();
@@ -333,10 +335,10 @@ fn log_prints_the_timeline_in_time_order_one_line_per_event() {
     assert_eq!(
         log.stdout_with(&writers),
         "Feb 28 23:50 -            tasks_imported     <clone>\n\
-         09:00       t-parser     note               s-ann  appended late, happened early\n\
          10:00       t-parser     started            s-ann  reading the grammar\n\
          10:30       t-lexer      note               s-bob  tokens done\n\
-         11:00       t-lexer      task_done          <clone>  lexer merged\n"
+         11:00       t-lexer      task_done          <clone>  lexer merged\n\
+         09:00       t-parser     note               s-ann  written last by a slow clock\n"
     );
     assert_eq!(log.stderr, "");
 }
@@ -358,19 +360,19 @@ fn log_filters_by_task_and_session_and_keeps_the_last_n() {
     assert_eq!(log(&["--task", "t-pa"]), log(&["--task", "t-parser"]), "--task takes a unique prefix");
     assert_eq!(
         log(&["--session", "s-ann"]),
-        "09:00       t-parser     note               s-ann  appended late, happened early\n\
-         10:00       t-parser     started            s-ann  reading the grammar\n",
+        "10:00       t-parser     started            s-ann  reading the grammar\n\
+         09:00       t-parser     note               s-ann  written last by a slow clock\n",
         "--session keeps that session's events"
     );
     assert_eq!(
         log(&["-n", "2"]),
-        "10:30       t-lexer      note               s-bob  tokens done\n\
-         11:00       t-lexer      task_done          <clone>  lexer merged\n",
+        "11:00       t-lexer      task_done          <clone>  lexer merged\n\
+         09:00       t-parser     note               s-ann  written last by a slow clock\n",
         "-n keeps the last n events"
     );
     assert_eq!(
         log(&["--session", "s-ann", "-n", "1"]),
-        "10:00       t-parser     started            s-ann  reading the grammar\n",
+        "09:00       t-parser     note               s-ann  written last by a slow clock\n",
         "-n applies after the filters"
     );
     assert_eq!(log(&["--session", "s-nobody"]), "", "a session with no events shows nothing");
@@ -439,4 +441,40 @@ fn a_tasks_events_read_through_its_index_equal_the_full_timeline() {
     assert_eq!(by_task(&a), full(&a), "events met twice are listed once");
     std::fs::remove_dir_all(&index).expect("delete the index");
     assert_eq!(by_task(&a), full(&a), "rebuilt from the chains");
+}
+
+/// Events written by the previous release carry no Lamport clock: they still read, ordered
+/// among themselves by time as they always were, and before every event that has a clock
+/// (written later, by this release), whatever the times say.
+#[test]
+fn events_without_a_clock_read_first_in_time_order_then_the_clocked_ones() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let empty = repo.git(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let mut parent: Option<String> = None;
+    for (seq, (at, reason)) in
+        [("2026-03-01T13:00:00Z", "old, later"), ("2026-03-01T12:30:00Z", "old, earlier")].into_iter().enumerate()
+    {
+        let event = serde_json::json!({
+            "version": 1, "kind": "note", "at": at, "writer": "c-old00000-0", "seq": seq + 1, "by": "old <o@o>",
+            "data": { "reason": reason },
+        });
+        let message = format!("note: {reason}\n\n{event}\n");
+        let mut args = vec!["commit-tree", &empty, "-m", &message];
+        if let Some(p) = &parent {
+            args.extend(["-p", p]);
+        }
+        parent = Some(repo.git(&args));
+    }
+    repo.git(&["update-ref", "refs/loop/journal/c-old00000-0", parent.as_deref().expect("a tip")]);
+    repo.run_with(&["journal", "append", "note", "--data", r#"{"reason":"new"}"#], &[at("2026-03-01T09:00:00Z")]).ok();
+    let reasons: Vec<(String, Option<u64>)> = events(&repo)
+        .iter()
+        .map(|e| (e["data"]["reason"].as_str().expect("reason").to_owned(), e["lamport"].as_u64()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [("old, earlier".to_owned(), None), ("old, later".to_owned(), None), ("new".to_owned(), Some(1))],
+        "the old by time, then the new by clock"
+    );
 }

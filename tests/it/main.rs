@@ -5,6 +5,7 @@ mod agents_e2e;
 mod backlog;
 mod claims;
 mod cli_docs;
+mod clocks;
 mod fleet;
 mod harness;
 mod hooks;

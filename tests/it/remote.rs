@@ -293,8 +293,10 @@ fn c2_control_forced_pushes_through_the_daemon_let_several_clones_win() {
     );
 }
 
-/// C3: a claim whose lease ran out an hour ago is taken over by 8 clones, 10 rounds (all at
-/// once, or spread over 0-300 ms every other round): exactly one takes it over each round.
+/// C3: a claim left unrefreshed is taken over by 8 clones, 10 rounds (all at once, or spread
+/// over 0-300 ms every other round): exactly one takes it over each round. Each clone first
+/// sees the claim (its attempt at 12:00 is refused: held), and races for it at 13:00 by its
+/// own clock, having seen the same record for an hour of a 1-minute lease.
 #[test]
 fn c3_eight_clones_taking_over_one_stale_claim_get_exactly_one_takeover_per_round() {
     let env = TestEnv::new();
@@ -306,6 +308,11 @@ fn c3_eight_clones_taking_over_one_stale_claim_get_exactly_one_takeover_per_roun
     for round in 0..10 {
         let key = format!("node:c3-{round}");
         clones[0].run(&["claim", "acquire", &key, "--holder", "old", "--ttl", "1m"]).ok();
+        let seen = race(&clones, &key, &[], &[Duration::ZERO; 8]);
+        assert!(
+            seen.iter().all(|r| r.outcome == "held" && r.claim_holder == "old"),
+            "round {round}: at first sight the claim is live in every clone: {seen:#?}"
+        );
         let results = race(&clones, &key, &later, &jitter(round, 8));
         takeovers_per_round.push(check_round(&env, &bare, round, &key, "taken_over", &results));
         let winner = results.iter().find(|r| r.outcome == "taken_over").expect("checked above");

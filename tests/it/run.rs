@@ -533,8 +533,12 @@ fn s3_ids_that_could_escape_their_root_are_refused() {
     assert!(repo.git(&["for-each-ref", "refs/loop/tasks"]).is_empty(), "nothing was written");
 }
 
-/// A claim lost while a session runs (its lease ran out and a person took the task): the
-/// session is stopped, its work committed to its try branch, and the unit is not closed.
+/// C6, a paused holder: a claim is lost while a session runs. While the walk runs it
+/// refreshes its claim (lease 3 s) and a person's attempts to take the task, over more than
+/// one lease, are all refused; once the walk is paused (SIGSTOP: it stops refreshing), the
+/// person takes the claim over after seeing it unchanged for a lease by their own clock. The
+/// walk, resumed, stops the session, commits its work to its try branch and leaves the unit
+/// open. Every process here reads the real clock.
 #[test]
 fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_holder() {
     let env = TestEnv::new();
@@ -542,24 +546,74 @@ fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_hol
     let id = repo.add(&["contested"]);
     let flag = env.path("wrote");
     let cmd = env.agent("slow", &format!("echo mine > mine.txt\ntouch {}\nsleep 60", flag.display()));
-    let child = repo
-        .command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--lease", "3", "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let real_clock = [("GIT_LOOP_NOW", "")];
+    let mut walk = repo.command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--lease", "3", "--json"]);
+    let child = walk.envs(real_clock).stdout(Stdio::piped()).spawn().expect("spawn");
     wait_for("the agent's write", || flag.exists());
-    // A person, an hour later by their clock, takes over the expired claim.
-    repo.run_with(
-        &["claim", "acquire", &format!("node:{id}"), "--holder", "person"],
-        &[("GIT_LOOP_NOW", "2026-03-01T13:00:00Z")],
-    )
-    .ok();
+    let key = format!("node:{id}");
+    let take = || repo.run_with(&["claim", "acquire", &key, "--holder", "person", "--json"], &real_clock);
+    let watching = std::time::Instant::now();
+    let mut refused = 0;
+    while watching.elapsed() < std::time::Duration::from_secs(5) {
+        let out = take().code(1);
+        assert_eq!(out.json()["outcome"], "held", "a claim refreshed by its walk is never taken over");
+        refused += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(refused > 1, "attempts spread over more than one lease");
+
+    // Pause the walk (only it: the agent under its guard runs on) while it holds no ref lock.
+    let walk_pid = child.id() as i32;
+    let lock = repo.dir.join(format!(".git/refs/loop/claims/node/{id}.lock"));
+    loop {
+        // SAFETY: signalling the child this test spawned and still owns.
+        unsafe { libc::kill(walk_pid, libc::SIGSTOP) };
+        wait_for("the walk to stop", || {
+            std::fs::read_to_string(format!("/proc/{walk_pid}/stat"))
+                .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+        });
+        if !lock.exists() {
+            break;
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(walk_pid, libc::SIGCONT) };
+    }
+    let paused = std::time::Instant::now();
+    let last: serde_json::Value =
+        serde_json::from_str(&repo.git(&["cat-file", "-p", &format!("refs/loop/claims/node/{id}")])).expect("a record");
+    let refreshed: chrono::DateTime<chrono::Utc> =
+        last["refreshed_at"].as_str().expect("a time").parse().expect("RFC 3339");
+    let mut taken = None;
+    while taken.is_none() {
+        assert!(paused.elapsed() < std::time::Duration::from_secs(20), "a paused holder's claim is taken over");
+        let out = take();
+        if out.code == 0 {
+            taken = Some(out.json());
+        } else {
+            assert_eq!(out.json()["outcome"], "held");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    // One clock on this machine: the walk's last refresh and the takeover can be compared.
+    let unrefreshed = chrono::Utc::now() - refreshed;
+    let waited = paused.elapsed();
+    eprintln!(
+        "C6: {refused} attempts refused over 5 s while the walk refreshed; taken over {:.1} s after its last refresh, \
+         {:.1} s after the pause (lease 3 s)",
+        unrefreshed.as_seconds_f64(),
+        waited.as_secs_f64()
+    );
+    assert!(unrefreshed >= chrono::Duration::seconds(3), "not before a whole lease without a refresh: {unrefreshed}");
+    assert!(waited < std::time::Duration::from_secs(6), "within a lease and a little of the pause: {waited:?}");
+    assert_eq!(taken.expect("taken")["outcome"], "taken_over");
+    // SAFETY: as above.
+    unsafe { libc::kill(walk_pid, libc::SIGCONT) };
     let out = Run::from(child.wait_with_output().expect("walk ends"));
     let evs = events(&out);
     let left = evs.iter().find(|e| e["event"] == "left_open").expect("the unit is left, not closed");
     assert!(left["reason"].as_str().expect("reason").contains("taken by person"), "{left}");
     assert_eq!(repo.git(&["show", &format!("loop-try/{id}/1:mine.txt")]), "mine", "its work is committed");
-    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    let task = repo.run_with(&["show", &id, "--json"], &real_clock).ok().json();
     assert_eq!(
         (task["state"].as_str(), task["claim"]["holder"].as_str()),
         (Some("open"), Some("person")),

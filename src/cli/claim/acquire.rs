@@ -4,14 +4,19 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use crate::cli::human::{clock, relative};
+use crate::cli::human::{self, clock, relative};
 use crate::cli::output::{claim_json, Out};
 use crate::cli::Env;
 use crate::error::refused;
 use crate::ids::{ClaimKey, Span};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::lease;
 
-/// Take a claim, refresh one you hold, or take over one whose lease ran out.
+/// Take a claim, refresh one you hold, or take over one left unrefreshed for its lease.
+///
+/// Another holder's claim is taken over once this clone has seen it unchanged (not refreshed)
+/// for its whole lease, by this machine's clock: run this again later to take over a claim
+/// whose holder stopped.
 ///
 /// Exit 0 acquired (or refreshed: re-acquiring your own claim extends its lease), 1 held by
 /// another live holder, 2 bad input, 3 the claim record is corrupt.
@@ -42,6 +47,7 @@ pub fn run(env: &Env, args: AcquireArgs) -> Result<u8> {
         AcquireOptions { holder, ttl: args.ttl.0, reason: args.reason, session: env.ctx.session.session.clone() };
     let outcome = claim::acquire(&store, &env.ctx, &args.key, &opts)?;
     let now = env.ctx.now();
+    let watched = |held: &claim::Held| lease::judge(&store, &env.ctx, &args.key, held);
     let mut out = Out::new();
     let (word, held, previous) = match &outcome {
         Acquire::Acquired(held) => ("acquired", held, None),
@@ -53,30 +59,33 @@ pub fn run(env: &Env, args: AcquireArgs) -> Result<u8> {
         out.json(&json!({
             "outcome": word,
             "key": args.key.to_string(),
-            "claim": claim_json(held, now),
+            "claim": claim_json(held, &watched(held)),
             "previous_holder": previous.map(|p| p.holder.clone()),
         }))?;
     }
     let r = &held.record;
+    // Our own lease, by our own clock.
     let until = format!("until {} ({})", clock(r.expires_at, now), relative(r.expires_at, now));
     match &outcome {
-        Acquire::HeldByOther(_) => {
+        Acquire::HeldByOther(held) => {
             let reason = r.reason.as_deref().map(|x| format!(" ({x})")).unwrap_or_default();
-            Err(refused(format!("claim '{}' is held by {}{reason} {until}", args.key, r.holder))
+            let lease = human::lease(&watched(held));
+            Err(refused(format!("claim '{}' is held by {}{reason}: {lease}", args.key, r.holder))
                 .hint(if args.key.kind() == "node" {
                     "pick another task with 'git loop next'"
                 } else {
-                    "wait for it to be released or to expire"
+                    "wait for it to be released, or try again once it is left unrefreshed for its lease"
                 })
                 .into())
         }
         _ if args.json => Ok(0),
         Acquire::TookOver { previous, .. } => {
+            let lease = (previous.expires_at - previous.refreshed_at).to_std().unwrap_or_default();
             out.line(format!(
-                "took over {} from {} (expired {}), held {until}",
+                "took over {} from {} (unchanged for its whole {} lease), held {until}",
                 args.key,
                 previous.holder,
-                relative(previous.expires_at, now)
+                human::span(chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX))
             ))?;
             Ok(0)
         }

@@ -10,7 +10,7 @@ use clap::Subcommand;
 use super::Env;
 use crate::error::usage;
 
-/// Claims: one per key, held by one holder until released or expired.
+/// Claims: one per key, one holder, until released or left unrefreshed for its lease.
 #[derive(Subcommand)]
 pub enum ClaimCommand {
     Acquire(acquire::AcquireArgs),

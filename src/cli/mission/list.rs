@@ -22,7 +22,6 @@ pub struct ListArgs {
 
 pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     let store = env.open()?;
-    let now = env.ctx.now();
     let mut missions = Vec::new();
     let mut corrupt = Vec::new();
     for listed in record::list(&store)? {
@@ -36,7 +35,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     if args.json {
         let list: Vec<_> = missions
             .iter()
-            .map(|s| mission_json(&s.mission, &s.tip, commander(&store, &s.mission, now).as_ref()))
+            .map(|s| mission_json(&s.mission, &s.tip, commander(&store, &env.ctx, &s.mission).as_ref()))
             .collect();
         out.json(&json!({ "missions": list }))?;
         return Ok(0);
@@ -48,7 +47,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     for s in &missions {
         let m = &s.mission;
         let done = m.projects.iter().filter(|p| p.status == Status::Done).count();
-        let state = if commander(&store, m, now).is_some() { "running" } else { m.state.as_str() };
+        let state = if commander(&store, &env.ctx, m).is_some() { "running" } else { m.state.as_str() };
         out.line(format!(
             "{:<width$}  {:<9}  {} of {} projects done, {} wave{}  {}",
             m.id,

@@ -46,12 +46,14 @@ pub fn run(env: &Env, cmd: MissionCommand) -> Result<u8> {
     }
 }
 
-/// The live commander of a mission, if one runs.
-pub fn commander(store: &Store, mission: &Mission, now: chrono::DateTime<chrono::Utc>) -> Option<Held> {
-    claim::read(store, &crate::refs::fleet_claim(&mission.mission_id()))
+/// The live commander of a mission, if one runs (one whose claim this clone has not seen
+/// unchanged for a whole lease).
+pub fn commander(store: &Store, ctx: &crate::context::Context, mission: &Mission) -> Option<Held> {
+    let key = crate::refs::fleet_claim(&mission.mission_id());
+    claim::read(store, &key)
         .ok()
         .flatten()
-        .filter(|held| !held.record.is_stale(now))
+        .filter(|held| !crate::store::lease::judge(store, ctx, &key, held).is_stale())
 }
 
 /// "commanded by m-4f2a9k3m (pid 4121 on builder-3) since 3 min ago".

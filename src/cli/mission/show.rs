@@ -26,7 +26,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let snapshot = record::require(&store, &args.id)?;
     let m = &snapshot.mission;
     let now = env.ctx.now();
-    let held = commander(&store, m, now);
+    let held = commander(&store, &env.ctx, m);
     let mut out = Out::new();
     if args.json {
         out.json(&mission_json(m, &snapshot.tip, held.as_ref()))?;
