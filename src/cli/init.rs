@@ -25,7 +25,7 @@ pub struct InitArgs {
 }
 
 pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
-    let mut store = env.open()?;
+    let mut store = if args.remote.is_some() { env.open_as_configured()? } else { env.open()? };
     let clone_id = store.clone_id()?;
     if let Some(remote) = &args.remote {
         if store.repo.find_remote(remote.as_str()).is_err() {

@@ -105,17 +105,48 @@ pub struct Env {
     pub exe: PathBuf,
     /// What every store handle the command opened changed: published when it is done.
     written: std::sync::Mutex<Vec<crate::store::Written>>,
+    /// Whether this command already asked the remote for loop state (`adopt`).
+    adopted: std::sync::atomic::AtomicBool,
 }
 
 impl Env {
     pub fn new(ctx: Context, cwd: PathBuf, exe: PathBuf) -> Env {
-        Env { ctx, cwd, exe, written: Default::default() }
+        Env { ctx, cwd, exe, written: Default::default(), adopted: Default::default() }
     }
 
     pub fn open(&self) -> Result<Store> {
+        let mut store = self.open_as_configured()?;
+        self.adopt(&mut store);
+        Ok(store)
+    }
+
+    /// `open`, without looking for a remote to follow (`init --remote` names it).
+    pub fn open_as_configured(&self) -> Result<Store> {
         let store = Store::open(&self.ctx, &self.cwd)?;
         self.written.lock().unwrap_or_else(|e| e.into_inner()).push(store.written());
         Ok(store)
+    }
+
+    /// A fresh clone follows a remote that holds loop state (see `sync::adopt`), once per
+    /// command, saying so; a remote that cannot be asked is a warning, not a failure (there is
+    /// nothing here yet to get wrong).
+    fn adopt(&self, store: &mut Store) {
+        if self.adopted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        match crate::store::sync::adopt(store, &self.ctx) {
+            Ok(crate::store::sync::Adoption::Followed { remote, .. }) => eprintln!(
+                "note: remote '{remote}' holds loop state: this clone now follows it (loop.remote = {remote})"
+            ),
+            Ok(_) => {}
+            Err(err) => {
+                let text = format!("{err:#}").replace('\n', " ");
+                eprintln!("warning: could not ask the remote whether it holds loop state: {text}");
+                eprintln!(
+                    "hint: 'git loop init --remote <name>' makes this clone follow a remote once it can be reached"
+                );
+            }
+        }
     }
 
     /// With `loop.remote` set, send what the command changed to the remote before it exits, so

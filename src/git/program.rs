@@ -47,6 +47,10 @@ impl PushReport {
 fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
     Command::new("git")
         .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+        // git's own upkeep after a fetch (`gc --auto`, `maintenance run --auto`, a commit
+        // graph) would repack and prune beside other git-loop processes reading and fetching:
+        // git-loop consolidates at moments of its own choosing instead.
+        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.writeCommitGraph=false"])
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -180,6 +184,16 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
         run(&args)?;
     }
     Ok(refs)
+}
+
+/// Whether a failed `fetch` lost a race with a push (a ref moved or went away between git's
+/// listing and its request for the objects, as can happen over stateless smart HTTP): worth
+/// trying again.
+pub fn moved_while_fetching(err: &anyhow::Error) -> bool {
+    let text = format!("{err:#}");
+    ["did not send all necessary objects", "couldn't find remote ref", "not our ref", "unadvertised object"]
+        .iter()
+        .any(|sign| text.contains(sign))
 }
 
 #[cfg(test)]

@@ -155,6 +155,35 @@ fn prune_mirrors(store: &Store, remote: &str, sources: &[String], listed: &[(Str
     Ok(())
 }
 
+/// `fetch` through the git program, for http and https (this build of gix carries no http
+/// transport; see `program::fetch`).
+///
+/// Smart HTTP is stateless: git lists the remote's refs in one request and asks for their
+/// objects in another, and a ref that moved in between (a claim refreshed, a task closed) can
+/// leave its listed object unreachable there — "did not send all necessary objects". That is
+/// a lost race, not a failure: list and fetch again. The values returned are the ones the
+/// fetch wrote into the mirrors, so their objects are here.
+fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[String]) -> Result<Fetched> {
+    let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
+    let mut attempt = 0;
+    let listed = loop {
+        attempt += 1;
+        match crate::git::program::fetch(store.workdir(), remote, &prefixes, refspecs) {
+            Ok(listed) => break listed,
+            Err(err) if attempt < 6 && crate::git::program::moved_while_fetching(&err) => {
+                std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
+            }
+            Err(err) => return Err(err),
+        }
+    };
+    let mut remote_refs = Vec::new();
+    for (name, listed_id) in listed.into_iter().filter(|(name, _)| matches(sources, name)) {
+        let mirrored = crate::git::ref_target(&store.repo, &crate::refs::mirror(remote, &name))?;
+        remote_refs.push((name, mirrored.unwrap_or(listed_id)));
+    }
+    Ok(Fetched { remote_refs })
+}
+
 /// `fetch`, under the lock.
 fn fetch_locked(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
     let repo = &store.repo;
@@ -166,13 +195,7 @@ fn fetch_locked(store: &Store, remote: &str, sources: &[String]) -> Result<Fetch
     let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", crate::refs::mirror(remote, s))).collect();
     let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
     if matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https)) {
-        // This build of gix carries no http transport: let git do it (see `program::fetch`).
-        let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
-        let remote_refs = crate::git::program::fetch(store.workdir(), remote, &prefixes, &refspecs)?
-            .into_iter()
-            .filter(|(name, _)| matches(sources, name))
-            .collect();
-        return Ok(Fetched { remote_refs });
+        return fetch_with_git(store, remote, sources, &refspecs);
     }
     let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
     handle

@@ -616,6 +616,48 @@ fn in_scope(names: &BTreeSet<String>, name: &str) -> bool {
     names.iter().any(|n| n.strip_suffix('*').map_or(n == name, |prefix| name.starts_with(prefix)))
 }
 
+/// How a clone that does not name its arbiter yet found out about its remote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adoption {
+    /// `loop.remote` is set, or this clone has loop state of its own: nothing to find out.
+    Decided,
+    /// The clone has no remote to ask.
+    NoRemote,
+    /// The remote holds no loop state either: this clone works alone until someone shares.
+    Nothing,
+    /// The remote holds loop state: it is fetched, and `loop.remote` now names the remote.
+    Followed { remote: String, changes: usize },
+}
+
+/// A fresh clone of a repository whose remote holds loop state must not show an empty board,
+/// nor decide claims by itself while the remote decides them for everyone else: while
+/// `loop.remote` is unset and this clone has no loop state of its own, ask the remote (`origin`,
+/// else the only one) and, if it holds some, follow it — sync, and set `loop.remote`.
+pub fn adopt(store: &mut Store, ctx: &Context) -> Result<Adoption> {
+    if store.config("loop.remote").is_some() || has_loop_state(store)? {
+        return Ok(Adoption::Decided);
+    }
+    let names: Vec<String> = store.repo.remote_names().iter().map(|n| n.to_string()).collect();
+    let remote = match names.iter().find(|n| *n == "origin") {
+        Some(origin) => origin.clone(),
+        None if names.len() == 1 => names[0].clone(),
+        None => return Ok(Adoption::NoRemote),
+    };
+    let report = exchange(store, ctx, &remote, Scope::All, None, false, ROUNDS)?;
+    if !has_loop_state(store)? {
+        return Ok(Adoption::Nothing);
+    }
+    store.set_local_config("loop.remote", &remote)?;
+    Ok(Adoption::Followed { remote, changes: report.changes.len() })
+}
+
+/// Whether this clone holds any shared loop state (a task, a claim, a journal event...).
+fn has_loop_state(store: &Store) -> Result<bool> {
+    let platform = store.repo.references().context("could not list refs")?;
+    let found = platform.prefixed(refs::LOOP).context("could not list refs")?.flatten().next().is_some();
+    Ok(found)
+}
+
 /// The remote `sync` talks to: the one given, else `loop.remote`, else `origin`.
 pub fn choose_remote(store: &Store, given: Option<&str>) -> Result<String> {
     if let Some(given) = given {

@@ -33,13 +33,15 @@ fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e
     let lines: String = (0..tasks).map(|i| format!("{{\"title\": \"task {i:03}\"}}\n")).collect();
     let file = env.path("backlog.jsonl");
     std::fs::write(&file, lines).expect("write the backlog");
-    loop_run(&seed, &["import", file.to_str().expect("utf-8 path")]).ok();
+    if tasks > 0 {
+        loop_run(&seed, &["import", file.to_str().expect("utf-8 path")]).ok();
+    }
     loop_run(&seed, &["sync"]).ok();
     (0..n)
         .map(|i| {
             let clone = env.clone_of(url, &format!("clone-{i}"));
             loop_run(&clone, &["init", "--remote", "origin"]).ok();
-            clone.git(&["config", "loop.syncEvery", "2s"]);
+            clone.git(&["config", "loop.syncEvery", "5s"]);
             loop_run(&clone, &["sync"]).ok();
             clone
         })
@@ -296,4 +298,203 @@ fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work
 fn kill9(pid: i32) {
     let status = Command::new("kill").args(["-9", &pid.to_string()]).status().expect("run kill");
     assert!(status.success(), "kill -9 {pid}");
+}
+
+/// The smart-HTTP half of the fleet row: the same four clones, through `git http-backend`
+/// behind a real web server.
+#[test]
+fn four_clones_over_smart_http_do_two_hundred_tasks_exactly_once_and_converge() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let Some(server) = crate::harness::HttpServer::start(&env) else { return };
+    four_clones_do_two_hundred_tasks_once(&env, &server.url(&bare), &bare);
+}
+
+/// A person's word written on one clone — stop, reassign, take-over — reaches a walk on
+/// another clone within `loop.syncEvery` and a few seconds, while both clones are busy: the
+/// command publishes it at once, and the walk's next sync brings it.
+#[test]
+fn a_persons_word_from_another_clone_reaches_a_busy_walk_within_its_sync_interval() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let url = daemon.url(&bare);
+    let clones = fleet(&env, &url, 2, 0);
+    let (here, there) = (&clones[0], &clones[1]);
+    for repo in [here, there] {
+        repo.git(&["config", "loop.syncEvery", "3s"]);
+    }
+    let long: Vec<String> = (0..3)
+        .map(|i| loop_run(here, &["add", &format!("long {i}"), "--label", "long"]).ok().stdout.trim().to_owned())
+        .collect();
+    for i in 0..40 {
+        loop_run(there, &["add", &format!("busy {i}"), "--label", "busy"]).ok();
+    }
+    // The agent that works on: it says when it started, then waits (a wrap-up request or a
+    // stop ends it).
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).expect("mkdir");
+    let slow = env.agent(
+        "slow",
+        &format!(
+            "touch {}/$GIT_LOOP_SESSION\nwhile [ ! -e \"$GIT_LOOP_WRAP_UP\" ]; do sleep 0.1; done",
+            started.display()
+        ),
+    );
+    for repo in [here, there] {
+        repo.git(&["config", "loop.agent.other.command", &slow]);
+    }
+    let walk = start_walk(here, &slow, &["--parallel", "3", "--label", "long", "--wrap-up", "2s"]);
+    wait_for("three sessions", || std::fs::read_dir(&started).map(|d| d.count()).unwrap_or(0) == 3);
+    // Load on the other clone: its own walk over forty quick tasks.
+    let busy = start_walk(there, &one_shot_agent(&env), &["--label", "busy"]);
+    loop_run(there, &["sync"]).ok();
+
+    let within = Duration::from_secs(3 + 5);
+    let session_of = |task: &str| {
+        here.session_records().into_iter().rev().find(|r| r["task"] == task).expect("a session of the task")
+    };
+    // stop: the session ends and the task needs a decision, here.
+    let asked = Instant::now();
+    loop_run(there, &["stop", &long[0]]).ok();
+    wait_for_within(within, "the stop to reach the walk", || session_of(&long[0])["ended_at"].is_string());
+    let stopped = asked.elapsed();
+    // reassign: the walk's next session of the task runs the new agent.
+    let asked = Instant::now();
+    loop_run(there, &["reassign", &long[1], "other"]).ok();
+    wait_for_within(within, "the reassignment to reach the walk", || session_of(&long[1])["agent"] == "other");
+    let reassigned = asked.elapsed();
+    // take-over: the session ends, and the walk leaves the task to the person.
+    let asked = Instant::now();
+    loop_run(there, &["take-over", &long[2], "--json"]).ok();
+    wait_for_within(within, "the take-over to reach the walk", || session_of(&long[2])["ended_at"].is_string());
+    let taken = asked.elapsed();
+
+    let out = finish(busy, "the busy walk");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    loop_run(here, &["stop", "--all"]).ok();
+    finish(walk, "the long walk");
+    eprintln!("obeyed after: stop {stopped:?}, reassign {reassigned:?}, take-over {taken:?}");
+}
+
+/// Wait (up to `limit`) until `cond` holds.
+#[track_caller]
+fn wait_for_within(limit: Duration, what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A clone made with a plain `git clone` of a repository whose remote holds loop state shows
+/// the remote's board from its first command, and decides claims through the remote.
+#[test]
+fn a_fresh_clone_follows_a_remote_that_holds_loop_state() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let url = daemon.url(&bare);
+    let clones = fleet(&env, &url, 1, 3);
+    let held = loop_run(&clones[0], &["next", "--claim", "--holder", "agent-a", "--json"]).ok().json();
+    let held_id = held["id"].as_str().expect("a claimed task").to_owned();
+
+    let fresh = env.clone_of(&url, "fresh");
+    let out = loop_run(&fresh, &["list", "--json"]).ok();
+    assert!(out.stderr.contains("this clone now follows it (loop.remote = origin)"), "{}", out.stderr);
+    assert_eq!(out.json()["tasks"].as_array().expect("tasks").len(), 3, "the remote's board, not an empty one");
+    assert_eq!(fresh.git(&["config", "loop.remote"]), "origin");
+    // Its claims are the remote's: the task another clone holds is not handed out here.
+    let mine = loop_run(&fresh, &["next", "--claim", "--holder", "agent-b", "--json"]).ok().json();
+    assert_ne!(mine["id"], held_id.as_str(), "a task held on the remote is not claimed again");
+    let again = loop_run(&fresh, &["list"]).ok();
+    assert!(!again.stderr.contains("follows it"), "said once: {}", again.stderr);
+}
+
+/// A task done in one clone is never worked in another, even one that never synced: a
+/// claimer that wins checks the remote's record, which the release brought with it.
+#[test]
+fn a_task_done_in_one_clone_is_not_worked_again_by_a_clone_that_never_synced() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let clones = fleet(&env, &daemon.url(&bare), 2, 6);
+    let agent = one_shot_agent(&env);
+    let out = finish(start_walk(&clones[0], &agent, &[]), "the first walk");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(clones[0].session_records().len(), 6);
+    // The second clone's board still shows six open tasks: it synced before they were done.
+    // Its walk must not redo them.
+    clones[1].git(&["config", "loop.syncEvery", "never"]);
+    let out = finish(start_walk(&clones[1], &agent, &[]), "the second walk");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(clones[1].session_records().len(), 0, "no task done elsewhere is worked again:\n{}", out.stdout);
+    let board = board(&clones[1]);
+    let done = board["tasks"].as_array().expect("tasks").iter().filter(|t| t["state"] == "done").count();
+    assert_eq!(done, 6, "and its board shows them done");
+}
+
+/// Two clones each work a try of one task (the first fails it, a person reopens it on the
+/// other): the try numbers come from the remote, so the second is try 2, and both try
+/// branches reach every clone without a conflict.
+#[test]
+fn try_numbers_are_taken_on_the_remote_so_two_clones_never_open_the_same_try() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let clones = fleet(&env, &daemon.url(&bare), 2, 1);
+    let fail = env.agent("fail", "echo one > one.txt\ngit loop finish failed --message 'not today'");
+    let out = finish(start_walk(&clones[0], &fail, &[]), "the failing walk");
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let id = clones[0].session_records()[0]["task"].as_str().expect("task").to_owned();
+    // The other clone has not synced since: its own traces say nothing about try 1.
+    loop_run(&clones[1], &["reopen", &id]).ok();
+    let out = finish(start_walk(&clones[1], &one_shot_agent(&env), &[]), "the second walk");
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let record = &clones[1].session_records()[0];
+    assert_eq!(record["try"], 2, "the second clone opened try 2, not a second try 1");
+    let all: Vec<&Repo<'_>> = clones.iter().collect();
+    assert_converged(&env, &bare, &all);
+    for n in [1, 2] {
+        clones[0].git(&["rev-parse", "--verify", &format!("refs/heads/loop-try/{id}/{n}")]);
+    }
+}
+
+/// When two clones' copies of a branch truly diverge, one sync decides: the remote's copy
+/// (published first) stays, ours is kept under `loop-kept/…` on both sides, the journal says
+/// so, and the sync succeeds.
+#[test]
+fn a_diverged_branch_keeps_both_sides_and_sync_succeeds() {
+    let env = TestEnv::new();
+    let bare = env.remote("fleet");
+    let daemon = Daemon::start(&env);
+    let clones = fleet(&env, &daemon.url(&bare), 2, 1);
+    let (a, b) = (&clones[0], &clones[1]);
+    let id = board(a)["tasks"][0]["id"].as_str().expect("a task").to_owned();
+    let branch = format!("refs/heads/loop/{id}");
+    for (repo, word) in [(a, "alpha"), (b, "beta")] {
+        std::fs::write(repo.dir.join("side.txt"), word).expect("write");
+        repo.git(&["add", "side.txt"]);
+        repo.git(&["commit", "-q", "-m", word]);
+        repo.git(&["update-ref", &branch, "HEAD"]);
+    }
+    let theirs = a.git(&["rev-parse", &branch]);
+    let ours = b.git(&["rev-parse", &branch]);
+    loop_run(a, &["sync"]).ok();
+    let out = loop_run(b, &["sync"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("kept both"), "{}", out.stdout);
+    assert_eq!(b.git(&["rev-parse", &branch]), theirs, "the remote's side stays");
+    let kept = b.git(&["for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/loop-kept/"]);
+    assert!(kept.ends_with(&format!("/loop/{id} {ours}")), "ours is kept: {kept}");
+    let kept_name = kept.split(' ').next().expect("a kept ref").to_owned();
+    assert_eq!(env.git(&bare, &["rev-parse", &kept_name]), ours, "and published");
+    let events = loop_run(b, &["log", "--json"]).ok().json();
+    let diverged: Vec<&Value> =
+        events["events"].as_array().expect("events").iter().filter(|e| e["kind"] == "ref_diverged").collect();
+    assert_eq!(diverged.len(), 1, "the journal says so once");
+    assert_eq!(diverged[0]["data"]["kept_as"], kept_name.as_str());
+    assert_eq!(loop_run(b, &["sync"]).ok().stderr.trim(), "already in sync with 'origin'");
+    let all: Vec<&Repo<'_>> = clones.iter().collect();
+    assert_converged(&env, &bare, &all);
 }
