@@ -455,6 +455,48 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
+    use crate::context::Context;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git").args(args).current_dir(dir).output().expect("git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Two clones of one remote, neither knowing what the other did: each takes a try number
+    /// for the same task, and they get different ones, because the number is taken on the
+    /// remote.
+    #[test]
+    fn two_clones_never_take_the_same_try_number() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let seed = root.path().join("seed");
+        std::fs::create_dir_all(&seed).expect("mkdir");
+        git(&seed, &["init", "-q", "-b", "main"]);
+        git(&seed, &["-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i"]);
+        git(root.path(), &["clone", "-q", "--bare", "seed", "r.git"]);
+        let ctx = Context::for_tests();
+        let clones = |names: [&str; 2], remote: bool| -> Vec<Store> {
+            names
+                .iter()
+                .map(|name| {
+                    git(root.path(), &["clone", "-q", "r.git", name]);
+                    if remote {
+                        git(&root.path().join(name), &["config", "loop.remote", "origin"]);
+                    }
+                    Store::open(&ctx, &root.path().join(name)).expect("open")
+                })
+                .collect()
+        };
+        let task: TaskId = "t-1".parse().expect("an id");
+        let stores = clones(["a", "b"], true);
+        let a = take_numbers(&stores[0], &task, "w-a", 1, &[]).expect("a takes");
+        let b = take_numbers(&stores[1], &task, "w-b", 1, &[]).expect("b takes");
+        assert_eq!((a, b), (vec![1], vec![2]), "the second clone's first number is 2, not a second 1");
+        // Control: clones that do not take their numbers on the remote collide.
+        let alone = clones(["c", "d"], false);
+        let c = take_numbers(&alone[0], &task, "w-c", 1, &[]).expect("c takes");
+        let d = take_numbers(&alone[1], &task, "w-d", 1, &[]).expect("d takes");
+        assert_eq!((c, d), (vec![1], vec![1]), "control: without the remote both take 1");
+    }
 
     #[test]
     fn read_only_directories_are_made_writable_for_removal_and_symlinks_are_not_followed() {

@@ -3,7 +3,7 @@
 //! build) and copy the table into docs/performance.md.
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop.
+//! next, claim, remote, journal, sync, loop, fleet.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -363,19 +363,107 @@ done"#
     )]
 }
 
+/// A fleet: four clones, each walking with two workers, over one backlog of 200 tasks on one
+/// remote served by `git daemon` on 127.0.0.1, with agents that take a second each; beside one
+/// clone alone walking the same 200 with two workers. The row compares time per unit (the
+/// fleet's against the lone clone's): the target is at least 2.5 times the throughput.
+fn bench_fleet(s: &Scratch) -> Vec<Row> {
+    let tasks = 200;
+    let run = |name: &str, clones: usize| -> Duration {
+        let root = s.path(name);
+        std::fs::create_dir_all(&root).expect("mkdir");
+        let seed = s.repo(&format!("{name}/seed"));
+        let bare = root.join("r.git");
+        s.run("git", &root, &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), bare.to_str().expect("utf-8")]);
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).expect("a port").port();
+        let mut daemon = s
+            .cmd("git", &root)
+            .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}"), "--export-all"])
+            .args(["--enable=receive-pack", &format!("--base-path={}", root.display()), root.to_str().expect("utf-8")])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        let url = format!("git://127.0.0.1:{port}/r.git");
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let agent = root.join("agent.sh");
+        std::fs::write(
+            &agent,
+            "sleep 1
+echo '{\"verdict\":\"done\"}' > \"$GIT_LOOP_RESULT\"\n",
+        )
+        .expect("agent");
+        let clone = |i: usize| -> PathBuf {
+            let dir = root.join(format!("c{i}"));
+            s.run("git", &root, &["clone", "-q", &url, dir.to_str().expect("utf-8")]);
+            s.run(BIN, &dir, &["init", "--remote", "origin"]);
+            dir
+        };
+        let first = clone(0);
+        let lines: String = (0..tasks).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
+        let file = root.join("tasks.jsonl");
+        std::fs::write(&file, lines).expect("write");
+        s.run(BIN, &first, &["import", file.to_str().expect("utf-8")]);
+        s.run(BIN, &first, &["sync"]);
+        let dirs: Vec<PathBuf> = std::iter::once(first).chain((1..clones).map(clone)).collect();
+        for dir in &dirs {
+            s.run(BIN, dir, &["sync"]);
+        }
+        let started = Instant::now();
+        let walks: Vec<std::process::Child> = dirs
+            .iter()
+            .map(|dir| {
+                s.cmd(BIN, dir)
+                    .args(["run", "--agent-cmd", &format!("sh {}", agent.display()), "--parallel", "2", "--grace", "1"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("a walk")
+            })
+            .collect();
+        for mut walk in walks {
+            assert!(walk.wait().expect("wait").success(), "a walk failed");
+        }
+        let elapsed = started.elapsed();
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        elapsed
+    };
+    let one = run("fleet-1", 1);
+    let four = run("fleet-4", 4);
+    let per_unit = |d: Duration| d / tasks;
+    for (label, d, workers) in [("one clone", one, 2), ("four clones", four, 8)] {
+        let overhead = d.as_secs_f64() * f64::from(workers) / f64::from(tasks) - 1.0;
+        eprintln!(
+            "  {label}: {:.1} s, {:.2} units/s, {:.2} s of overhead per unit beside its 1 s agent",
+            d.as_secs_f64(),
+            f64::from(tasks) / d.as_secs_f64(),
+            overhead
+        );
+    }
+    vec![row(
+        "fleet: 4 clones × 2 workers, 200 tasks, 1 s agents (per unit; 'git CLI' column: one clone)",
+        per_unit(four),
+        per_unit(one),
+        "≤ 0.4 (≥ 2.5× the throughput of one clone)",
+    )]
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 6] = [
+    let all: [(&str, Bench); 7] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
         ("journal", bench_journal),
         ("sync", bench_sync),
         ("loop", bench_loop),
+        ("fleet", bench_fleet),
     ];
     for (name, bench) in all {
         if wanted(name) {
