@@ -17,6 +17,16 @@ use crate::error::usage;
 /// refuses to write reflogs or fetch without one, so an identity always exists.
 const FALLBACK_NAME: &str = "git-loop";
 
+/// How many pack indices a repository handle can know at once. gix sizes this table when the
+/// repository is opened (by default 1.1 × the packs on disk, at least 32) and never grows it:
+/// a handle that outlives the packs it was sized for — a walk runs for hours while fetches and
+/// other processes add packs — fails every object lookup and fetch with "too few index
+/// slots". git-loop keeps packs few (`store::maintenance`; docs/performance.md states the
+/// bound), so this leaves a wide margin even while maintenance cannot run; a slot costs a few
+/// dozen bytes.
+const SLOTS: gix::odb::store::init::Slots =
+    gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 1024 };
+
 /// Open the repository that contains `dir`, refusing the kinds git-loop cannot serve.
 ///
 /// Honours `GIT_DIR` and the other discovery variables as git does. Refuses a bare repository
@@ -36,7 +46,9 @@ pub fn open(dir: &Path, host: &str) -> Result<gix::Repository> {
         format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
         format!("gitoxide.author.emailFallback=loop@{host}"),
     ];
-    let level = |trust| gix::open::Options::default_for_level(trust).config_overrides(overrides.clone());
+    let level = |trust| {
+        gix::open::Options::default_for_level(trust).config_overrides(overrides.clone()).object_store_slots(SLOTS)
+    };
     let trust =
         gix::sec::trust::Mapping { full: level(gix::sec::Trust::Full), reduced: level(gix::sec::Trust::Reduced) };
     let repo =
