@@ -120,7 +120,7 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
     };
     println!("Making a demo project in {}", dir.display());
     make_repository(&dir)?;
-    let denv = Env { ctx: env.ctx.clone(), cwd: dir.clone(), exe: env.exe.clone() };
+    let denv = Env { ctx: env.ctx.clone(), cwd: dir.clone(), exe: env.exe.clone(), opened: Default::default() };
     let store = denv.open()?;
     let mut ids: Vec<String> = Vec::new();
     for (title, priority, after, body) in TASKS {

@@ -101,11 +101,25 @@ pub struct Env {
     pub cwd: PathBuf,
     /// This program, for the session guard and the demo agent.
     pub exe: PathBuf,
+    /// The common directory of the repository the command opened, kept up when it ends.
+    opened: std::sync::OnceLock<PathBuf>,
 }
 
 impl Env {
     pub fn open(&self) -> Result<Store> {
-        Store::open(&self.ctx, &self.cwd)
+        let store = Store::open(&self.ctx, &self.cwd)?;
+        let _ = self.opened.set(store.repo.common_dir().to_owned());
+        Ok(store)
+    }
+
+    /// Consolidate the packs and loose objects of the repository the command worked in, if
+    /// they have grown (otherwise this is a directory listing). Called once the command's
+    /// outcome is out, so it never delays a claim or a fetch; a failure is only a warning.
+    fn maintain(&self) {
+        let Some(git_dir) = self.opened.get() else { return };
+        if let Err(err) = crate::store::maintenance::auto(git_dir) {
+            print_error("warning", &err);
+        }
     }
 }
 
@@ -176,10 +190,12 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&env, args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
     };
-    match outcome {
+    let code = match outcome {
         Ok(code) => ExitCode::from(code),
         Err(err) => report(err),
-    }
+    };
+    env.maintain();
+    code
 }
 
 /// Print an error as one `error:` line (and a `hint:` line when there is one) and pick the
@@ -190,19 +206,20 @@ fn report(err: anyhow::Error) -> ExitCode {
     }) {
         return ExitCode::SUCCESS;
     }
-    match find_refusal(&err) {
+    print_error("error", &err);
+    ExitCode::from(find_refusal(&err).map_or(1, |refusal| refusal.class.exit_code()))
+}
+
+/// Print an error on one `<level>:` line, with a `hint:` line when it has one.
+fn print_error(level: &str, err: &anyhow::Error) {
+    match find_refusal(err) {
         Some(refusal) => {
-            eprintln!("error: {}", refusal.message);
+            eprintln!("{level}: {}", refusal.message);
             if let Some(hint) = &refusal.hint {
                 eprintln!("hint: {hint}");
             }
-            ExitCode::from(refusal.class.exit_code())
         }
-        None => {
-            let text = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {text}");
-            ExitCode::from(1)
-        }
+        None => eprintln!("{level}: {}", format!("{err:#}").replace('\n', " ")),
     }
 }
 
@@ -249,7 +266,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
         None => cwd,
     };
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this program's own path: {e}"))?;
-    Ok(Env { ctx, cwd, exe })
+    Ok(Env { ctx, cwd, exe, opened: Default::default() })
 }
 
 #[cfg(test)]

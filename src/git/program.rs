@@ -1,5 +1,5 @@
 //! The only module that runs the `git` program, used where gix cannot do the job: pushing
-//! (gix 0.90 has no push). One function per invocation; stdin closed; hooks, fsmonitor and
+//! (gix 0.90 has no push), http fetches, and repacking. One function per invocation; stdin closed; hooks, fsmonitor and
 //! prompts disabled; errors name the argv, the exit status and stderr.
 
 use std::path::Path;
@@ -137,21 +137,9 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
 /// Lists the remote's refs matching `prefixes` first (`git ls-remote`, the truth about what
 /// it holds, deletions included), then fetches `refspecs` if anything matched.
 pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
-    let run = |args: &[String]| -> Result<String> {
-        let output = git(dir, args)?;
-        if !output.status.success() {
-            anyhow::bail!(
-                "'git {}' failed ({}): {}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
-            );
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    };
     let mut ls = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
     ls.extend(prefixes.iter().map(|p| format!("{p}*")));
-    let listed = run(&ls)?;
+    let listed = run(dir, &ls)?;
     let refs: Vec<(String, ObjectId)> = listed
         .lines()
         .filter_map(|line| {
@@ -170,9 +158,45 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             remote.to_owned(),
         ];
         args.extend(refspecs.iter().cloned());
-        run(&args)?;
+        run(dir, &args)?;
     }
     Ok(refs)
+}
+
+/// Run git in `dir` and return its stdout; an error names the argv, the exit status and the
+/// last line of stderr.
+fn run(dir: &Path, args: &[String]) -> Result<String> {
+    let output = git(dir, args)?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "'git {}' failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `git repack -d -l -n -q --geometric=2` on the repository whose common directory is
+/// `git_dir`: roll the loose objects and the packs that break a geometric progression (each
+/// pack at least twice the objects of the next smaller one) into one new pack, then delete
+/// the packs and loose objects it made redundant. It never looks at reachability, so it drops
+/// no object — one a concurrent writer has written but not yet referenced stays — and packs
+/// with a `.keep` (a fetch still in flight) are left alone. No bitmaps, no `info/packs`.
+pub fn repack_geometric(git_dir: &Path) -> Result<()> {
+    let args: Vec<String> = vec![
+        format!("--git-dir={}", git_dir.display()),
+        "repack".into(),
+        "-d".into(),
+        "-l".into(),
+        "-n".into(),
+        "-q".into(),
+        "--geometric=2".into(),
+        "--no-write-bitmap-index".into(),
+    ];
+    run(git_dir, &args)?;
+    Ok(())
 }
 
 #[cfg(test)]

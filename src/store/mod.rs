@@ -1,12 +1,14 @@
 //! The store: the only code that writes refs and objects. Tasks, claims, the journal and
 //! completion notes each have a module; `cas` is the transaction type every ref write goes
 //! through; `remote` arbitrates claims through the shared remote; `sync` exchanges state with
-//! it. Record formats are documented once, in docs/storage.md.
+//! it; `maintenance` keeps the object database's packs and loose objects few. Record formats
+//! are documented once, in docs/storage.md.
 
 pub mod cas;
 pub mod claim;
 pub mod index;
 pub mod journal;
+pub mod maintenance;
 pub mod notes;
 pub mod remote;
 pub mod sync;

@@ -1,0 +1,307 @@
+//! Keeping a clone's object database small: few packs, few loose objects.
+//!
+//! Every gix fetch writes a pack, even for one claim record, and every claim, journal append
+//! and task operation writes loose objects; gix consolidates nothing. Left alone a busy clone
+//! gathers hundreds of packs, every object lookup slows down with them, and a long-lived gix
+//! handle, which knows only as many packs as it was sized for when it was opened
+//! (`git::open`), fails with "too few index slots". So, like git's own `gc --auto`, git-loop
+//! takes a cheap look after work and, past a threshold, runs a geometric repack
+//! (`git repack --geometric=2 -d`, the repack `git maintenance` prefers): the loose objects and
+//! the small packs are rolled into one, and the packs left form a geometric progression, so
+//! there are at most about log2(objects) of them.
+//!
+//! When: after a command's outcome is decided and printed (`cli`), and in a walk's heartbeat
+//! between syncs: never inside a claim or a fetch. The look is two directory listings. The
+//! repack runs under an exclusive `flock` on `.git/loop/maintenance.lock`, a file never
+//! deleted (the kernel drops the lock when its holder exits, so it cannot go stale); a process
+//! that finds it taken leaves the work to its holder.
+//!
+//! Safe beside concurrent readers and writers: a geometric repack drops no object (it never
+//! looks at reachability, so a claim record written but not yet referenced survives); it
+//! deletes only packs whose objects are all in the new pack, and loose objects that are
+//! packed. A gix handle that misses an object in a pack deleted under it reads the pack
+//! directory again and finds the object in the new pack (tested below).
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use crate::error::{Class, Refusal};
+use crate::git::program;
+
+/// Repack once a geometric repack would roll up this many packs: between repacks at most
+/// this many minus one packs sit outside the progression.
+pub const ROLL_UP_LIMIT: usize = 8;
+
+/// Repack once about this many loose objects have gathered (git's `gc.auto` is 6,700; ours
+/// are a few hundred bytes each, and a walk writes about 30 per unit).
+pub const LOOSE_LIMIT: usize = 1024;
+
+/// What the object directory holds, as far as a directory listing tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Census {
+    /// Pack files.
+    pub packs: usize,
+    /// How many of them a geometric repack would roll into one.
+    pub roll_up: usize,
+    /// Loose objects, estimated from a sample of the 256 fan-out directories (as git does).
+    pub loose: usize,
+    /// Objects in the packs.
+    pub packed: u64,
+}
+
+impl Census {
+    /// Look at `objects` (a repository's object directory).
+    pub fn take(objects: &Path) -> Census {
+        let mut counts = Vec::new();
+        let mut packs = 0;
+        if let Ok(entries) = std::fs::read_dir(objects.join("pack")) {
+            let mut names = std::collections::HashMap::<String, (Option<u64>, bool, bool)>::new();
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let Some((stem, ext)) = name.rsplit_once('.') else { continue };
+                let slot = names.entry(stem.to_owned()).or_default();
+                match ext {
+                    "pack" => slot.1 = true,
+                    "idx" => slot.0 = entry.metadata().ok().map(|m| m.len()),
+                    // Kept packs (a fetch in flight) and cruft packs are left out of the
+                    // geometry by git, so they are here too.
+                    "keep" | "mtimes" => slot.2 = true,
+                    _ => {}
+                }
+            }
+            for (idx_len, has_pack, excluded) in names.into_values() {
+                if !has_pack {
+                    continue;
+                }
+                packs += 1;
+                if let (Some(len), false) = (idx_len, excluded) {
+                    counts.push(objects_in_index(len));
+                }
+            }
+        }
+        let packed = counts.iter().sum();
+        Census { packs, roll_up: roll_up(&mut counts), loose: loose_estimate(objects), packed }
+    }
+
+    /// Whether it has grown enough to repack.
+    pub fn needs_repack(&self) -> bool {
+        self.roll_up >= ROLL_UP_LIMIT || self.loose >= LOOSE_LIMIT
+    }
+}
+
+/// The number of objects a version-2 pack index of `len` bytes lists (SHA-1): a 1,032-byte
+/// header and fan-out table, 28 bytes per object, a 40-byte trailer. (Packs over 2 GiB add
+/// 8 bytes per large offset: they are counted a little high, which changes nothing here.)
+fn objects_in_index(len: u64) -> u64 {
+    len.saturating_sub(1072) / 28
+}
+
+/// How many of the packs with these object counts `git repack --geometric=2` rolls into one:
+/// git's `split_pack_geometry`. From the largest down, packs that each hold at least twice the
+/// next smaller one's objects stay; the rest are rolled up, and so is any pack the rolled-up
+/// one would then break the progression with.
+fn roll_up(counts: &mut [u64]) -> usize {
+    counts.sort_unstable();
+    let Some(last) = counts.len().checked_sub(1) else { return 0 };
+    let mut split = (1..=last).rev().find(|&i| counts[i] < 2 * counts[i - 1]).unwrap_or(0);
+    if split > 0 {
+        // The larger pack of the pair that broke the progression is rolled up too.
+        split += 1;
+    }
+    let mut total: u64 = counts[..split].iter().sum();
+    while split < counts.len() && counts[split] < 2 * total {
+        total += counts[split];
+        split += 1;
+    }
+    split
+}
+
+/// The fan-out directories loose objects are counted in: object ids are uniform, so these 4
+/// of 256 hold about 1/64 of them. (git's `gc --auto` counts `17` alone; four make the
+/// estimate steadier at our lower threshold, for three more small directory listings.)
+const SAMPLE: [&str; 4] = ["17", "5b", "9e", "e2"];
+
+/// Loose objects, estimated from the `SAMPLE` directories.
+fn loose_estimate(objects: &Path) -> usize {
+    let hex = |name: &str| name.len() == 38 && name.bytes().all(|b| b.is_ascii_hexdigit());
+    let sampled: usize = SAMPLE
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(objects.join(dir)).ok())
+        .map(|entries| entries.flatten().filter(|e| e.file_name().to_str().is_some_and(hex)).count())
+        .sum();
+    sampled * 256 / SAMPLE.len()
+}
+
+/// What `auto` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing had grown past a threshold.
+    Fine(Census),
+    /// Another process of this clone is consolidating it right now.
+    Busy,
+    /// Repacked.
+    Repacked { before: Census, after: Census },
+}
+
+/// Consolidate the object database of the repository whose common directory is `git_dir`
+/// (`store.repo.common_dir()`) if it has grown past a threshold; otherwise only look.
+pub fn auto(git_dir: &Path) -> Result<Outcome> {
+    let objects = git_dir.join("objects");
+    let before = Census::take(&objects);
+    if !before.needs_repack() {
+        return Ok(Outcome::Fine(before));
+    }
+    let Some(_lock) = try_lock(git_dir)? else {
+        return Ok(Outcome::Busy);
+    };
+    // Someone may have repacked between the look and the lock.
+    let before = Census::take(&objects);
+    if !before.needs_repack() {
+        return Ok(Outcome::Fine(before));
+    }
+    program::repack_geometric(git_dir).map_err(|err| {
+        Refusal::new(Class::Failure, format!("could not consolidate the packs of '{}': {err:#}", git_dir.display()))
+            .hint("git-loop tries again after its next command; run 'git repack -d --geometric=2' there to see why")
+    })?;
+    Ok(Outcome::Repacked { before, after: Census::take(&objects) })
+}
+
+/// Take `loop/maintenance.lock` under `git_dir` without waiting: `None` when another process
+/// holds it. Closing the file (dropping it) releases the lock.
+fn try_lock(git_dir: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd as _;
+    let dir = git_dir.join("loop");
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+    let path = dir.join("maintenance.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("could not open '{}'", path.display()))?;
+    // SAFETY: flock on a descriptor we own; it only takes or refuses the lock.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let err = std::io::Error::last_os_error();
+    if err.kind() == std::io::ErrorKind::WouldBlock {
+        return Ok(None);
+    }
+    Err(err).with_context(|| format!("could not lock '{}'", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::context::Context;
+    use crate::store::Store;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A bare remote and a clone of it with one commit, under `dir`.
+    fn remote_and_clone(dir: &Path) -> (PathBuf, PathBuf) {
+        let (bare, clone) = (dir.join("remote.git"), dir.join("clone"));
+        git(dir, &["init", "-q", "--bare", "-b", "main", "remote.git"]);
+        git(dir, &["clone", "-q", "remote.git", "clone"]);
+        git(&clone, &["-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i"]);
+        (bare, clone)
+    }
+
+    /// A repack deletes packs that other processes' gix handles have open or know of: such a
+    /// handle, missing an object in its view, reads the pack directory again and finds the
+    /// object in the new pack. One handle reads every object over and over while this one
+    /// adds packs and repacks them 30 times; it never fails to find one.
+    #[test]
+    fn readers_keep_finding_every_object_while_packs_are_repacked_under_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_, clone) = remote_and_clone(dir.path());
+        let git_dir = clone.join(".git");
+        let ctx = Context::for_tests();
+        let writer = Store::open(&ctx, &clone).expect("open");
+        let mut ids = Vec::new();
+        let add_pack = |ids: &mut Vec<gix::ObjectId>, n: usize| {
+            let id = crate::git::write_blob(&writer.repo, format!("object {n}\n").as_bytes()).expect("write");
+            // A pack of its own for the new object, as a fetch makes; its loose copy goes.
+            let mut pack = std::process::Command::new("git")
+                .args(["pack-objects", "-q", ".git/objects/pack/pack"])
+                .current_dir(&clone)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("run git pack-objects");
+            use std::io::Write as _;
+            writeln!(pack.stdin.take().expect("stdin"), "{id}").expect("write to git pack-objects");
+            assert!(pack.wait().expect("wait").success(), "git pack-objects");
+            git(&clone, &["prune-packed"]);
+            ids.push(id);
+        };
+        for n in 0..ROLL_UP_LIMIT {
+            add_pack(&mut ids, n);
+        }
+        let ids = std::sync::Mutex::new(ids);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        // Stops the reader however this thread leaves the scope, a failed assertion included.
+        struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let reads = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let reader = Store::open(&ctx, &clone).expect("open");
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let known: Vec<gix::ObjectId> = ids.lock().expect("ids").clone();
+                    for id in known {
+                        let blob =
+                            reader.repo.find_blob(id).unwrap_or_else(|err| panic!("object {id} not found: {err}"));
+                        assert!(blob.data.starts_with(b"object "));
+                        reads += 1;
+                    }
+                }
+                reads
+            });
+            let _done = Done(&done);
+            let mut n = ROLL_UP_LIMIT;
+            for _ in 0..30 {
+                for _ in 0..ROLL_UP_LIMIT {
+                    add_pack(&mut ids.lock().expect("ids"), n);
+                    n += 1;
+                }
+                let outcome = auto(&git_dir).expect("maintenance");
+                assert!(matches!(outcome, Outcome::Repacked { .. }), "{outcome:?}");
+            }
+            drop(_done);
+            reader.join().expect("the reader found every object")
+        });
+        eprintln!("{reads} reads while 30 repacks deleted the packs under them, 0 misses");
+    }
+
+    #[test]
+    fn roll_up_matches_gits_geometric_split() {
+        // A progression stays whole; equal small packs roll up, and so does a pack the
+        // rolled-up one would break the progression with.
+        assert_eq!(roll_up(&mut []), 0);
+        assert_eq!(roll_up(&mut [5]), 0);
+        assert_eq!(roll_up(&mut [1, 2, 4, 8, 1000]), 0);
+        assert_eq!(roll_up(&mut [1, 1, 5, 1000]), 2);
+        assert_eq!(roll_up(&mut [1, 1, 1, 1, 5, 1000]), 5);
+        assert_eq!(roll_up(&mut [1000, 1, 1, 1, 1, 1, 1, 1, 1]), 8);
+        assert_eq!(roll_up(&mut [3, 3]), 2);
+    }
+}
