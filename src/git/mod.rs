@@ -176,6 +176,11 @@ pub fn write_blob(repo: &gix::Repository, bytes: &[u8]) -> Result<ObjectId> {
     write_object_bytes(repo, gix::objs::Kind::Blob, bytes)
 }
 
+/// Write an object of any kind as a loose object (see `write_object_bytes`).
+pub fn write_object(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
+    write_object_bytes(repo, kind, data)
+}
+
 /// Objects up to this size are written as one stored (uncompressed) deflate block.
 const SMALL_OBJECT: usize = 32 * 1024;
 

@@ -198,7 +198,7 @@ mod tests {
 
     use super::*;
     use crate::context::Context;
-    use crate::store::Store;
+    use crate::store::{remote, Store};
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
@@ -219,6 +219,93 @@ mod tests {
         git(dir, &["clone", "-q", "remote.git", "clone"]);
         git(&clone, &["-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "i"]);
         (bare, clone)
+    }
+
+    /// The most packs a clone keeps with `packed` objects in them, once maintenance has
+    /// looked (docs/performance.md): the packs a repack leaves form a geometric progression
+    /// (each at least twice the objects of the next smaller), so there are at most
+    /// log2(packed + 1) of them, and fewer than `ROLL_UP_LIMIT` others gather beside them
+    /// before the next repack.
+    fn pack_bound(packed: u64) -> usize {
+        ROLL_UP_LIMIT - 1 + (packed + 1).ilog2() as usize
+    }
+
+    /// Loose objects, counted one by one.
+    fn loose(objects: &Path) -> usize {
+        (0..=255u8)
+            .filter_map(|byte| std::fs::read_dir(objects.join(format!("{byte:02x}"))).ok())
+            .map(|dir| dir.count())
+            .sum()
+    }
+
+    /// What a walk does for hours: one repository handle fetching again and again while the
+    /// remote gains objects — a claim record and a journal event before every fetch, and a
+    /// task with 150 files before every 100th — with maintenance after each fetch. Every fetch succeeds, the handle reads what
+    /// it fetched, and packs and loose objects stay within the bounds docs/performance.md
+    /// states. (Without maintenance and with gix's default index slots, fetch 33 fails with
+    /// "too few index slots".)
+    #[test]
+    fn one_handle_fetching_two_thousand_times_keeps_working_with_few_packs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (bare, clone) = remote_and_clone(dir.path());
+        let server = gix::open(&bare).expect("open the remote");
+        let store = Store::open(&Context::for_tests(), &clone).expect("open the clone");
+        let objects = store.repo.common_dir().join("objects");
+        let (claim, journal, task) =
+            ("refs/loop/claims/node/t-fetched", "refs/loop/journal/w-remote", "refs/loop/tasks/t-big");
+        let specs = [claim, journal, task].map(|name| format!("+{name}:{name}"));
+        let sig = store.signature();
+        let set = |name: &str, id: gix::ObjectId| {
+            std::fs::create_dir_all(bare.join(name).parent().expect("a parent")).expect("mkdir");
+            std::fs::write(bare.join(name), format!("{id}\n")).expect("move a ref of the remote");
+        };
+        let started = std::time::Instant::now();
+        let (mut most_packs, mut most_loose, mut repacks) = (0, 0, 0);
+        for round in 0..2000 {
+            // A claim record and an event (blob, tree, commit), as another clone adds them.
+            let record = format!("record {round}\n");
+            let blob = crate::git::write_blob(&server, record.as_bytes()).expect("write");
+            set(claim, blob);
+            let event = crate::git::write_blob(&server, format!("event {round}\n").as_bytes()).expect("write");
+            let tree = crate::git::write_tree(&server, &[("event.json", event)]).expect("tree");
+            // (A root commit each time: a chain of commits that all carry one date would make
+            // each fetch's negotiation walk all of it.)
+            set(journal, crate::git::write_commit(&server, tree, &[], &record, &sig).expect("commit"));
+            if round % 100 == 99 {
+                let blobs: Vec<(String, gix::ObjectId)> = (0..150)
+                    .map(|i| {
+                        (
+                            format!("f{i}"),
+                            crate::git::write_blob(&server, format!("{round} {i}\n").as_bytes()).expect("write"),
+                        )
+                    })
+                    .collect();
+                let files: Vec<(&str, gix::ObjectId)> = blobs.iter().map(|(n, id)| (n.as_str(), *id)).collect();
+                let tree = crate::git::write_tree(&server, &files).expect("tree");
+                let commit = crate::git::write_commit(&server, tree, &[], "big", &sig).expect("commit");
+                set(task, commit);
+            }
+            let fetched =
+                remote::fetch(&store, "origin", &specs).unwrap_or_else(|err| panic!("fetch {round} failed: {err:#}"));
+            assert!(fetched.remote_refs.contains(&(claim.to_owned(), blob)), "fetch {round} saw the new record");
+            assert_eq!(crate::git::read_blob(&store.repo, blob).expect("read what was fetched"), record.as_bytes());
+            if let Outcome::Repacked { .. } = auto(store.repo.common_dir()).expect("maintenance") {
+                repacks += 1;
+            }
+            let census = Census::take(&objects);
+            most_packs = most_packs.max(census.packs);
+            assert!(census.packs <= pack_bound(census.packed), "after fetch {round}: {census:?}");
+            // Counting them all takes 256 directory listings: every 10th round.
+            if round % 10 == 9 {
+                let loose = loose(&objects);
+                most_loose = most_loose.max(loose);
+                assert!(loose <= 2 * LOOSE_LIMIT, "after fetch {round}: {loose} loose objects");
+            }
+        }
+        eprintln!(
+            "2,000 fetches by one handle: at most {most_packs} packs and {most_loose} loose objects, {repacks} repacks, {:.1?}",
+            started.elapsed()
+        );
     }
 
     /// A repack deletes packs that other processes' gix handles have open or know of: such a

@@ -107,17 +107,60 @@ pub struct Fetched {
     pub remote_refs: Vec<(String, ObjectId)>,
 }
 
-/// Fetch `refspecs` (which say where each ref lands locally) from `remote`, through gix.
-/// Tags are not fetched and nothing is pruned.
-pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
-    let repo = &store.repo;
-    let handle = repo.find_remote(remote).map_err(|_| {
-        Refusal::new(Class::Usage, format!("remote '{remote}' is not configured")).hint(
+/// The remote `name`, refused with a hint when it is not configured.
+fn find_remote<'r>(store: &'r Store, name: &str) -> Result<gix::Remote<'r>> {
+    find_remote_in(&store.repo, name)
+}
+
+fn find_remote_in<'r>(repo: &'r gix::Repository, name: &str) -> Result<gix::Remote<'r>> {
+    Ok(repo.find_remote(name).map_err(|_| {
+        Refusal::new(Class::Usage, format!("remote '{name}' is not configured")).hint(
             "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
         )
-    })?;
+    })?)
+}
+
+/// Whether this build of gix cannot talk to `handle` (http and https: gix would need libcurl or
+/// a TLS stack), so that the git program must (see `program::fetch`).
+fn needs_git_program(handle: &gix::Remote<'_>) -> bool {
     let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
-    if matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https)) {
+    matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https))
+}
+
+/// The refs a ref map says the remote advertised, with the objects they point to.
+fn advertised(ref_map: &gix::remote::fetch::RefMap) -> Vec<(String, ObjectId)> {
+    ref_map
+        .mappings
+        .iter()
+        .filter_map(|m| {
+            let (name, id, _) = match &m.remote {
+                gix::remote::fetch::refmap::Source::Ref(r) => r.unpack(),
+                gix::remote::fetch::refmap::Source::ObjectId(_) => return None,
+            };
+            Some((name.to_string(), id?.to_owned()))
+        })
+        .collect()
+}
+
+/// Fetches that bring fewer objects than this are stored as loose objects, not as a pack, as
+/// git's `fetch.unpackLimit` does. A pack per fetch is what piles packs up; and every pack
+/// that appears takes a slot in the index table of each gix handle that comes to see it,
+/// slots that gix 0.90 hands out again wrongly once a long-lived handle has used each of them
+/// (a pack it then never loads: its objects read as missing, "object could not be found").
+/// A walk fetches thousands of times; its handles must see packs only from the rare repack.
+const UNPACK_LIMIT: u32 = 100;
+
+/// Fetch `refspecs` (which say where each ref lands locally) from `remote`, through gix.
+/// Tags are not fetched and nothing is pruned.
+///
+/// The fetch runs in a repository handle of its own, opened for it: gix's negotiation looks
+/// our refs' objects up without ever reading the pack directory again, so in a handle that
+/// has not looked since a repack moved those objects into a new pack every fetch fails
+/// ("object could not be found"); and the pack it receives is never seen by `store`'s handle
+/// (see `UNPACK_LIMIT`). Opening costs about a millisecond.
+pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
+    let handle = find_remote(store, remote)?;
+    if needs_git_program(&handle) {
         // This build of gix carries no http transport: let git do it (see `program::fetch`).
         let prefixes: Vec<String> = refspecs
             .iter()
@@ -128,7 +171,9 @@ pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched
         let remote_refs = crate::git::program::fetch(store.workdir(), remote, &prefixes, refspecs)?;
         return Ok(Fetched { remote_refs });
     }
-    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
+    let repo = gix::open_opts(store.repo.git_dir(), store.repo.open_options().clone())
+        .context("could not open the repository to fetch into")?;
+    let mut handle = find_remote_in(&repo, remote)?.with_fetch_tags(gix::remote::fetch::Tags::None);
     handle
         .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
         .context("invalid fetch refspec")?;
@@ -138,25 +183,41 @@ pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched
     let prepare = connection
         .prepare_fetch(gix::progress::Discard, gix::remote::ref_map::Options::default())
         .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
-    let remote_refs = prepare
-        .ref_map()
-        .mappings
-        .iter()
-        .filter_map(|m| {
-            let (name, id, _) = match &m.remote {
-                gix::remote::fetch::refmap::Source::Ref(r) => r.unpack(),
-                gix::remote::fetch::refmap::Source::ObjectId(_) => return None,
-            };
-            Some((name.to_string(), id?.to_owned()))
-        })
-        .collect();
+    let remote_refs = advertised(prepare.ref_map());
     if prepare.ref_map().is_missing_required_mapping() {
         // The remote has none of these refs (yet): nothing to receive.
         return Ok(Fetched { remote_refs });
     }
     let interrupt = AtomicBool::new(false);
-    prepare
+    let outcome = prepare
         .receive(gix::progress::Discard, &interrupt)
         .with_context(|| format!("could not fetch from remote '{remote}'"))?;
+    if let gix::remote::fetch::Status::Change { write_pack_bundle, .. } = &outcome.status {
+        unpack_small(&repo, write_pack_bundle);
+    }
     Ok(Fetched { remote_refs })
+}
+
+/// Store the objects of a pack just received with fewer than `UNPACK_LIMIT` objects as loose
+/// objects, then delete the pack. Each object is written before any pack file goes, so every
+/// object can be read at every moment; whatever fails leaves the pack in place (the next
+/// maintenance rolls it up).
+fn unpack_small(repo: &gix::Repository, pack: &gix::odb::pack::bundle::write::Outcome) {
+    let (Some(index_path), Some(data_path)) = (&pack.index_path, &pack.data_path) else { return };
+    if pack.index.num_objects >= UNPACK_LIMIT {
+        return;
+    }
+    let Ok(index) = gix::odb::pack::index::File::at(index_path, repo.object_hash()) else { return };
+    for entry in index.iter() {
+        let Ok(object) = repo.find_object(entry.oid) else { return };
+        if crate::git::write_object(repo, object.kind, &object.data).is_err() {
+            return;
+        }
+    }
+    // The index first: from then on, no reader that lists the directory takes up the pack.
+    let mut files = vec![index_path.clone(), data_path.clone(), data_path.with_extension("rev")];
+    files.extend(pack.keep_path.clone());
+    for file in files {
+        let _ = std::fs::remove_file(file);
+    }
 }
