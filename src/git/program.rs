@@ -137,17 +137,7 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
 /// Lists the remote's refs matching `prefixes` first (`git ls-remote`, the truth about what
 /// it holds, deletions included), then fetches `refspecs` if anything matched.
 pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
-    let mut ls = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
-    ls.extend(prefixes.iter().map(|p| format!("{p}*")));
-    let listed = run(dir, &ls)?;
-    let refs: Vec<(String, ObjectId)> = listed
-        .lines()
-        .filter_map(|line| {
-            let (id, name) = line.split_once('\t')?;
-            let id = ObjectId::from_hex(id.trim().as_bytes()).ok()?;
-            prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
-        })
-        .collect();
+    let refs = ls_remote(dir, remote, prefixes)?;
     if !refs.is_empty() {
         let mut args = vec![
             "fetch".to_owned(),
@@ -161,6 +151,21 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
         run(dir, &args)?;
     }
     Ok(refs)
+}
+
+/// `git ls-remote -- <remote> <prefix>*...`: the refs the remote holds under `prefixes`.
+pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String]) -> Result<Vec<(String, ObjectId)>> {
+    let mut args = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
+    args.extend(prefixes.iter().map(|p| format!("{p}*")));
+    let listed = run(dir, &args)?;
+    Ok(listed
+        .lines()
+        .filter_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            let id = ObjectId::from_hex(id.trim().as_bytes()).ok()?;
+            prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
+        })
+        .collect())
 }
 
 /// Run git in `dir` and return its stdout; an error names the argv, the exit status and the

@@ -196,7 +196,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
-    // record we would refuse on is still the remote's.
+    // record we would refuse on is still the remote's (or was read from it a moment ago).
     let mut confirmed = arbiter.is_none();
     for _attempt in 0..50 {
         let raw = read_record(store, key)?;
@@ -207,7 +207,7 @@ pub fn acquire(store: &Store, ctx: &Context, key: &ClaimKey, opts: &AcquireOptio
             None => (now, None),
             Some(held) if held.record.holder == opts.holder => (held.record.acquired_at, None),
             Some(held) if held.record.is_stale(now) => (now, Some(held.record.clone())),
-            Some(_) if !confirmed => {
+            Some(_) if !confirmed && !remote::mirrored_recently(store, &name) => {
                 remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
                 confirmed = true;
                 continue;

@@ -42,6 +42,8 @@ pub struct Store {
     journal_tips: std::sync::Mutex<std::collections::HashMap<String, (gix::ObjectId, u64)>>,
     /// The identity of the packed-refs file gix was last made to read (see `fresh_refs`).
     packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
+    /// When refs were last mirrored from the remote (see `remote::mirrored_recently`).
+    mirror_reads: std::sync::Mutex<remote::MirrorReads>,
 }
 
 /// What tells two packed-refs files apart: the file (it is always replaced by rename), its
@@ -68,6 +70,7 @@ impl Store {
             git_identity: ctx.git_identity.clone(),
             journal_tips: Default::default(),
             packed_seen: Default::default(),
+            mirror_reads: Default::default(),
         })
     }
 

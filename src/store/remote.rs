@@ -7,7 +7,9 @@
 //! server committed), so any outcome other than a clean accept or a clean lease rejection is
 //! "unknown" and settled by reading the remote ref back.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
@@ -16,6 +18,40 @@ use super::cas::{self, Cas, Expect};
 use super::Store;
 use crate::error::{Class, Refusal};
 use crate::git::program::{self, PushUpdate, RefStatus};
+use crate::refs;
+
+/// How long a claim record read from the remote counts as the remote's current one: a claimer
+/// refusing on it within this time needs no second read (see `claim::acquire`). A release in
+/// that window is a race the claimer lost, as it would be a moment after any read.
+pub const MIRROR_FRESH: Duration = Duration::from_secs(2);
+
+/// When this process last made its mirror of remote refs equal to the remote's values.
+#[derive(Debug, Default)]
+pub struct MirrorReads {
+    /// Every claim the remote arbitrates, in one read (`refresh_claims`).
+    claims: Option<Instant>,
+    /// Single refs (`refresh_mirror`, and our own accepted pushes).
+    refs: HashMap<String, Instant>,
+}
+
+/// Whether the local mirror of `name` was read from the remote (or written there by us) less
+/// than `MIRROR_FRESH` ago.
+pub fn mirrored_recently(store: &Store, name: &str) -> bool {
+    let reads = store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = |at: &Instant| at.elapsed() < MIRROR_FRESH;
+    reads.refs.get(name).is_some_and(fresh) || (is_arbitrated_claim(name) && reads.claims.as_ref().is_some_and(fresh))
+}
+
+fn note_mirrored(store: &Store, name: &str, at: Instant) {
+    let mut reads = store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner());
+    reads.refs.retain(|_, at| at.elapsed() < MIRROR_FRESH);
+    reads.refs.insert(name.to_owned(), at);
+}
+
+/// A claim ref that the remote decides (walker claims stay in their clone).
+fn is_arbitrated_claim(name: &str) -> bool {
+    refs::claim_key_of(name).is_some_and(|key| key.kind() != super::claim::LOCAL_KIND)
+}
 
 /// Change `name` on the remote from `expect` to `new` (None deletes), then mirror the
 /// remote's value locally. `Lost` carries the remote's actual value.
@@ -25,13 +61,22 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
         Expect::Is(id) => Some(id),
     };
     let update = PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) };
+    let pushed_at = Instant::now();
     match program::push(store.workdir(), remote, &[update], &[]) {
         Ok(report) if report.all_ok() => {
             set_local(store, name, new)?;
+            note_mirrored(store, name, pushed_at);
             Ok(Cas::Applied)
         }
         Ok(report) => {
-            let actual = refresh_mirror(store, remote, name)?;
+            // Another claimer got there first. When that is a claim, others are claiming
+            // too: learn all their claims in this one read, so that the next choice is made
+            // knowing them, instead of losing one claim after another to them.
+            let actual = if is_arbitrated_claim(name) {
+                refresh_claims(store, remote)?.get(name).copied()
+            } else {
+                refresh_mirror(store, remote, name)?
+            };
             if let Some((dst, RefStatus::Refused(why))) =
                 report.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
             {
@@ -71,13 +116,48 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
 
 /// Make the local ref `name` hold what the remote holds (fetching the object), and return it.
 pub fn refresh_mirror(store: &Store, remote: &str, name: &str) -> Result<Option<ObjectId>> {
+    let started = Instant::now();
     let spec = format!("+{name}:{name}");
     let fetched = fetch(store, remote, &[spec])?;
     let actual = fetched.remote_refs.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
     if actual.is_none() {
         set_local(store, name, None)?;
     }
+    note_mirrored(store, name, started);
     Ok(actual)
+}
+
+/// Make every local claim ref the remote decides hold what the remote holds, and return the
+/// remote's claims. One listing of the remote's claim refs; then, if any differs here, one
+/// fetch of exactly those (a wildcard refspec would have gix lock every claim ref it maps,
+/// changed or not, and gix refuses a wildcard without a destination).
+pub fn refresh_claims(store: &Store, remote: &str) -> Result<HashMap<String, ObjectId>> {
+    let started = Instant::now();
+    let mut theirs: HashMap<String, ObjectId> =
+        list(store, remote, refs::CLAIMS)?.into_iter().filter(|(name, _)| is_arbitrated_claim(name)).collect();
+    store.fresh_refs();
+    let mut ours = HashMap::new();
+    let platform = store.repo.references().context("could not list refs")?;
+    for reference in platform.prefixed(refs::CLAIMS).context("could not list claim refs")?.flatten() {
+        let name = reference.name().as_bstr().to_string();
+        if let Some(id) = reference.target().try_id().filter(|_| is_arbitrated_claim(&name)) {
+            ours.insert(name, id.to_owned());
+        }
+    }
+    let changed: Vec<String> = theirs
+        .iter()
+        .filter(|(name, id)| ours.get(*name) != Some(id))
+        .map(|(name, _)| format!("+{name}:{name}"))
+        .collect();
+    if !changed.is_empty() {
+        // What this fetch sees is newer still than the listing.
+        theirs.extend(fetch(store, remote, &changed)?.remote_refs);
+    }
+    for name in ours.keys().filter(|name| !theirs.contains_key(*name)) {
+        set_local(store, name, None)?;
+    }
+    store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner()).claims = Some(started);
+    Ok(theirs)
 }
 
 /// Set the local ref `name` to `value` whatever it holds now (it mirrors the remote, which
@@ -125,6 +205,26 @@ fn find_remote_in<'r>(repo: &'r gix::Repository, name: &str) -> Result<gix::Remo
 fn needs_git_program(handle: &gix::Remote<'_>) -> bool {
     let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
     matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https))
+}
+
+/// The refs `remote` holds under `prefix` (e.g. `refs/loop/claims/`), without fetching
+/// anything.
+pub fn list(store: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+    let handle = find_remote(store, remote)?;
+    if needs_git_program(&handle) {
+        return program::ls_remote(store.workdir(), remote, &[prefix.to_owned()]);
+    }
+    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
+    handle
+        .replace_refspecs([format!("+{prefix}*:{prefix}*").as_str()], gix::remote::Direction::Fetch)
+        .context("invalid fetch refspec")?;
+    let connection = handle
+        .connect(gix::remote::Direction::Fetch)
+        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    let (ref_map, _) = connection
+        .ref_map(gix::progress::Discard, gix::remote::ref_map::Options::default())
+        .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
+    Ok(advertised(&ref_map))
 }
 
 /// The refs a ref map says the remote advertised, with the objects they point to.
