@@ -101,7 +101,8 @@ pub struct Env {
     pub cwd: PathBuf,
     /// This program, for the session guard and the demo agent.
     pub exe: PathBuf,
-    /// The common directory of the repository the command opened, kept up when it ends.
+    /// The common directory of the repository the command opened: its objects are looked
+    /// after when the command ends.
     opened: std::sync::OnceLock<PathBuf>,
 }
 

@@ -1,6 +1,7 @@
 //! The only module that runs the `git` program, used where gix cannot do the job: pushing
-//! (gix 0.90 has no push), http fetches, and repacking. One function per invocation; stdin closed; hooks, fsmonitor and
-//! prompts disabled; errors name the argv, the exit status and stderr.
+//! (gix 0.90 has no push), fetching over http, and repacking. One function per invocation;
+//! stdin closed; hooks, fsmonitor and prompts disabled; errors name the argv, the exit status
+//! and stderr.
 
 use std::path::Path;
 use std::process::{Command, Stdio};

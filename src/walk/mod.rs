@@ -584,8 +584,10 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
                 }
             }
         }
-        if let Err(err) = grown.then(|| crate::store::maintenance::auto(store.repo.common_dir())).transpose() {
-            walker.observer.event(&Event::Warning { message: format!("{err:#}") });
+        if grown {
+            if let Err(err) = crate::store::maintenance::auto(store.repo.common_dir()) {
+                walker.observer.event(&Event::Warning { message: format!("{err:#}") });
+            }
         }
     }
 }

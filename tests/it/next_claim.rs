@@ -199,7 +199,8 @@ fn eight_clones_claiming_through_a_git_daemon_get_distinct_tasks_quickly() {
     let packs: Vec<usize> = clones.iter().map(|c| packs(&c.dir)).collect();
     eprintln!(
         "fleet next --claim: 8 clones x 50 calls over 420 tasks through git daemon: {} of {} calls failed, \
-         tasks claimed twice: {}, call time p50 {:.0?} p95 {:.0?} max {:.1?}, wall {wall:.1?}; packs per clone {packs:?}",
+         tasks claimed twice: {}, call time p50 {:.0?} p95 {:.0?} max {:.1?}, wall {wall:.1?}; \
+         packs per clone {packs:?}",
         failed.len(),
         all.len(),
         twice.len(),
