@@ -203,11 +203,6 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
     if dir.join(&hex[2..]).exists() {
         return Ok(id);
     }
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err).with_context(|| format!("could not create '{}'", dir.display())),
-    }
     let mut raw = gix::objs::encode::loose_header(kind, data.len() as u64).to_vec();
     raw.extend_from_slice(data);
     let stream = zlib_stored(&raw);
@@ -215,12 +210,22 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
     {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o444)
-            .open(&tmp)
-            .with_context(|| format!("could not create '{}'", tmp.display()))?;
+        // A repack's `prune-packed` removes fan-out directories it empties, so the directory
+        // can vanish between making it and creating the file in it: make it again, as git
+        // does. Once our file is in it, it is not empty and stays.
+        let mut attempts = 0;
+        let mut file = loop {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", dir.display())),
+            }
+            match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&tmp) {
+                Ok(file) => break file,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound && attempts < 10 => attempts += 1,
+                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", tmp.display())),
+            }
+        };
         file.write_all(&stream).with_context(|| format!("could not write '{}'", tmp.display()))?;
     }
     let path = dir.join(&hex[2..]);

@@ -389,6 +389,52 @@ mod tests {
         eprintln!("{reads} reads while 30 repacks deleted the packs under them, 0 misses");
     }
 
+    /// A repack's `prune-packed` deletes the loose objects it packed and the fan-out
+    /// directories that leaves empty, under processes writing objects into them. Two writers
+    /// write objects without pause while 100 repacks run: every write succeeds and every
+    /// object written can be read.
+    #[test]
+    fn writers_keep_writing_while_repacks_empty_their_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_, clone) = remote_and_clone(dir.path());
+        let git_dir = clone.join(".git");
+        let ctx = Context::for_tests();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let written = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..2)
+                .map(|w| {
+                    let (ctx, clone, done) = (&ctx, &clone, &done);
+                    scope.spawn(move || {
+                        let store = Store::open(ctx, clone).expect("open");
+                        let mut n = 0;
+                        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                            let data = format!("writer {w} object {n}\n");
+                            let id = crate::git::write_blob(&store.repo, data.as_bytes())
+                                .unwrap_or_else(|err| panic!("write {n} of writer {w} failed: {err:#}"));
+                            assert_eq!(crate::git::read_blob(&store.repo, id).expect("read back"), data.as_bytes());
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            let _done = Done(&done);
+            for _ in 0..100 {
+                program::repack_geometric(&git_dir).expect("repack");
+            }
+            drop(_done);
+            writers.into_iter().map(|w| w.join().expect("every write succeeded")).sum::<usize>()
+        });
+        git(&clone, &["fsck", "--strict", "--no-dangling"]);
+        eprintln!("{written} objects written while 100 repacks pruned under them, none lost");
+    }
+
     #[test]
     fn roll_up_matches_gits_geometric_split() {
         // A progression stays whole; equal small packs roll up, and so does a pack the
