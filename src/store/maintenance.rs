@@ -176,8 +176,9 @@ pub fn auto(git_dir: &Path) -> Result<Outcome> {
 }
 
 /// Take `loop/maintenance.lock` under `git_dir` without waiting: `None` when another process
-/// holds it. Closing the file (dropping it) releases the lock.
-fn try_lock(git_dir: &Path) -> Result<Option<std::fs::File>> {
+/// holds it. Closing the file (dropping it) releases the lock. Whoever deletes packs outside
+/// a repack (`remote::fetch`) holds it too, so that no repack is reading them meanwhile.
+pub(super) fn try_lock(git_dir: &Path) -> Result<Option<std::fs::File>> {
     use std::os::fd::AsRawFd as _;
     let dir = git_dir.join("loop");
     std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;

@@ -300,13 +300,15 @@ pub fn fetch(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched
 
 /// Store the objects of a pack just received with fewer than `UNPACK_LIMIT` objects as loose
 /// objects, then delete the pack. Each object is written before any pack file goes, so every
-/// object can be read at every moment; whatever fails leaves the pack in place (the next
-/// maintenance rolls it up).
+/// object can be read at every moment, and it is all done under the maintenance lock, so that
+/// no repack is reading the pack meanwhile (if one is running, it takes the pack up instead).
+/// Whatever fails leaves the pack in place, for the next maintenance to roll up.
 fn unpack_small(repo: &gix::Repository, pack: &gix::odb::pack::bundle::write::Outcome) {
     let (Some(index_path), Some(data_path)) = (&pack.index_path, &pack.data_path) else { return };
     if pack.index.num_objects >= UNPACK_LIMIT {
         return;
     }
+    let Ok(Some(_lock)) = super::maintenance::try_lock(repo.common_dir()) else { return };
     let Ok(index) = gix::odb::pack::index::File::at(index_path, repo.object_hash()) else { return };
     for entry in index.iter() {
         let Ok(object) = repo.find_object(entry.oid) else { return };
