@@ -613,16 +613,19 @@ impl Board {
 
 /// The order in which to try claiming `ready` (in `next`'s order). Normally that order. Once a
 /// claimer has lost a task to another (`contended`), everyone else is likely racing down the
-/// same list, and trying the first task again would lose again: the tasks that share the first
-/// one's priority are tried from a random place among the first few (as many as claimers
-/// commonly race), so claimers spread out instead of queueing. Priority is never skipped.
+/// same list, and trying the first task again would lose again: the first few tasks that share
+/// the first one's priority (up to 32, more than claimers commonly race) are tried in a random
+/// order, so claimers spread out instead of queueing behind each other. Priority is never
+/// skipped.
 pub fn claim_order<'r>(ready: &[&'r Row], contended: bool) -> Vec<&'r Row> {
     let mut order: Vec<&Row> = ready.to_vec();
     if contended && !order.is_empty() {
         let best = order[0].priority;
-        let peers = order.iter().take(16).take_while(|r| r.priority == best).count();
-        let start = usize::from(crate::ids::random_bytes(1)[0]) % peers;
-        order[..peers].rotate_left(start);
+        let peers = order.iter().take(32).take_while(|r| r.priority == best).count();
+        let random = crate::ids::random_bytes(peers);
+        for i in (1..peers).rev() {
+            order.swap(i, usize::from(random[i]) % (i + 1));
+        }
     }
     order
 }
@@ -637,35 +640,78 @@ pub enum NextClaimed {
     Nothing,
 }
 
-/// Claim the first ready task that nobody else wins first: on losing a task to another
-/// claimant, move on to the next ready one.
+/// Claim the first ready task that nobody else wins first. On losing a task to another
+/// claimer (whose claims the lost push brought here), or winning one that turned out closed
+/// (after which every task record is fetched), look at the board again and spread out among
+/// the first ready tasks (`claim_order`): the others are racing down the same list.
 pub fn next_claim(
     store: &Store,
     ctx: &Context,
     labels: &[String],
     opts: &claim::AcquireOptions,
 ) -> Result<NextClaimed> {
-    let board = Board::load(store, ctx)?;
-    for row in board.ready(labels) {
-        let Ok(id) = row.id().parse::<TaskId>() else { continue };
-        let key = ClaimKey::node(&id);
-        match claim::acquire(store, ctx, &key, opts)? {
-            claim::Acquire::Acquired(held)
-            | claim::Acquire::TookOver { held, .. }
-            | claim::Acquire::Refreshed(held) => {
-                // The claim is ours; make sure the task did not close meanwhile (anywhere).
-                match open_after_claim(store, ctx, &id)? {
-                    Some(task) => {
+    // Each call is a process of its own: a loss by an earlier call of this clone says others
+    // are racing down the same list now.
+    let mut contended = recently_contended(store, ctx);
+    for _round in 0..100 {
+        let board = Board::load(store, ctx)?;
+        let ready = board.ready(labels);
+        let first: Vec<&Row> = ready.into_iter().take(32).collect();
+        if first.is_empty() {
+            return Ok(NextClaimed::Nothing);
+        }
+        let mut lost = false;
+        for row in claim_order(&first, contended) {
+            let Ok(id) = row.id().parse::<TaskId>() else { continue };
+            let key = ClaimKey::node(&id);
+            match claim::acquire(store, ctx, &key, opts)? {
+                claim::Acquire::Acquired(held)
+                | claim::Acquire::TookOver { held, .. }
+                | claim::Acquire::Refreshed(held) => {
+                    // The claim is ours; make sure the task did not close meanwhile (anywhere).
+                    if let Some(task) = open_after_claim(store, ctx, &id)? {
                         return Ok(NextClaimed::Claimed { task: Box::new(task), held: Box::new(held) });
                     }
-                    None => {
-                        claim::release(store, ctx, &key, &opts.holder, false)?;
-                        continue;
+                    claim::release(store, ctx, &key, &opts.holder, false)?;
+                    if let Some(remote) = store.arbiter() {
+                        let names = std::collections::BTreeSet::from([format!("{}*", refs::TASKS)]);
+                        crate::store::sync::pull(store, ctx, &remote, names)?;
                     }
                 }
+                claim::Acquire::HeldByOther(_) => {}
             }
-            claim::Acquire::HeldByOther(_) => continue,
+            lost = true;
+            break;
         }
+        if !lost {
+            return Ok(NextClaimed::Nothing);
+        }
+        contended = true;
+        note_contended(store, ctx);
     }
     Ok(NextClaimed::Nothing)
+}
+
+/// How long after losing a claim this clone's claimers keep spreading out (`claim_order`).
+const CONTENDED_FOR: chrono::Duration = chrono::Duration::seconds(60);
+
+/// `.git/loop/contended`: when a claimer of this clone last lost a task to another claimer.
+fn contended_file(store: &Store) -> Option<std::path::PathBuf> {
+    store.loop_dir().ok().map(|dir| dir.join("contended"))
+}
+
+/// Whether a claimer of this clone lost a task to another in the last minute.
+fn recently_contended(store: &Store, ctx: &Context) -> bool {
+    let Some(text) = contended_file(store).and_then(|f| std::fs::read_to_string(f).ok()) else { return false };
+    let Ok(at) = DateTime::parse_from_rfc3339(text.trim()) else { return false };
+    let since = ctx.now() - at.with_timezone(&Utc);
+    since >= chrono::Duration::zero() && since < CONTENDED_FOR
+}
+
+/// Remember that a claimer of this clone just lost a task to another (best effort: a file
+/// that cannot be written only makes the next call start at the top of the list again).
+fn note_contended(store: &Store, ctx: &Context) {
+    if let Some(file) = contended_file(store) {
+        let _ = std::fs::write(file, format!("{}\n", ctx.now().to_rfc3339()));
+    }
 }

@@ -107,11 +107,14 @@ pub struct Env {
     written: std::sync::Mutex<Vec<crate::store::Written>>,
     /// Whether this command already asked the remote for loop state (`adopt`).
     adopted: std::sync::atomic::AtomicBool,
+    /// The common directory of the repository the command opened: its objects are looked
+    /// after when the command ends.
+    opened: std::sync::OnceLock<PathBuf>,
 }
 
 impl Env {
     pub fn new(ctx: Context, cwd: PathBuf, exe: PathBuf) -> Env {
-        Env { ctx, cwd, exe, written: Default::default(), adopted: Default::default() }
+        Env { ctx, cwd, exe, written: Default::default(), adopted: Default::default(), opened: Default::default() }
     }
 
     pub fn open(&self) -> Result<Store> {
@@ -124,6 +127,7 @@ impl Env {
     pub fn open_as_configured(&self) -> Result<Store> {
         let store = Store::open(&self.ctx, &self.cwd)?;
         self.written.lock().unwrap_or_else(|e| e.into_inner()).push(store.written());
+        let _ = self.opened.set(store.repo.common_dir().to_owned());
         Ok(store)
     }
 
@@ -162,8 +166,12 @@ impl Env {
             .flat_map(|w| std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner())))
             .collect();
         // Inside a walk's session the walk publishes the session's journal when it closes the
-        // unit, in the same push as the claim's release.
-        if names.is_empty() || self.ctx.session.session.is_some() {
+        // unit, in the same push as the claim's release. A command that only journaled (a
+        // claim taken or released, `next --claim`) leaves its events for the next publish or
+        // sync: the board did not change, and agents calling it in a loop should not pay a
+        // round trip to the remote for the record of it.
+        let journal_only = names.iter().all(|n| n.starts_with(crate::refs::JOURNAL));
+        if journal_only || self.ctx.session.session.is_some() {
             return;
         }
         let Ok(store) = Store::open(&self.ctx, &self.cwd) else { return };
@@ -172,6 +180,16 @@ impl Env {
             let text = format!("{err:#}").replace('\n', " ");
             eprintln!("warning: this change is recorded here but could not be sent to '{remote}': {text}");
             eprintln!("hint: 'git loop sync' sends it once the remote can be reached");
+        }
+    }
+
+    /// Consolidate the packs and loose objects of the repository the command worked in, if
+    /// they have grown (otherwise this is a directory listing). Called once the command's
+    /// outcome is out, so it never delays a claim or a fetch; a failure is only a warning.
+    fn maintain(&self) {
+        let Some(git_dir) = self.opened.get() else { return };
+        if let Err(err) = crate::store::maintenance::auto(git_dir) {
+            print_error("warning", &err);
         }
     }
 }
@@ -248,10 +266,12 @@ pub fn main() -> ExitCode {
     if publishes {
         env.publish();
     }
-    match outcome {
+    let code = match outcome {
         Ok(code) => ExitCode::from(code),
         Err(err) => report(err),
-    }
+    };
+    env.maintain();
+    code
 }
 
 /// Signals this close to the first one of an interruption belong to it. One Ctrl-C in a
@@ -314,19 +334,20 @@ fn report(err: anyhow::Error) -> ExitCode {
     }) {
         return ExitCode::SUCCESS;
     }
-    match find_refusal(&err) {
+    print_error("error", &err);
+    ExitCode::from(find_refusal(&err).map_or(1, |refusal| refusal.class.exit_code()))
+}
+
+/// Print an error on one `<level>:` line, with a `hint:` line when it has one.
+fn print_error(level: &str, err: &anyhow::Error) {
+    match find_refusal(err) {
         Some(refusal) => {
-            eprintln!("error: {}", refusal.message);
+            eprintln!("{level}: {}", refusal.message);
             if let Some(hint) = &refusal.hint {
                 eprintln!("hint: {hint}");
             }
-            ExitCode::from(refusal.class.exit_code())
         }
-        None => {
-            let text = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {text}");
-            ExitCode::from(1)
-        }
+        None => eprintln!("{level}: {}", format!("{err:#}").replace('\n', " ")),
     }
 }
 

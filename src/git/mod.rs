@@ -17,6 +17,16 @@ use crate::error::usage;
 /// refuses to write reflogs or fetch without one, so an identity always exists.
 const FALLBACK_NAME: &str = "git-loop";
 
+/// How many pack indices a repository handle can know at once. gix sizes this table when the
+/// repository is opened (by default 1.1 × the packs on disk, at least 32) and never grows it:
+/// a handle that outlives the packs it was sized for — a walk runs for hours while fetches and
+/// other processes add packs — fails every object lookup and fetch with "too few index
+/// slots". git-loop keeps packs few (`store::maintenance`; docs/performance.md states the
+/// bound), so this leaves a wide margin even while maintenance cannot run; a slot costs a few
+/// dozen bytes.
+const SLOTS: gix::odb::store::init::Slots =
+    gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 1024 };
+
 /// Open the repository that contains `dir`, refusing the kinds git-loop cannot serve.
 ///
 /// Honours `GIT_DIR` and the other discovery variables as git does. Refuses a bare repository
@@ -36,11 +46,8 @@ pub fn open(dir: &Path, host: &str) -> Result<gix::Repository> {
         format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
         format!("gitoxide.author.emailFallback=loop@{host}"),
     ];
-    // gix sizes its pack index slot map once, when the repository is opened; a long-lived
-    // handle that fetches again and again outgrows the default (32) and every read fails.
-    let slots = gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 1024 };
     let level = |trust| {
-        gix::open::Options::default_for_level(trust).config_overrides(overrides.clone()).object_store_slots(slots)
+        gix::open::Options::default_for_level(trust).config_overrides(overrides.clone()).object_store_slots(SLOTS)
     };
     let trust =
         gix::sec::trust::Mapping { full: level(gix::sec::Trust::Full), reduced: level(gix::sec::Trust::Reduced) };
@@ -169,6 +176,11 @@ pub fn write_blob(repo: &gix::Repository, bytes: &[u8]) -> Result<ObjectId> {
     write_object_bytes(repo, gix::objs::Kind::Blob, bytes)
 }
 
+/// Write an object of any kind as a loose object (see `write_object_bytes`).
+pub fn write_object(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
+    write_object_bytes(repo, kind, data)
+}
+
 /// Objects up to this size are written as one stored (uncompressed) deflate block.
 const SMALL_OBJECT: usize = 32 * 1024;
 
@@ -191,11 +203,6 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
     if dir.join(&hex[2..]).exists() {
         return Ok(id);
     }
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err).with_context(|| format!("could not create '{}'", dir.display())),
-    }
     let mut raw = gix::objs::encode::loose_header(kind, data.len() as u64).to_vec();
     raw.extend_from_slice(data);
     let stream = zlib_stored(&raw);
@@ -203,12 +210,22 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
     {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o444)
-            .open(&tmp)
-            .with_context(|| format!("could not create '{}'", tmp.display()))?;
+        // A repack's `prune-packed` removes fan-out directories it empties, so the directory
+        // can vanish between making it and creating the file in it: make it again, as git
+        // does. Once our file is in it, it is not empty and stays.
+        let mut attempts = 0;
+        let mut file = loop {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", dir.display())),
+            }
+            match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&tmp) {
+                Ok(file) => break file,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound && attempts < 10 => attempts += 1,
+                Err(err) => return Err(err).with_context(|| format!("could not create '{}'", tmp.display())),
+            }
+        };
         file.write_all(&stream).with_context(|| format!("could not write '{}'", tmp.display()))?;
     }
     let path = dir.join(&hex[2..]);

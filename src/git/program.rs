@@ -1,6 +1,7 @@
 //! The only module that runs the `git` program, used where gix cannot do the job: pushing
-//! (gix 0.90 has no push). One function per invocation; stdin closed; hooks, fsmonitor and
-//! prompts disabled; errors name the argv, the exit status and stderr.
+//! (gix 0.90 has no push), fetching over http, and repacking. One function per invocation;
+//! stdin closed; hooks, fsmonitor and prompts disabled; errors name the argv, the exit status
+//! and stderr.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -141,29 +142,7 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
 /// Lists the remote's refs matching `prefixes` first (`git ls-remote`, the truth about what
 /// it holds, deletions included), then fetches `refspecs` if anything matched.
 pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
-    let run = |args: &[String]| -> Result<String> {
-        let output = git(dir, args)?;
-        if !output.status.success() {
-            anyhow::bail!(
-                "'git {}' failed ({}): {}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
-            );
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    };
-    let mut ls = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
-    ls.extend(prefixes.iter().map(|p| format!("{p}*")));
-    let listed = run(&ls)?;
-    let refs: Vec<(String, ObjectId)> = listed
-        .lines()
-        .filter_map(|line| {
-            let (id, name) = line.split_once('\t')?;
-            let id = ObjectId::from_hex(id.trim().as_bytes()).ok()?;
-            prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
-        })
-        .collect();
+    let refs = ls_remote(dir, remote, prefixes)?;
     // git fails the whole fetch when an exact refspec (refs/notes/loop) names a ref the
     // remote lacks: ask only for what the listing found.
     let listed_source = |spec: &&String| {
@@ -181,7 +160,7 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             remote.to_owned(),
         ];
         args.extend(wanted.into_iter().cloned());
-        run(&args)?;
+        run(dir, &args)?;
     }
     Ok(refs)
 }
@@ -194,6 +173,57 @@ pub fn moved_while_fetching(err: &anyhow::Error) -> bool {
     ["did not send all necessary objects", "couldn't find remote ref", "not our ref", "unadvertised object"]
         .iter()
         .any(|sign| text.contains(sign))
+}
+
+/// `git ls-remote -- <remote> <prefix>*...`: the refs the remote holds under `prefixes`.
+pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String]) -> Result<Vec<(String, ObjectId)>> {
+    let mut args = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
+    args.extend(prefixes.iter().map(|p| format!("{p}*")));
+    let listed = run(dir, &args)?;
+    Ok(listed
+        .lines()
+        .filter_map(|line| {
+            let (id, name) = line.split_once('\t')?;
+            let id = ObjectId::from_hex(id.trim().as_bytes()).ok()?;
+            prefixes.iter().any(|p| name.starts_with(p.as_str())).then(|| (name.to_owned(), id))
+        })
+        .collect())
+}
+
+/// Run git in `dir` and return its stdout; an error names the argv, the exit status and the
+/// last line of stderr.
+fn run(dir: &Path, args: &[String]) -> Result<String> {
+    let output = git(dir, args)?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "'git {}' failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `git repack -d -l -n -q --geometric=2` on the repository whose common directory is
+/// `git_dir`: roll the loose objects and the packs that break a geometric progression (each
+/// pack at least twice the objects of the next smaller one) into one new pack, then delete
+/// the packs and loose objects it made redundant. It never looks at reachability, so it drops
+/// no object — one a concurrent writer has written but not yet referenced stays — and packs
+/// with a `.keep` (a fetch still in flight) are left alone. No bitmaps, no `info/packs`.
+pub fn repack_geometric(git_dir: &Path) -> Result<()> {
+    let args: Vec<String> = vec![
+        format!("--git-dir={}", git_dir.display()),
+        "repack".into(),
+        "-d".into(),
+        "-l".into(),
+        "-n".into(),
+        "-q".into(),
+        "--geometric=2".into(),
+        "--no-write-bitmap-index".into(),
+    ];
+    run(git_dir, &args)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -235,8 +235,9 @@ pub fn acquire_with(
     let arbiter = arbiter_for(store, key);
     let mut watcher = lease::Watcher::load(store, ctx);
     // With a remote arbiter the local ref is only a mirror: before refusing, make sure the
-    // record we would refuse on is still the remote's. (A takeover needs no such check: it is
-    // leased on exactly the record watched, so an old mirror only makes the push fail.)
+    // record we would refuse on is still the remote's (or was read from it a moment ago). (A
+    // takeover needs no such check: it is leased on exactly the record watched, so an old
+    // mirror only makes the push fail.)
     let mut confirmed = arbiter.is_none();
     for _attempt in 0..50 {
         let raw = read_record(store, key)?;
@@ -248,7 +249,7 @@ pub fn acquire_with(
             None => (now, None),
             Some(held) if held.record.holder == opts.holder => (held.record.acquired_at, None),
             Some(held) if watcher.judge(key, held).is_stale() => (now, Some(held.record.clone())),
-            Some(_) if !confirmed => {
+            Some(_) if !confirmed && !remote::mirrored_recently(store, &name) => {
                 remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
                 confirmed = true;
                 continue;

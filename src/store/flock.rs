@@ -34,6 +34,12 @@ impl FileLock {
         }
     }
 
+    /// Take the lock on `path` if nobody holds it (`None` if someone does).
+    pub fn try_exclusive(path: &Path) -> Result<Option<FileLock>> {
+        let file = open(path)?;
+        Ok(try_lock(&file, path)?.then_some(FileLock(file)))
+    }
+
     /// The locked file, for a lock that guards its own content (read and write).
     pub fn file(&self) -> &std::fs::File {
         &self.0
@@ -71,6 +77,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.lock");
         let held = FileLock::exclusive(&path, "testing", Duration::from_secs(1)).expect("free");
+        assert!(FileLock::try_exclusive(&path).expect("try").is_none(), "a second open is refused");
         let err = FileLock::exclusive(&path, "testing", Duration::from_millis(20)).err().expect("times out");
         assert!(format!("{err}").contains("x.lock"), "the error names the file: {err}");
         drop(held);

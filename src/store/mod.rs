@@ -1,7 +1,8 @@
 //! The store: the only code that writes refs and objects. Tasks, claims, the journal and
 //! completion notes each have a module; `cas` is the transaction type every ref write goes
 //! through; `remote` arbitrates claims through the shared remote; `sync` exchanges state with
-//! it. Record formats are documented once, in docs/storage.md.
+//! it; `maintenance` keeps the object database's packs and loose objects few. Record formats
+//! are documented once, in docs/storage.md.
 
 pub mod cas;
 pub mod claim;
@@ -10,6 +11,7 @@ pub mod index;
 pub mod journal;
 pub mod lamport;
 pub mod lease;
+pub mod maintenance;
 pub mod notes;
 pub mod remote;
 pub mod sync;
@@ -46,6 +48,8 @@ pub struct Store {
     packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
     /// The shared refs this handle changed and has not yet published (see `note_written`).
     written: Written,
+    /// When refs were last mirrored from the remote (see `remote::mirrored_recently`).
+    mirror_reads: std::sync::Mutex<remote::MirrorReads>,
 }
 
 /// The shared refs a store handle changed: what a command publishes to `loop.remote` before it
@@ -78,6 +82,7 @@ impl Store {
             journal_tips: Default::default(),
             packed_seen: Default::default(),
             written: Default::default(),
+            mirror_reads: Default::default(),
         })
     }
 

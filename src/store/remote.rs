@@ -7,7 +7,9 @@
 //! server committed), so any outcome other than a clean accept or a clean lease rejection is
 //! "unknown" and settled by reading the remote ref back.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
@@ -16,6 +18,40 @@ use super::cas::{self, Cas, Expect};
 use super::Store;
 use crate::error::{Class, Refusal};
 use crate::git::program::{self, PushUpdate, RefStatus};
+use crate::refs;
+
+/// How long a claim record read from the remote counts as the remote's current one: a claimer
+/// refusing on it within this time needs no second read (see `claim::acquire`). A release in
+/// that window is a race the claimer lost, as it would be a moment after any read.
+pub const MIRROR_FRESH: Duration = Duration::from_secs(2);
+
+/// When this process last made its mirror of remote refs equal to the remote's values.
+#[derive(Debug, Default)]
+pub struct MirrorReads {
+    /// Every claim the remote arbitrates, in one read (`refresh_claims`).
+    claims: Option<Instant>,
+    /// Single refs (`refresh_mirror`, and our own accepted pushes).
+    refs: HashMap<String, Instant>,
+}
+
+/// Whether the local mirror of `name` was read from the remote (or written there by us) less
+/// than `MIRROR_FRESH` ago.
+pub fn mirrored_recently(store: &Store, name: &str) -> bool {
+    let reads = store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = |at: &Instant| at.elapsed() < MIRROR_FRESH;
+    reads.refs.get(name).is_some_and(fresh) || (is_arbitrated_claim(name) && reads.claims.as_ref().is_some_and(fresh))
+}
+
+fn note_mirrored(store: &Store, name: &str, at: Instant) {
+    let mut reads = store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner());
+    reads.refs.retain(|_, at| at.elapsed() < MIRROR_FRESH);
+    reads.refs.insert(name.to_owned(), at);
+}
+
+/// A claim ref that the remote decides (walker claims stay in their clone).
+fn is_arbitrated_claim(name: &str) -> bool {
+    refs::claim_key_of(name).is_some_and(|key| key.kind() != super::claim::LOCAL_KIND)
+}
 
 /// Change `name` on the remote from `expect` to `new` (None deletes), then mirror the
 /// remote's value locally. `Lost` carries the remote's actual value.
@@ -25,13 +61,22 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
         Expect::Is(id) => Some(id),
     };
     let update = PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) };
+    let pushed_at = Instant::now();
     match program::push(store.workdir(), remote, &[update], &[]) {
         Ok(report) if report.all_ok() => {
             set_local(store, name, new)?;
+            note_mirrored(store, name, pushed_at);
             Ok(Cas::Applied)
         }
         Ok(report) => {
-            let actual = refresh_mirror(store, remote, name)?;
+            // Another claimer got there first. When that is a claim, others are claiming
+            // too: learn all their claims in this one read, so that the next choice is made
+            // knowing them, instead of losing one claim after another to them.
+            let actual = if is_arbitrated_claim(name) {
+                refresh_claims(store, remote)?.get(name).copied()
+            } else {
+                refresh_mirror(store, remote, name)?
+            };
             if let Some((dst, RefStatus::Refused(why))) =
                 report.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
             {
@@ -71,10 +116,51 @@ pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option
 
 /// Make the local ref `name` hold what the remote holds (fetching the object), and return it.
 pub fn refresh_mirror(store: &Store, remote: &str, name: &str) -> Result<Option<ObjectId>> {
+    let started = Instant::now();
     let fetched = fetch(store, remote, &[name.to_owned()])?;
     let actual = fetched.remote_refs.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
     set_local(store, name, actual)?;
+    note_mirrored(store, name, started);
     Ok(actual)
+}
+
+/// Make every local claim ref the remote decides hold what the remote holds, and return the
+/// remote's claims. One listing of the remote's claim refs; then, if any differs here, one
+/// fetch of exactly those (a wildcard refspec would have gix lock every claim ref it maps,
+/// changed or not, and gix refuses a wildcard without a destination).
+pub fn refresh_claims(store: &Store, remote: &str) -> Result<HashMap<String, ObjectId>> {
+    let started = Instant::now();
+    let mut theirs: HashMap<String, ObjectId> =
+        list(store, remote, refs::CLAIMS)?.into_iter().filter(|(name, _)| is_arbitrated_claim(name)).collect();
+    store.fresh_refs();
+    let mut ours = HashMap::new();
+    let platform = store.repo.references().context("could not list refs")?;
+    for reference in platform.prefixed(refs::CLAIMS).context("could not list claim refs")?.flatten() {
+        let name = reference.name().as_bstr().to_string();
+        if let Some(id) = reference.target().try_id().filter(|_| is_arbitrated_claim(&name)) {
+            ours.insert(name, id.to_owned());
+        }
+    }
+    let changed: Vec<String> =
+        theirs.iter().filter(|(name, id)| ours.get(*name) != Some(id)).map(|(name, _)| name.clone()).collect();
+    if !changed.is_empty() {
+        // What this fetch sees is newer still than the listing.
+        let fetched = fetch(store, remote, &changed)?.remote_refs;
+        for name in &changed {
+            if !fetched.iter().any(|(n, _)| n == name) {
+                theirs.remove(name);
+            }
+        }
+        theirs.extend(fetched);
+        for name in &changed {
+            set_local(store, name, theirs.get(name).copied())?;
+        }
+    }
+    for name in ours.keys().filter(|name| !theirs.contains_key(*name)) {
+        set_local(store, name, None)?;
+    }
+    store.mirror_reads.lock().unwrap_or_else(|e| e.into_inner()).claims = Some(started);
+    Ok(theirs)
 }
 
 /// Set the local ref `name` to `value` whatever it holds now (it mirrors the remote, which
@@ -104,6 +190,69 @@ pub struct Fetched {
     pub remote_refs: Vec<(String, ObjectId)>,
 }
 
+/// The remote `name`, refused with a hint when it is not configured.
+fn find_remote<'r>(store: &'r Store, name: &str) -> Result<gix::Remote<'r>> {
+    find_remote_in(&store.repo, name)
+}
+
+fn find_remote_in<'r>(repo: &'r gix::Repository, name: &str) -> Result<gix::Remote<'r>> {
+    Ok(repo.find_remote(name).map_err(|_| {
+        Refusal::new(Class::Usage, format!("remote '{name}' is not configured")).hint(
+            "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
+        )
+    })?)
+}
+
+/// Whether this build of gix cannot talk to `handle` (http and https: gix would need libcurl or
+/// a TLS stack), so that the git program must (see `program::fetch`).
+fn needs_git_program(handle: &gix::Remote<'_>) -> bool {
+    let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
+    matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https))
+}
+
+/// The refs `remote` holds under `prefix` (e.g. `refs/loop/claims/`), without fetching
+/// anything.
+pub fn list(store: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+    let handle = find_remote(store, remote)?;
+    if needs_git_program(&handle) {
+        return program::ls_remote(store.workdir(), remote, &[prefix.to_owned()]);
+    }
+    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
+    handle
+        .replace_refspecs([format!("+{prefix}*:{prefix}*").as_str()], gix::remote::Direction::Fetch)
+        .context("invalid fetch refspec")?;
+    let connection = handle
+        .connect(gix::remote::Direction::Fetch)
+        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    let (ref_map, _) = connection
+        .ref_map(gix::progress::Discard, gix::remote::ref_map::Options::default())
+        .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
+    Ok(advertised(&ref_map))
+}
+
+/// The refs a ref map says the remote advertised, with the objects they point to.
+fn advertised(ref_map: &gix::remote::fetch::RefMap) -> Vec<(String, ObjectId)> {
+    ref_map
+        .mappings
+        .iter()
+        .filter_map(|m| {
+            let (name, id, _) = match &m.remote {
+                gix::remote::fetch::refmap::Source::Ref(r) => r.unpack(),
+                gix::remote::fetch::refmap::Source::ObjectId(_) => return None,
+            };
+            Some((name.to_string(), id?.to_owned()))
+        })
+        .collect()
+}
+
+/// Fetches that bring fewer objects than this are stored as loose objects, not as a pack, as
+/// git's `fetch.unpackLimit` does. A pack per fetch is what piles packs up; and every pack
+/// that appears takes a slot in the index table of each gix handle that comes to see it,
+/// slots that gix 0.90 hands out again wrongly once a long-lived handle has used each of them
+/// (a pack it then never loads: its objects read as missing, "object could not be found").
+/// A walk fetches thousands of times; its handles must see packs only from the rare repack.
+const UNPACK_LIMIT: u32 = 100;
+
 /// Fetch `sources` — exact ref names, or prefixes ending in `*` — from `remote` into their
 /// mirrors under `refs/loop-remotes/<remote>/` (see `refs::mirror`), and delete the mirrors of
 /// those refs the remote no longer advertises (gix never prunes). Tags are not fetched.
@@ -112,15 +261,82 @@ pub struct Fetched {
 /// fetches updating one mirror ref at once would fail each other's ref transaction. Callers
 /// never read a mirror to decide anything; they get the listing, and update their own refs by
 /// compare-and-swap.
+///
+/// The fetch runs in a repository handle of its own, opened for it: gix's negotiation looks
+/// our refs' objects up without ever reading the pack directory again, so in a handle that
+/// has not looked since a repack or another handle's fetch moved those objects into a new pack
+/// every fetch fails ("object could not be found"); and the pack it receives is never seen by
+/// `store`'s handle (see `UNPACK_LIMIT`). Opening costs about a millisecond.
 pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
-    let _one_at_a_time = super::flock::FileLock::exclusive(
-        &store.loop_dir()?.join("fetch.lock"),
-        "fetching",
-        std::time::Duration::from_secs(120),
-    )?;
-    let fetched = fetch_locked(store, remote, sources)?;
+    let _one_at_a_time =
+        super::flock::FileLock::exclusive(&store.loop_dir()?.join("fetch.lock"), "fetching", Duration::from_secs(120))?;
+    let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", refs::mirror(remote, s))).collect();
+    let handle = find_remote(store, remote)?;
+    let fetched = if needs_git_program(&handle) {
+        fetch_with_git(store, remote, sources, &refspecs)?
+    } else {
+        fetch_with_gix(store, remote, &refspecs)?
+    };
     prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
     Ok(fetched)
+}
+
+/// `fetch` through gix, in a handle of its own.
+fn fetch_with_gix(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
+    let repo = gix::open_opts(store.repo.git_dir(), store.repo.open_options().clone())
+        .context("could not open the repository to fetch into")?;
+    let mut handle = find_remote_in(&repo, remote)?.with_fetch_tags(gix::remote::fetch::Tags::None);
+    handle
+        .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
+        .context("invalid fetch refspec")?;
+    let connection = handle
+        .connect(gix::remote::Direction::Fetch)
+        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    let prepare = connection
+        .prepare_fetch(gix::progress::Discard, gix::remote::ref_map::Options::default())
+        .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
+    let remote_refs = advertised(prepare.ref_map());
+    if prepare.ref_map().is_missing_required_mapping() {
+        // The remote has none of these refs (yet): nothing to receive.
+        return Ok(Fetched { remote_refs });
+    }
+    let interrupt = AtomicBool::new(false);
+    let outcome = prepare
+        .receive(gix::progress::Discard, &interrupt)
+        .with_context(|| format!("could not fetch from remote '{remote}'"))?;
+    if let gix::remote::fetch::Status::Change { write_pack_bundle, .. } = &outcome.status {
+        unpack_small(&repo, write_pack_bundle);
+    }
+    Ok(Fetched { remote_refs })
+}
+
+/// `fetch` through the git program, for http and https (this build of gix carries no http
+/// transport; see `program::fetch`).
+///
+/// Smart HTTP is stateless: git lists the remote's refs in one request and asks for their
+/// objects in another, and a ref that moved in between (a claim refreshed, a task closed) can
+/// leave its listed object unreachable there — "did not send all necessary objects". That is
+/// a lost race, not a failure: list and fetch again. The values returned are the ones the
+/// fetch wrote into the mirrors, so their objects are here.
+fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[String]) -> Result<Fetched> {
+    let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
+    let mut attempt = 0;
+    let listed = loop {
+        attempt += 1;
+        match program::fetch(store.workdir(), remote, &prefixes, refspecs) {
+            Ok(listed) => break listed,
+            Err(err) if attempt < 6 && program::moved_while_fetching(&err) => {
+                std::thread::sleep(Duration::from_millis(10 * attempt));
+            }
+            Err(err) => return Err(err),
+        }
+    };
+    let mut remote_refs = Vec::new();
+    for (name, listed_id) in listed.into_iter().filter(|(name, _)| matches(sources, name)) {
+        let mirrored = crate::git::ref_target(&store.repo, &refs::mirror(remote, &name))?;
+        remote_refs.push((name, mirrored.unwrap_or(listed_id)));
+    }
+    Ok(Fetched { remote_refs })
 }
 
 /// Whether ref `name` is one of `sources` (an exact name, or under a `prefix*`).
@@ -131,11 +347,11 @@ fn matches(sources: &[String], name: &str) -> bool {
 /// Delete the mirrors of refs in `sources` that the remote did not list.
 fn prune_mirrors(store: &Store, remote: &str, sources: &[String], listed: &[(String, ObjectId)]) -> Result<()> {
     let listed: std::collections::BTreeSet<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
-    let root = format!("{}{remote}/", crate::refs::REMOTES);
+    let root = format!("{}{remote}/", refs::REMOTES);
     let platform = store.repo.references().context("could not list refs")?;
     let mut stale = Vec::new();
     for source in sources {
-        let mirror = crate::refs::mirror(remote, source.trim_end_matches('*'));
+        let mirror = refs::mirror(remote, source.trim_end_matches('*'));
         let found = match source.ends_with('*') {
             true => platform.prefixed(mirror.as_str()).context("could not list mirrored refs")?.flatten().collect(),
             false => store.repo.try_find_reference(mirror.as_str()).ok().flatten().into_iter().collect::<Vec<_>>(),
@@ -155,94 +371,28 @@ fn prune_mirrors(store: &Store, remote: &str, sources: &[String], listed: &[(Str
     Ok(())
 }
 
-/// `fetch` through the git program, for http and https (this build of gix carries no http
-/// transport; see `program::fetch`).
-///
-/// Smart HTTP is stateless: git lists the remote's refs in one request and asks for their
-/// objects in another, and a ref that moved in between (a claim refreshed, a task closed) can
-/// leave its listed object unreachable there — "did not send all necessary objects". That is
-/// a lost race, not a failure: list and fetch again. The values returned are the ones the
-/// fetch wrote into the mirrors, so their objects are here.
-fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[String]) -> Result<Fetched> {
-    let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
-    let mut attempt = 0;
-    let listed = loop {
-        attempt += 1;
-        match crate::git::program::fetch(store.workdir(), remote, &prefixes, refspecs) {
-            Ok(listed) => break listed,
-            Err(err) if attempt < 6 && crate::git::program::moved_while_fetching(&err) => {
-                std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
-            }
-            Err(err) => return Err(err),
-        }
-    };
-    let mut remote_refs = Vec::new();
-    for (name, listed_id) in listed.into_iter().filter(|(name, _)| matches(sources, name)) {
-        let mirrored = crate::git::ref_target(&store.repo, &crate::refs::mirror(remote, &name))?;
-        remote_refs.push((name, mirrored.unwrap_or(listed_id)));
+/// Store the objects of a pack just received with fewer than `UNPACK_LIMIT` objects as loose
+/// objects, then delete the pack. Each object is written before any pack file goes, so every
+/// object can be read at every moment, and it is all done under the maintenance lock, so that
+/// no repack is reading the pack meanwhile (if one is running, it takes the pack up instead).
+/// Whatever fails leaves the pack in place, for the next maintenance to roll up.
+fn unpack_small(repo: &gix::Repository, pack: &gix::odb::pack::bundle::write::Outcome) {
+    let (Some(index_path), Some(data_path)) = (&pack.index_path, &pack.data_path) else { return };
+    if pack.index.num_objects >= UNPACK_LIMIT {
+        return;
     }
-    Ok(Fetched { remote_refs })
-}
-
-/// `fetch`, under the lock.
-fn fetch_locked(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
-    let repo = &store.repo;
-    let handle = repo.find_remote(remote).map_err(|_| {
-        Refusal::new(Class::Usage, format!("remote '{remote}' is not configured")).hint(
-            "add it with 'git remote add <name> <url>', or fix 'loop.remote' with 'git loop init --remote <name>'",
-        )
-    })?;
-    let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", crate::refs::mirror(remote, s))).collect();
-    let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
-    if matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https)) {
-        return fetch_with_git(store, remote, sources, &refspecs);
+    let Ok(Some(_lock)) = super::maintenance::try_lock(repo.common_dir()) else { return };
+    let Ok(index) = gix::odb::pack::index::File::at(index_path, repo.object_hash()) else { return };
+    for entry in index.iter() {
+        let Ok(object) = repo.find_object(entry.oid) else { return };
+        if crate::git::write_object(repo, object.kind, &object.data).is_err() {
+            return;
+        }
     }
-    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
-    handle
-        .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
-        .context("invalid fetch refspec")?;
-    // gix negotiates without refreshing its view of the object database (its "haves" are the
-    // local refs, peeled with refreshing turned off), and another handle of this process (a
-    // walk's other worker, its sync thread) may have fetched a pack since ours last looked: a
-    // local ref pointing into that pack then fails the negotiation ("object could not be
-    // found"). Looking up an object nobody has makes the handle read the disk state again; as
-    // another fetch can still land between that and the negotiation, a failed receive is tried
-    // once more after looking again.
-    let refresh = || {
-        let nobody = gix::ObjectId::from_hex(b"ffffffffffffffffffffffffffffffffffffffff").expect("a valid hex id");
-        let _ = repo.try_find_object(nobody);
-    };
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let connection = handle
-            .connect(gix::remote::Direction::Fetch)
-            .with_context(|| format!("could not connect to remote '{remote}'"))?;
-        let prepare = connection
-            .prepare_fetch(gix::progress::Discard, gix::remote::ref_map::Options::default())
-            .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
-        let remote_refs = prepare
-            .ref_map()
-            .mappings
-            .iter()
-            .filter_map(|m| {
-                let (name, id, _) = match &m.remote {
-                    gix::remote::fetch::refmap::Source::Ref(r) => r.unpack(),
-                    gix::remote::fetch::refmap::Source::ObjectId(_) => return None,
-                };
-                Some((name.to_string(), id?.to_owned()))
-            })
-            .collect();
-        if prepare.ref_map().is_missing_required_mapping() {
-            // The remote has none of these refs (yet): nothing to receive.
-            return Ok(Fetched { remote_refs });
-        }
-        refresh();
-        let interrupt = AtomicBool::new(false);
-        match prepare.receive(gix::progress::Discard, &interrupt) {
-            Ok(_) => return Ok(Fetched { remote_refs }),
-            Err(_) if attempt < 2 => continue,
-            Err(err) => return Err(anyhow::Error::from(err).context(format!("could not fetch from remote '{remote}'"))),
-        }
+    // The index first: from then on, no reader that lists the directory takes up the pack.
+    let mut files = vec![index_path.clone(), data_path.clone(), data_path.with_extension("rev")];
+    files.extend(pack.keep_path.clone());
+    for file in files {
+        let _ = std::fs::remove_file(file);
     }
 }

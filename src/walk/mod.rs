@@ -573,7 +573,8 @@ fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
 
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
-/// take-over, a reassignment) reaches this walk.
+/// take-over, a reassignment) reaches this walk. After each refresh and sync, consolidate the
+/// packs and loose objects if they have grown (here, beside the units, never in a claim).
 fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
     let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
     let opts = singleton_options(&walker.ctx, &walker.key);
@@ -581,12 +582,16 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
     let mut last = std::time::Instant::now();
     let mut last_sync = std::time::Instant::now();
     while !stop.sleep(Duration::from_millis(100)) {
+        // Whether this round may have written objects or fetched a pack.
+        let mut grown = false;
         if last.elapsed() >= Duration::from_secs(30) {
             let _ = claim::acquire(&store, &walker.ctx, key, &opts);
             last = std::time::Instant::now();
+            grown = true;
         }
         if let (Some(remote), Some(every)) = (&remote, walker.opts.sync_every) {
             if last_sync.elapsed() >= every {
+                grown = true;
                 last_sync = std::time::Instant::now();
                 match crate::store::sync::sync(&store, &walker.ctx, remote) {
                     Ok(report) => {
@@ -599,6 +604,11 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
                         .observer
                         .event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),
                 }
+            }
+        }
+        if grown {
+            if let Err(err) = crate::store::maintenance::auto(store.repo.common_dir()) {
+                walker.observer.event(&Event::Warning { message: format!("{err:#}") });
             }
         }
     }

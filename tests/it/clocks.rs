@@ -168,6 +168,7 @@ fn finish(mut walk: Child, what: &str) -> Run {
 /// opened its repository before them cannot see past its pack slots, issue 10 point 4.)
 #[test]
 fn a_live_claim_is_never_taken_over_by_a_clone_whose_clock_is_an_hour_off() {
+    let _one_at_a_time = crate::harness::heavy();
     if !faketime_available() {
         return;
     }
@@ -297,6 +298,7 @@ fn a_live_claim_is_never_taken_over_by_a_clone_whose_clock_is_an_hour_off() {
 /// gix's pack `.keep` file, a separate issue.)
 #[test]
 fn every_task_is_handed_out_once_to_callers_in_clones_an_hour_apart() {
+    let _one_at_a_time = crate::harness::heavy();
     if !faketime_available() {
         return;
     }

@@ -214,6 +214,7 @@ fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) 
 
 #[test]
 fn four_clones_over_a_git_daemon_do_two_hundred_tasks_exactly_once_and_converge() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let bare = env.remote("fleet");
     let daemon = Daemon::start(&env);
@@ -226,6 +227,7 @@ fn four_clones_over_a_git_daemon_do_two_hundred_tasks_exactly_once_and_converge(
 /// its try branch once its clone walks again.
 #[test]
 fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let bare = env.remote("fleet");
     let daemon = Daemon::start(&env);
@@ -304,6 +306,7 @@ fn kill9(pid: i32) {
 /// behind a real web server.
 #[test]
 fn four_clones_over_smart_http_do_two_hundred_tasks_exactly_once_and_converge() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let bare = env.remote("fleet");
     let Some(server) = crate::harness::HttpServer::start(&env) else { return };
@@ -315,6 +318,7 @@ fn four_clones_over_smart_http_do_two_hundred_tasks_exactly_once_and_converge() 
 /// command publishes it at once, and the walk's next sync brings it.
 #[test]
 fn a_persons_word_from_another_clone_reaches_a_busy_walk_within_its_sync_interval() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let bare = env.remote("fleet");
     let daemon = Daemon::start(&env);

@@ -466,3 +466,11 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
     }
     config
 }
+
+/// Tests that load the whole machine (fleets of clones, many processes racing) or that measure
+/// time (latencies, Ctrl-C windows, leases) take this first, so that they run one at a time:
+/// on a small machine two of them at once would each measure the other.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}

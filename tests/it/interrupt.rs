@@ -178,6 +178,7 @@ fn round(env: &TestEnv, repo: &Repo<'_>, tmux: &Tmux<'_>, agent: &str, n: usize)
 /// released, and `git loop status` shows no walk running.
 #[test]
 fn ctrl_c_in_a_terminal_through_git_loop_run_is_always_graceful() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let repo = env.repo("r");
     let Some(tmux) = terminal(&env, &repo) else { return };
@@ -197,6 +198,7 @@ fn ctrl_c_in_a_terminal_through_git_loop_run_is_always_graceful() {
 /// and the next `git loop run` recovers the session: the agent's file lands on its try branch.
 #[test]
 fn a_second_ctrl_c_after_the_window_exits_at_once_and_status_tells_what_the_walk_left() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let repo = env.repo("r");
     let Some(tmux) = terminal(&env, &repo) else { return };

@@ -14,6 +14,7 @@ mod journal;
 mod mission;
 mod model_server;
 mod next_claim;
+mod packs;
 mod people;
 mod race;
 mod remote;

@@ -2,10 +2,11 @@
 //! never get the same task, and losing a task to another agent moves on to the next one.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::harness::{Repo, TestEnv};
+use crate::harness::{Daemon, Repo, TestEnv};
 
 /// A backlog of `n` ready tasks t-0001..., added in one import.
 fn backlog(env: &TestEnv, repo: &Repo<'_>, n: usize) {
@@ -115,4 +116,105 @@ fn control_agents_that_do_not_claim_get_the_same_tasks() {
     let colliding: usize = twice.values().map(Vec::len).sum();
     eprintln!("next without --claim: 8 agents x 5 calls: {} tasks handed to {colliding} calls", twice.len());
     assert!(!twice.is_empty(), "without claims, agents must collide, or the count above proves nothing");
+}
+
+/// One `next --claim` call of the fleet test: what it printed and how long it took.
+struct FleetCall {
+    code: i32,
+    task: Option<String>,
+    stderr: String,
+    took: Duration,
+}
+
+/// The pack files in a repository's object database.
+fn packs(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join(".git/objects/pack"))
+        .map(|entries| entries.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "pack")).count())
+        .unwrap_or(0)
+}
+
+/// The fleet: 8 clones of one remote served by `git daemon` on 127.0.0.1, each with one agent
+/// calling `next --claim` 50 times one after another, all clones at once, over 420 ready
+/// tasks. No task is claimed twice; at least 99% of the calls succeed (with 20 tasks more than
+/// calls, success is a task); the 95th percentile of a call's time is at most a second; and
+/// no clone gathers more packs than docs/performance.md allows for its few thousand objects.
+#[test]
+fn eight_clones_claiming_through_a_git_daemon_get_distinct_tasks_quickly() {
+    let _one_at_a_time = crate::harness::heavy();
+    let env = TestEnv::new();
+    let bare = env.remote("origin");
+    let daemon = Daemon::start(&env);
+    let url = daemon.url(&bare);
+    let seed = env.clone_of(&url, "seed");
+    seed.run(&["init", "--remote", "origin"]).ok();
+    backlog(&env, &seed, 420);
+    seed.run(&["sync"]).ok();
+    let clones: Vec<Repo<'_>> = (0..8)
+        .map(|i| {
+            let clone = env.clone_of(&url, &format!("clone-{i}"));
+            clone.run(&["init", "--remote", "origin"]).ok();
+            clone.run(&["sync"]).ok();
+            clone
+        })
+        .collect();
+    let started = Instant::now();
+    let calls: Vec<Vec<FleetCall>> = std::thread::scope(|scope| {
+        let runs: Vec<_> = clones
+            .iter()
+            .enumerate()
+            .map(|(i, clone)| {
+                scope.spawn(move || {
+                    let holder = format!("agent-{i}");
+                    (0..50)
+                        .map(|_| {
+                            let began = Instant::now();
+                            let out = clone
+                                .command(&["next", "--claim", "--holder", &holder, "--json"])
+                                .stdout(Stdio::piped())
+                                .stderr(Stdio::piped())
+                                .output()
+                                .expect("run an agent's call");
+                            let took = began.elapsed();
+                            let json: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+                            FleetCall {
+                                code: out.status.code().unwrap_or(-1),
+                                task: json.as_ref().and_then(|j| j["id"].as_str()).map(ToOwned::to_owned),
+                                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                                took,
+                            }
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("agent thread")).collect()
+    });
+    let wall = started.elapsed();
+    let all: Vec<&FleetCall> = calls.iter().flatten().collect();
+    let failed: Vec<&&FleetCall> = all.iter().filter(|c| c.code != 0 || c.task.is_none()).collect();
+    let mut times: Vec<Duration> = all.iter().map(|c| c.took).collect();
+    times.sort();
+    let p = |q: f64| times[((times.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    let got: Vec<Vec<Option<String>>> = calls.iter().map(|c| c.iter().map(|c| c.task.clone()).collect()).collect();
+    let twice = handed_out_twice(&got);
+    let packs: Vec<usize> = clones.iter().map(|c| packs(&c.dir)).collect();
+    eprintln!(
+        "fleet next --claim: 8 clones x 50 calls over 420 tasks through git daemon: {} of {} calls failed, \
+         tasks claimed twice: {}, call time p50 {:.0?} p95 {:.0?} max {:.1?}, wall {wall:.1?}; \
+         packs per clone {packs:?}",
+        failed.len(),
+        all.len(),
+        twice.len(),
+        p(0.5),
+        p(0.95),
+        p(1.0),
+    );
+    for call in failed.iter().take(5) {
+        eprintln!("  a failed call (exit {}): {}", call.code, call.stderr.trim());
+    }
+    assert!(twice.is_empty(), "no task is claimed by two calls: {twice:?}");
+    assert!(failed.len() * 100 <= all.len(), "at least 99% of the calls succeed ({} failed)", failed.len());
+    assert!(p(0.95) <= Duration::from_secs(1), "the 95th percentile of a call is at most 1 s ({:?})", p(0.95));
+    // Up to 8,191 objects: at most 7 packs beside a geometric progression of at most 13.
+    assert!(packs.iter().all(|&n| n <= 20), "no clone gathers packs: {packs:?}");
 }
