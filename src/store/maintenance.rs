@@ -247,7 +247,7 @@ mod tests {
         let objects = store.repo.common_dir().join("objects");
         let (claim, journal, task) =
             ("refs/loop/claims/node/t-fetched", "refs/loop/journal/w-remote", "refs/loop/tasks/t-big");
-        let specs = [claim, journal, task].map(|name| format!("+{name}:{name}"));
+        let specs = [claim, journal, task].map(|name| name.to_owned());
         let sig = store.signature();
         let set = |name: &str, id: gix::ObjectId| {
             std::fs::create_dir_all(bare.join(name).parent().expect("a parent")).expect("mkdir");
