@@ -444,8 +444,14 @@ pub fn release_hold(store: &Store, ctx: &Context, id: &TaskId) -> Result<()> {
 /// push as the release, so this read sees it even when our copy of the board is old.
 pub fn open_after_claim(store: &Store, ctx: &Context, id: &TaskId) -> Result<Option<Task>> {
     if let Some(remote) = store.arbiter() {
-        let names = std::collections::BTreeSet::from([refs::task(id)]);
-        crate::store::sync::pull(store, ctx, &remote, names)?;
+        let name = refs::task(id);
+        let names = std::collections::BTreeSet::from([name.clone()]);
+        if store.take_confirmed(&name) {
+            // The claim's push was leased on our mirror of the record: it is the remote's.
+            crate::store::sync::merge_mirrored(store, ctx, &remote, names)?;
+        } else {
+            crate::store::sync::pull(store, ctx, &remote, names)?;
+        }
     }
     Ok(task::read(store, id)?.map(|s| s.task).filter(|t| t.state == State::Open))
 }
@@ -613,15 +619,15 @@ impl Board {
 
 /// The order in which to try claiming `ready` (in `next`'s order). Normally that order. Once a
 /// claimer has lost a task to another (`contended`), everyone else is likely racing down the
-/// same list, and trying the first task again would lose again: the first few tasks that share
-/// the first one's priority (up to 32, more than claimers commonly race) are tried in a random
-/// order, so claimers spread out instead of queueing behind each other. Priority is never
-/// skipped.
+/// same list, and trying the first task again would lose again: the first tasks that share the
+/// first one's priority (up to 64: several times as many as claimers commonly race, since the
+/// tasks others took since our board was read sit among them too) are tried in a random order,
+/// so claimers spread out instead of queueing behind each other. Priority is never skipped.
 pub fn claim_order<'r>(ready: &[&'r Row], contended: bool) -> Vec<&'r Row> {
     let mut order: Vec<&Row> = ready.to_vec();
     if contended && !order.is_empty() {
         let best = order[0].priority;
-        let peers = order.iter().take(32).take_while(|r| r.priority == best).count();
+        let peers = order.iter().take(64).take_while(|r| r.priority == best).count();
         let random = crate::ids::random_bytes(peers);
         for i in (1..peers).rev() {
             order.swap(i, usize::from(random[i]) % (i + 1));
@@ -656,7 +662,7 @@ pub fn next_claim(
     for _round in 0..100 {
         let board = Board::load(store, ctx)?;
         let ready = board.ready(labels);
-        let first: Vec<&Row> = ready.into_iter().take(32).collect();
+        let first: Vec<&Row> = ready.into_iter().take(64).collect();
         if first.is_empty() {
             return Ok(NextClaimed::Nothing);
         }

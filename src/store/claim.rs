@@ -280,8 +280,36 @@ pub fn acquire_with(
             lamport: Some(lamport::tick(store, seen)?),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
-        match swap(store, ctx, arbiter.as_deref(), &name, expect, Some(oid), riders)? {
+        // Taking a task's claim through the remote: lease the push on the task's record as our
+        // mirror last saw it, so that a claim won is known to come with a current record (the
+        // result of whoever held the claim before arrives in the same push as their release),
+        // and the winner needs no fetch of it (`backlog::open_after_claim`).
+        let taking = current.is_none() || previous.is_some();
+        let task_check = match &arbiter {
+            Some(remote_name) if taking && riders.is_empty() && key.kind() == TASK_KIND => {
+                let task = format!("{}{}", refs::TASKS, key.name());
+                remote::mirrored(store, remote_name, std::slice::from_ref(&task))?.remove(&task).map(|id| (task, id))
+            }
+            _ => None,
+        };
+        let outcome = match (&arbiter, &task_check) {
+            (Some(remote_name), Some(check)) => {
+                remote::swap_checked(store, remote_name, &name, expect, Some(oid), std::slice::from_ref(check))?
+            }
+            _ => swap(store, ctx, arbiter.as_deref(), &name, expect, Some(oid), riders)?,
+        };
+        if let (Cas::Lost { actual }, Some((task, _)), Some(remote_name)) = (&outcome, &task_check, &arbiter) {
+            if *actual == Option::<ObjectId>::from(expect) {
+                // The claim was as we saw it; the task's record was not: bring it here (the
+                // board then shows whether the task is still open), and try again.
+                super::sync::pull(store, ctx, remote_name, BTreeSet::from([task.clone()]))?;
+            }
+        }
+        match outcome {
             Cas::Applied => {
+                if let Some((task, _)) = &task_check {
+                    store.note_confirmed(task);
+                }
                 // This clone has seen our record since it was written.
                 watcher.saw(key, oid);
                 watcher.save();
@@ -386,6 +414,9 @@ pub fn arbiter_for(store: &Store, key: &ClaimKey) -> Option<String> {
         store.arbiter()
     }
 }
+
+/// The claim kind of a task (`node:<task id>`).
+pub const TASK_KIND: &str = "node";
 
 /// The claim kind that stays in its clone.
 pub const LOCAL_KIND: &str = "walker";

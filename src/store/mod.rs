@@ -48,6 +48,8 @@ pub struct Store {
     packed_seen: std::sync::Mutex<Option<PackedIdentity>>,
     /// The shared refs this handle changed and has not yet published (see `note_written`).
     written: Written,
+    /// Remote refs just confirmed to equal their mirrors (see `note_confirmed`).
+    confirmed: std::sync::Mutex<std::collections::HashSet<String>>,
     /// When refs were last mirrored from the remote (see `remote::mirrored_recently`).
     mirror_reads: std::sync::Mutex<remote::MirrorReads>,
 }
@@ -82,6 +84,7 @@ impl Store {
             journal_tips: Default::default(),
             packed_seen: Default::default(),
             written: Default::default(),
+            confirmed: Default::default(),
             mirror_reads: Default::default(),
         })
     }
@@ -100,6 +103,17 @@ impl Store {
     /// The refs changed since the last call, forgotten here (the caller publishes them).
     pub fn take_written(&self) -> std::collections::BTreeSet<String> {
         std::mem::take(&mut *self.written.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Remember that the remote's `name` was just confirmed to equal our mirror of it (by a
+    /// push leased on it), so that a reader may merge the mirror instead of fetching.
+    pub fn note_confirmed(&self, name: &str) {
+        self.confirmed.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned());
+    }
+
+    /// Whether `note_confirmed` was said of `name` since the last call (it is forgotten here).
+    pub fn take_confirmed(&self, name: &str) -> bool {
+        self.confirmed.lock().unwrap_or_else(|e| e.into_inner()).remove(name)
     }
 
     /// The refs changed and not yet taken, left in place (a publish that may fail).

@@ -56,13 +56,33 @@ fn is_arbitrated_claim(name: &str) -> bool {
 /// Change `name` on the remote from `expect` to `new` (None deletes), then mirror the
 /// remote's value locally. `Lost` carries the remote's actual value.
 pub fn swap(store: &Store, remote: &str, name: &str, expect: Expect, new: Option<ObjectId>) -> Result<Cas> {
+    swap_checked(store, remote, name, expect, new, &[])
+}
+
+/// `swap`, only if the remote's refs named in `checks` still hold the given values (they are
+/// pushed as they are, leased on those values: the same atomic push, nothing changed). When
+/// a check fails, and only then, the outcome is `Lost` with the value `expect` named: the
+/// ref itself is as expected, and the caller's view of a checked ref is old.
+pub fn swap_checked(
+    store: &Store,
+    remote: &str,
+    name: &str,
+    expect: Expect,
+    new: Option<ObjectId>,
+    checks: &[(String, ObjectId)],
+) -> Result<Cas> {
     let lease = match expect {
         Expect::Absent => None,
         Expect::Is(id) => Some(id),
     };
-    let update = PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) };
+    let mut updates = vec![PushUpdate { dst: name.to_owned(), src: new, expect: Some(lease) }];
+    updates.extend(checks.iter().map(|(check, id)| PushUpdate {
+        dst: check.clone(),
+        src: Some(*id),
+        expect: Some(Some(*id)),
+    }));
     let pushed_at = Instant::now();
-    match program::push(store.workdir(), remote, &[update], &[]) {
+    match program::push(store.workdir(), remote, &updates, &[]) {
         Ok(report) if report.all_ok() => {
             set_local(store, name, new)?;
             note_mirrored(store, name, pushed_at);
@@ -275,16 +295,22 @@ pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched>
     let fetched = if needs_git_program(&handle) {
         fetch_with_git(store, remote, sources, &refspecs)?
     } else {
-        fetch_with_gix(store, remote, &refspecs)?
+        // Claim records are blobs: there is no history to negotiate, and offering every local
+        // commit as a "have" costs more than the records themselves.
+        let blobs_only = sources.iter().all(|s| s.starts_with(refs::CLAIMS));
+        fetch_with_gix(store, remote, &refspecs, blobs_only)?
     };
     prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
     Ok(fetched)
 }
 
 /// `fetch` through gix, in a handle of its own.
-fn fetch_with_gix(store: &Store, remote: &str, refspecs: &[String]) -> Result<Fetched> {
-    let repo = gix::open_opts(store.repo.git_dir(), store.repo.open_options().clone())
-        .context("could not open the repository to fetch into")?;
+fn fetch_with_gix(store: &Store, remote: &str, refspecs: &[String], blobs_only: bool) -> Result<Fetched> {
+    let mut options = store.repo.open_options().clone();
+    if blobs_only {
+        options = options.cli_overrides(["fetch.negotiationAlgorithm=noop"]);
+    }
+    let repo = gix::open_opts(store.repo.git_dir(), options).context("could not open the repository to fetch into")?;
     let mut handle = find_remote_in(&repo, remote)?.with_fetch_tags(gix::remote::fetch::Tags::None);
     handle
         .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
@@ -337,6 +363,42 @@ fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[S
         remote_refs.push((name, mirrored.unwrap_or(listed_id)));
     }
     Ok(Fetched { remote_refs })
+}
+
+/// What our mirrors last saw of `sources` on `remote` (no network).
+pub fn mirrored(
+    store: &Store,
+    remote: &str,
+    sources: &[String],
+) -> Result<std::collections::BTreeMap<String, ObjectId>> {
+    let root = format!("{}{remote}/", refs::REMOTES);
+    let platform = store.repo.references().context("could not list refs")?;
+    let mut out = std::collections::BTreeMap::new();
+    for source in sources {
+        let mirror = refs::mirror(remote, source.trim_end_matches('*'));
+        let found: Vec<_> = match source.ends_with('*') {
+            true => platform.prefixed(mirror.as_str()).context("could not list mirrored refs")?.flatten().collect(),
+            false => store.repo.try_find_reference(mirror.as_str()).ok().flatten().into_iter().collect(),
+        };
+        for reference in found {
+            let name = reference.name().as_bstr().to_string();
+            if let Some(id) = reference.target().try_id() {
+                out.insert(format!("refs/{}", name.strip_prefix(&root).unwrap_or_default()), id.to_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// After a push the remote accepted: make the mirrors of the refs it set hold what we pushed
+/// (under the fetch lock: only one writer of mirrors at a time).
+pub fn mirror_pushed(store: &Store, remote: &str, pushed: &[PushUpdate]) -> Result<()> {
+    let _one_at_a_time =
+        super::flock::FileLock::exclusive(&store.loop_dir()?.join("fetch.lock"), "fetching", Duration::from_secs(120))?;
+    for update in pushed {
+        set_local(store, &refs::mirror(remote, &update.dst), update.src)?;
+    }
+    Ok(())
 }
 
 /// Whether ref `name` is one of `sources` (an exact name, or under a `prefix*`).

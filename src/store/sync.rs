@@ -160,7 +160,7 @@ fn all_sources() -> Vec<String> {
 
 /// Sync every loop ref with `remote`.
 pub fn sync(store: &Store, ctx: &Context, remote_name: &str) -> Result<Report> {
-    exchange(store, ctx, remote_name, Scope::All, None, true, ROUNDS)
+    exchange(store, ctx, remote_name, Plan::new(Scope::All))
 }
 
 /// Bring the remote up to date with our side of `names` (merging what it has first), and make
@@ -178,19 +178,26 @@ pub fn publish(
     claim: Option<ClaimChange>,
 ) -> Result<Report> {
     let notes = names.remove(refs::NOTES);
-    let mut report = exchange(store, ctx, remote_name, Scope::Refs(names), claim, true, ROUNDS)?;
+    let mut report = exchange(store, ctx, remote_name, Plan { claim, ..Plan::new(Scope::Refs(names)) })?;
     if notes {
         let only_notes = BTreeSet::from([refs::NOTES.to_owned()]);
-        if let Ok(more) = exchange(store, ctx, remote_name, Scope::Refs(only_notes), None, true, 4) {
+        if let Ok(more) = exchange(store, ctx, remote_name, Plan { rounds: 4, ..Plan::new(Scope::Refs(only_notes)) }) {
             report.changes.extend(more.changes);
         }
     }
     Ok(report)
 }
 
+/// Merge into ours what our mirrors last saw of the remote's side of `names` (no network):
+/// for a ref whose remote value was just confirmed to equal its mirror (a claim pushed with a
+/// lease on it, see `claim::acquire`).
+pub fn merge_mirrored(store: &Store, ctx: &Context, remote_name: &str, names: BTreeSet<String>) -> Result<Report> {
+    exchange(store, ctx, remote_name, Plan { push: false, fetch: false, ..Plan::new(Scope::Refs(names)) })
+}
+
 /// Fetch the remote's side of `names` and merge it into ours; push nothing.
 pub fn pull(store: &Store, ctx: &Context, remote_name: &str, names: BTreeSet<String>) -> Result<Report> {
-    exchange(store, ctx, remote_name, Scope::Refs(names), None, false, ROUNDS)
+    exchange(store, ctx, remote_name, Plan { push: false, ..Plan::new(Scope::Refs(names)) })
 }
 
 /// The refs that carry one task's state and work — its record, task branch, done anchor, try
@@ -215,15 +222,27 @@ pub fn task_scope(store: &Store, id: &crate::ids::TaskId) -> Result<BTreeSet<Str
 /// push.
 const ROUNDS: u32 = 16;
 
-fn exchange(
-    store: &Store,
-    ctx: &Context,
-    remote_name: &str,
-    mut scope: Scope,
-    mut claim: Option<ClaimChange>,
+/// What one exchange does.
+struct Plan {
+    scope: Scope,
+    /// A claim change to make in the same atomic push.
+    claim: Option<ClaimChange>,
+    /// Push what is ahead here (else only merge what the remote has into ours).
     push: bool,
+    /// Ask the remote (else take its refs to be what our mirrors last saw of them).
+    fetch: bool,
+    /// How many times to start over when someone pushed between our fetch and our push.
     rounds: u32,
-) -> Result<Report> {
+}
+
+impl Plan {
+    fn new(scope: Scope) -> Plan {
+        Plan { scope, claim: None, push: true, fetch: true, rounds: ROUNDS }
+    }
+}
+
+fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Result<Report> {
+    let Plan { mut scope, mut claim, push, fetch, rounds } = plan;
     let claims_follow_remote = store.arbiter().as_deref() == Some(remote_name);
     let mut claim_outcome = None;
     let mut kept_changes: Vec<RefChange> = Vec::new();
@@ -244,8 +263,10 @@ fn exchange(
         // Our claims as they were before the fetch: one that changes while we fetch was just
         // decided by the remote for a claimer of this clone, and is newer than what we fetched.
         let claims_before = if claims_follow_remote { local_claims(store)? } else { BTreeMap::new() };
-        let fetched = remote::fetch(store, remote_name, &sources)?;
-        let theirs: BTreeMap<String, ObjectId> = fetched.remote_refs.into_iter().collect();
+        let theirs: BTreeMap<String, ObjectId> = match fetch {
+            true => remote::fetch(store, remote_name, &sources)?.remote_refs.into_iter().collect(),
+            false => remote::mirrored(store, remote_name, &sources)?,
+        };
         let ours = match &scope {
             Scope::All => local_refs(store)?,
             Scope::Refs(names) => {
@@ -358,6 +379,9 @@ fn exchange(
                 remote::set_local(store, &change.name, change.new)?;
                 claim_outcome = Some(ClaimOutcome::Applied);
             }
+            // The remote holds what we pushed: our mirrors say so (a claim leased on a task's
+            // record then needs no fetch of it, `claim::acquire`).
+            remote::mirror_pushed(store, remote_name, &planned)?;
             report.claim = claim_outcome;
             return Ok(report);
         }
@@ -643,7 +667,7 @@ pub fn adopt(store: &mut Store, ctx: &Context) -> Result<Adoption> {
         None if names.len() == 1 => names[0].clone(),
         None => return Ok(Adoption::NoRemote),
     };
-    let report = exchange(store, ctx, &remote, Scope::All, None, false, ROUNDS)?;
+    let report = exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(Scope::All) })?;
     if !has_loop_state(store)? {
         return Ok(Adoption::Nothing);
     }

@@ -320,7 +320,7 @@ impl runloop::Queue for GitQueue<'_> {
                 .ready(&self.walker.opts.labels)
                 .into_iter()
                 .filter(|r| only.is_empty() || only.iter().any(|t| t == r.id()))
-                .take(20)
+                .take(64)
                 .collect();
             if ready.is_empty() {
                 return Ok(None);
