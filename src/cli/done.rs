@@ -6,6 +6,7 @@ use clap::Args;
 use super::output::Out;
 use super::Env;
 use crate::backlog::{self, DoneOptions};
+use crate::store::task;
 
 /// Mark a task done, with its evidence.
 ///
@@ -33,6 +34,8 @@ pub struct DoneArgs {
 
 pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     let store = env.open()?;
+    // A task whose history is damaged is reported (exit 3) before anything is added to it.
+    task::read_whole(&store, &backlog::resolve(&store, &args.id)?)?;
     if let Some(n) = args.try_number {
         let decided = crate::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
         let commit = decided.commit.to_string();

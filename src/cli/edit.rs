@@ -7,6 +7,7 @@ use super::add::FieldArgs;
 use super::output::{task_json, Out};
 use super::Env;
 use crate::backlog::{self, Board, Removals};
+use crate::store::task;
 
 /// Change a task's title, priority, dependencies, labels, agents, race or body.
 ///
@@ -46,6 +47,8 @@ pub struct EditArgs {
 pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
+    // A task whose history is damaged is reported (exit 3) before anything is added to it.
+    task::read_whole(&store, &id)?;
     let remove_after = args
         .remove_after
         .iter()

@@ -7,6 +7,7 @@ use super::human::{self, relative};
 use super::output::{task_json, Out};
 use super::Env;
 use crate::backlog::{self, Board, Readiness};
+use crate::error::usage;
 use crate::store::task;
 
 /// Show one task: its fields, dependencies, claim, completion and plan.
@@ -24,8 +25,12 @@ pub struct ShowArgs {
 pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
-    // Read this task directly, so a corrupt record is reported as such (exit 3).
-    let snapshot = task::read(&store, &id)?.expect("resolve found the ref");
+    // Read this task and its whole history directly, so a corrupt record or a missing object
+    // is reported as such (exit 3).
+    let Some(snapshot) = task::read_whole(&store, &id)? else {
+        // Deleted since `resolve` found it.
+        return Err(usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'").into());
+    };
     let board = Board::load(&store, &env.ctx)?;
     let mut out = Out::new();
     if args.json {

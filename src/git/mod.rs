@@ -2,6 +2,7 @@
 //! writing the few object shapes the store uses. Nothing here knows what a task or a claim
 //! is. `program` is the only module that runs the `git` executable.
 
+pub mod packed;
 pub mod program;
 
 use std::path::{Path, PathBuf};
@@ -307,10 +308,132 @@ pub fn write_commit(
     write_encoded(repo, &commit)
 }
 
-/// What a ref points to, if it exists and is a direct ref.
+/// What a ref holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Direct(ObjectId),
+    /// A symbolic ref (`ref: <name>`), naming the ref it points to.
+    Symbolic(String),
+}
+
+/// What a ref points to, if it exists and is a direct ref (a symbolic ref reads as absent;
+/// readers of records use [`find_ref`], which tells them apart).
 pub fn ref_target(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {
-    let found = repo.try_find_reference(name).with_context(|| format!("could not read ref '{name}'"))?;
-    Ok(found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+    Ok(match find_ref(repo, name)? {
+        Some(Found::Direct(id)) => Some(id),
+        Some(Found::Symbolic(_)) | None => None,
+    })
+}
+
+/// Read a ref: `None` if it does not exist. A bad line in packed-refs does not make a healthy
+/// ref unreadable (see `packed`): gix reads the loose file first, so with no loose file its
+/// failure came from packed-refs, which is then read line by line.
+pub fn find_ref(repo: &gix::Repository, name: &str) -> Result<Option<Found>> {
+    match repo.try_find_reference(name) {
+        Ok(found) => Ok(found.map(|r| match r.target() {
+            gix::refs::TargetRef::Object(id) => Found::Direct(id.to_owned()),
+            gix::refs::TargetRef::Symbolic(to) => Found::Symbolic(to.as_bstr().to_string()),
+        })),
+        Err(err) => {
+            if !repo.common_dir().join(name).exists() {
+                if let Some(found) = packed::lookup_around_bad_lines(repo, name) {
+                    return Ok(found.map(Found::Direct));
+                }
+            }
+            Err(anyhow::Error::from(err).context(format!("could not read ref '{name}'")))
+        }
+    }
+}
+
+/// What a ref listing could not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreadable {
+    /// A loose ref file that cannot be parsed (its ref name, or the listing's fallback name).
+    Ref(String),
+    /// A line of packed-refs that cannot be parsed: no ref of ours is at fault.
+    PackedRefs(packed::BadLine),
+}
+
+impl Unreadable {
+    /// The name a report files this under: the ref, or `packed-refs`.
+    pub fn name(&self) -> String {
+        match self {
+            Unreadable::Ref(name) => name.clone(),
+            Unreadable::PackedRefs(_) => packed::NAME.to_owned(),
+        }
+    }
+}
+
+/// One item of a ref listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listed {
+    Ref { name: String, target: Found },
+    Unreadable(Unreadable),
+}
+
+/// Every ref whose name starts with `prefix`, in name order, with what could not be read.
+///
+/// gix lists packed refs from a binary search for the prefix, and a bad line in packed-refs can
+/// throw that search off, silently skipping healthy refs (a held claim would read as free).
+/// So while packed-refs looks damaged (`packed::looks_damaged`, one read of the file), the
+/// loose refs are listed by gix and the packed ones read line by line, and the first bad line
+/// is listed once, as what it is.
+pub fn refs_prefixed(repo: &gix::Repository, prefix: &str) -> Result<Vec<Listed>> {
+    let fallback = format!("{prefix}(unreadable)");
+    let listed = |item: std::result::Result<(String, Found), gix::Error>| match item {
+        Ok((name, target)) => Listed::Ref { name, target },
+        Err(err) => Listed::Unreadable(unreadable(repo, &err, &fallback)),
+    };
+    let found = |target: gix::refs::TargetRef<'_>| match target {
+        gix::refs::TargetRef::Object(id) => Found::Direct(id.to_owned()),
+        gix::refs::TargetRef::Symbolic(to) => Found::Symbolic(to.as_bstr().to_string()),
+    };
+    let mut out = Vec::new();
+    if !packed::looks_damaged(repo) {
+        let platform = repo.references().context("could not list refs")?;
+        for item in platform.prefixed(prefix).with_context(|| format!("could not list refs under '{prefix}'"))? {
+            out.push(listed(item.map(|r| (r.name().as_bstr().to_string(), found(r.target())))));
+        }
+        return Ok(out);
+    }
+    let relative: &gix::path::RelativePath =
+        prefix.try_into().with_context(|| format!("'{prefix}' is not a valid ref prefix"))?;
+    let loose =
+        repo.refs.loose_iter_prefixed(relative).with_context(|| format!("could not list refs under '{prefix}'"))?;
+    for item in loose {
+        out.push(listed(item.map(|r| (r.name.as_bstr().to_string(), found(r.target.to_ref())))));
+    }
+    let loose_names: std::collections::HashSet<String> = out.iter().map(listed_name).collect();
+    for (name, id) in packed::refs_prefixed(repo, prefix) {
+        if !loose_names.contains(&name) {
+            out.push(Listed::Ref { name, target: Found::Direct(id) });
+        }
+    }
+    out.sort_by_key(listed_name);
+    if let Some(line) = packed::bad_lines(repo).into_iter().next() {
+        out.push(Listed::Unreadable(Unreadable::PackedRefs(line)));
+    }
+    Ok(out)
+}
+
+fn listed_name(listed: &Listed) -> String {
+    match listed {
+        Listed::Ref { name, .. } => name.clone(),
+        Listed::Unreadable(unreadable) => unreadable.name(),
+    }
+}
+
+/// What a failed item of a ref listing was: a loose ref file gix names in its error (and that
+/// exists), else a bad line of packed-refs when there is one, else `fallback`.
+pub fn unreadable(repo: &gix::Repository, err: &gix::Error, fallback: &str) -> Unreadable {
+    let named = unreadable_ref_name(err, fallback);
+    if named != fallback && repo.common_dir().join(&named).is_file() {
+        return Unreadable::Ref(named);
+    }
+    match packed::bad_lines(repo).into_iter().next() {
+        Some(line) => Unreadable::PackedRefs(line),
+        None => Unreadable::Ref(named),
+    }
 }
 
 /// The ref name gix gives in an error about a ref it could not parse (it names the file);

@@ -136,7 +136,12 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
                 }
                 return Err(lock_refusal(&lock, &format!("ref '{name}' is locked by another writer")).into());
             }
-            Err(err) => return Err(anyhow::Error::from(err).context(format!("could not update ref '{name}'"))),
+            Err(err) => {
+                // gix looks refs up in packed-refs before writing: a bad line there fails writes
+                // to healthy refs. Say what it is (exit 3), not that this ref is at fault.
+                crate::git::packed::check(repo)?;
+                return Err(anyhow::Error::from(err).context(format!("could not update ref '{name}'")));
+            }
         }
     }
 }

@@ -160,6 +160,11 @@ pub fn corrupt_claim(key: &ClaimKey, why: impl std::fmt::Display) -> Refusal {
         .hint(format!("remove it with 'git loop claim release {key} --force'"))
 }
 
+/// Why a symbolic claim ref is corrupt: a claim ref holds its record, never another ref.
+pub fn symbolic(to: impl std::fmt::Display) -> String {
+    format!("it is a symbolic ref (to '{to}'), not a record")
+}
+
 /// Parse a claim record blob.
 pub fn parse(key: &ClaimKey, bytes: &[u8]) -> Result<Record, Refusal> {
     let record: Record = serde_json::from_slice(bytes).map_err(|err| corrupt_claim(key, err))?;
@@ -201,9 +206,12 @@ pub fn read_confirmed(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
     store.fresh_refs();
-    let target = match store.repo.try_find_reference(name.as_str()) {
-        Ok(found) => found.and_then(|r| r.target().try_id().map(ToOwned::to_owned)),
-        Err(err) => return Err(corrupt_claim(key, format!("the ref cannot be read: {err}")).into()),
+    let target = match git::find_ref(&store.repo, &name) {
+        Ok(None) => None,
+        Ok(Some(git::Found::Direct(oid))) => Some(oid),
+        // A symbolic claim ref would read as free, and every claim on it lose its swap.
+        Ok(Some(git::Found::Symbolic(to))) => return Err(corrupt_claim(key, symbolic(&to)).into()),
+        Err(err) => return Err(corrupt_claim(key, format!("the ref cannot be read: {:#}", err.root_cause())).into()),
     };
     match target {
         None => Ok(None),
@@ -547,12 +555,10 @@ pub enum Listed {
 /// Every claim whose key starts with `prefix` (e.g. `node:`), in key order.
 pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
-    let platform = store.repo.references().context("could not list refs")?;
-    for item in platform.prefixed(refs::CLAIMS).context("could not list claim refs")? {
-        let reference = match item {
-            Ok(r) => r,
-            Err(err) => {
-                let name = git::unreadable_ref_name(&err, "refs/loop/claims/(unreadable)");
+    for listed in git::refs_prefixed(&store.repo, refs::CLAIMS).context("could not list claim refs")? {
+        let (name, target) = match listed {
+            git::Listed::Ref { name, target } => (name, target),
+            git::Listed::Unreadable(git::Unreadable::Ref(name)) => {
                 let problem = match refs::claim_key_of(&name) {
                     Some(key) => corrupt_claim(&key, "the ref file cannot be parsed").message,
                     None => format!("claim ref '{name}' cannot be parsed"),
@@ -560,8 +566,13 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
                 out.push(Listed::Corrupt { name, problem });
                 continue;
             }
+            // Not a claim's fault: said once, as what it is.
+            git::Listed::Unreadable(git::Unreadable::PackedRefs(line)) => {
+                let problem = line.describe(&git::packed::path(&store.repo));
+                out.push(Listed::Corrupt { name: git::packed::NAME.to_owned(), problem });
+                continue;
+            }
         };
-        let name = reference.name().as_bstr().to_string();
         let Some(key) = refs::claim_key_of(&name) else {
             out.push(Listed::Corrupt { name, problem: "not a valid claim key".into() });
             continue;
@@ -569,9 +580,12 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
         if !key.to_string().starts_with(prefix) {
             continue;
         }
-        let Some(oid) = reference.target().try_id().map(ToOwned::to_owned) else {
-            out.push(Listed::Corrupt { name, problem: "it is a symbolic ref".into() });
-            continue;
+        let oid = match target {
+            git::Found::Direct(oid) => oid,
+            git::Found::Symbolic(to) => {
+                out.push(Listed::Corrupt { problem: corrupt_claim(&key, symbolic(&to)).message, name });
+                continue;
+            }
         };
         match read_at(&store.repo, &key, oid) {
             Ok(held) if held.record.is_released() => {}

@@ -1,7 +1,7 @@
 //! A derived cache of tasks and task claims, so `next` over thousands of tasks reads one file
 //! instead of three objects per task and one per claim.
 //!
-//! `.git/loop/index-v3` holds a stamp line, then one line per task ref and per `node:` claim
+//! `.git/loop/index-v4` holds a stamp line, then one line per task ref and per `node:` claim
 //! ref (tab-separated; no field can hold a tab or a newline):
 //!
 //! ```text
@@ -19,6 +19,15 @@
 //! Every entry is keyed by the object id its ref pointed to (tasks by tip, claims by blob,
 //! which is content-addressed), so an entry is used only while its ref still points there: the
 //! cache can never disagree with the refs, and deleting it loses nothing.
+//!
+//! A task row is added only once the task's history was checked (`task::check_history`): every
+//! commit, tree and operation present and readable. The check of a new tip reads only what was
+//! added since the row's previous tip — a commit or two — so a history that arrives incomplete
+//! (an object lost in a copy, a fetch, a hostile push) is reported as corrupt, at the cost of
+//! one or two object reads per changed task. An object lost later, under a tip already
+//! checked, is not looked for on every call (that would read every history every time): the
+//! commands that act on one task read its whole history, and `doctor` reads them all. (Version
+//! 3 rows were not checked: hence version 4.)
 //!
 //! The stamp lets a reader skip listing the refs at all: any ref change renames a file in one
 //! of those directories or replaces packed-refs, which changes the stamp. File times tick
@@ -48,7 +57,7 @@ use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 
-const FILE: &str = "index-v3";
+const FILE: &str = "index-v4";
 
 /// The bytes rows point into: the mapped cache file, or a line made for a fresh entry.
 #[derive(Debug)]
@@ -252,13 +261,15 @@ pub fn load(store: &Store) -> Result<Loaded> {
     let by_task: HashMap<(&str, ObjectId), &Row> = cached.tasks.iter().map(|r| ((r.id(), r.tip), r)).collect();
     let by_claim: HashMap<(&str, ObjectId), &ClaimRow> =
         cached.claims.iter().map(|c| ((c.task_id(), c.oid), c)).collect();
+    // The tips whose histories were checked: a new tip's check stops at its task's old one.
+    let checked: HashMap<&str, ObjectId> = cached.tasks.iter().map(|r| (r.id(), r.tip)).collect();
     let mut loaded = Loaded { tasks: Vec::new(), claims: Vec::new(), corrupt: Vec::new() };
     let mut changed = false;
     for entry in task::list_refs(&store.repo)? {
         let tip = match entry.tip {
             Ok(tip) => tip,
             Err(problem) => {
-                loaded.corrupt.push((entry.name, problem));
+                note_corrupt(&mut loaded.corrupt, entry.name, problem);
                 continue;
             }
         };
@@ -271,14 +282,14 @@ pub fn load(store: &Store) -> Result<Loaded> {
             continue;
         }
         changed = true;
-        match task::read_at(&store.repo, &entry.name, tip).and_then(|t| Row::fresh(tip, &t)) {
+        match read_row(store, &entry.name, tip, checked.get(id).copied()) {
             Ok(row) => loaded.tasks.push(row),
             Err(err) => loaded.corrupt.push((entry.name, problem_of(&err))),
         }
     }
     for listed in claim_refs(store)? {
         match listed {
-            Listed::Corrupt { name, problem } => loaded.corrupt.push((name, problem)),
+            Listed::Corrupt { name, problem } => note_corrupt(&mut loaded.corrupt, name, problem),
             Listed::Ref { name, key, oid } => {
                 if let Some(row) = by_claim.get(&(key.name(), oid)) {
                     loaded.claims.push((*row).clone());
@@ -349,18 +360,18 @@ fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
         return Ok(());
     };
     let at = loaded.tasks.binary_search_by(|r| r.id().cmp(id));
-    let tip = match crate::git::ref_target(&store.repo, name) {
+    let tip = match task::tip_of(store, name) {
         Ok(tip) => tip,
-        Err(_) => {
+        Err(err) => {
             put(&mut loaded.tasks, at, None);
-            loaded.corrupt.push((name.to_owned(), task::corrupt_task(name, "the ref file cannot be parsed").message));
+            loaded.corrupt.push((name.to_owned(), problem_of(&err)));
             return Ok(());
         }
     };
     let row = match tip {
         None => None,
         Some(tip) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(()),
-        Some(tip) => match task::read_at(&store.repo, name, tip).and_then(|t| Row::fresh(tip, &t)) {
+        Some(tip) => match read_row(store, name, tip, at.ok().map(|at| loaded.tasks[at].tip)) {
             Ok(row) => Some(row),
             Err(err) => {
                 loaded.corrupt.push((name.to_owned(), problem_of(&err)));
@@ -380,8 +391,14 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
         return Ok(());
     };
     let at = loaded.claims.binary_search_by(|c| c.task_id().cmp(key.name()));
-    let oid = match crate::git::ref_target(&store.repo, name) {
-        Ok(oid) => oid,
+    let oid = match crate::git::find_ref(&store.repo, name) {
+        Ok(None) => None,
+        Ok(Some(crate::git::Found::Direct(oid))) => Some(oid),
+        Ok(Some(crate::git::Found::Symbolic(to))) => {
+            put(&mut loaded.claims, at, None);
+            loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, claim::symbolic(&to)).message));
+            return Ok(());
+        }
         Err(_) => {
             put(&mut loaded.claims, at, None);
             loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, "the ref file cannot be parsed").message));
@@ -403,6 +420,14 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The row of task ref `name` at `tip`, once its history is checked down to `checked` (the
+/// tip it had when last checked, if any).
+fn read_row(store: &Store, name: &str, tip: ObjectId, checked: Option<ObjectId>) -> Result<Row> {
+    let task = task::read_at(&store.repo, name, tip)?;
+    task::check_history(&store.repo, name, tip, checked)?;
+    Row::fresh(tip, &task)
+}
+
 /// Put `row` where a binary search found its place (`at`), or remove what is there.
 fn put<T>(rows: &mut Vec<T>, at: std::result::Result<usize, usize>, row: Option<T>) {
     match (at, row) {
@@ -412,6 +437,14 @@ fn put<T>(rows: &mut Vec<T>, at: std::result::Result<usize, usize>, row: Option<
         }
         (Err(at), Some(row)) => rows.insert(at, row),
         (Err(_), None) => {}
+    }
+}
+
+/// Note a record that cannot be read, once: a bad line of packed-refs is met by the task and
+/// the claim listings alike.
+fn note_corrupt(corrupt: &mut Vec<(String, String)>, name: String, problem: String) {
+    if !corrupt.iter().any(|(n, p)| *n == name && *p == problem) {
+        corrupt.push((name, problem));
     }
 }
 
@@ -427,27 +460,28 @@ enum Listed {
 /// The `node:` claim refs and what they point to, without reading the records.
 fn claim_refs(store: &Store) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
-    let platform = store.repo.references()?;
-    for item in platform.prefixed(CLAIM_PREFIX)? {
-        match item {
-            Ok(reference) => {
-                let name = reference.name().as_bstr().to_string();
-                match (refs::claim_key_of(&name), reference.target().try_id()) {
-                    (Some(key), Some(oid)) => out.push(Listed::Ref { name, key, oid: oid.to_owned() }),
-                    _ => {
-                        out.push(Listed::Corrupt { problem: format!("claim ref '{name}' is not a valid claim"), name })
-                    }
+    for listed in crate::git::refs_prefixed(&store.repo, CLAIM_PREFIX)? {
+        use crate::git::{Found, Listed as L, Unreadable};
+        out.push(match listed {
+            L::Ref { name, target } => match (refs::claim_key_of(&name), target) {
+                (Some(key), Found::Direct(oid)) => Listed::Ref { name, key, oid },
+                (Some(key), Found::Symbolic(to)) => {
+                    Listed::Corrupt { problem: claim::corrupt_claim(&key, claim::symbolic(&to)).message, name }
                 }
-            }
-            Err(err) => {
-                let name = crate::git::unreadable_ref_name(&err, "refs/loop/claims/node/(unreadable)");
+                (None, _) => Listed::Corrupt { problem: format!("claim ref '{name}' is not a valid claim"), name },
+            },
+            L::Unreadable(Unreadable::Ref(name)) => {
                 let problem = match refs::claim_key_of(&name) {
                     Some(key) => claim::corrupt_claim(&key, "the ref file cannot be parsed").message,
                     None => format!("claim ref '{name}' cannot be parsed"),
                 };
-                out.push(Listed::Corrupt { name, problem });
+                Listed::Corrupt { name, problem }
             }
-        }
+            L::Unreadable(Unreadable::PackedRefs(line)) => Listed::Corrupt {
+                name: crate::git::packed::NAME.to_owned(),
+                problem: line.describe(&crate::git::packed::path(&store.repo)),
+            },
+        });
     }
     Ok(out)
 }

@@ -359,11 +359,10 @@ pub fn tip_lamport(repo: &gix::Repository, tip: ObjectId) -> Option<u64> {
 /// The journal refs: (writer ref name, tip).
 pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
     let mut out = Vec::new();
-    let platform = repo.references().context("could not list refs")?;
-    for item in platform.prefixed(refs::JOURNAL).context("could not list journal refs")? {
-        let Ok(reference) = item else { continue };
-        if let Some(id) = reference.target().try_id() {
-            out.push((reference.name().as_bstr().to_string(), id.to_owned()));
+    // An unreadable or symbolic ref is no chain (`doctor` reports it).
+    for listed in git::refs_prefixed(repo, refs::JOURNAL).context("could not list journal refs")? {
+        if let git::Listed::Ref { name, target: git::Found::Direct(id) } = listed {
+            out.push((name, id));
         }
     }
     Ok(out)

@@ -11,7 +11,8 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::Store;
-use crate::refs;
+use crate::error::{corrupt, Refusal};
+use crate::{git, refs};
 
 /// Version of a completion note; readers refuse newer ones.
 pub const NOTE_VERSION: u32 = 1;
@@ -56,7 +57,13 @@ pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<(
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             Err(err) => {
-                return Err(anyhow::Error::from(err).context(format!("could not write the completion note on {commit}")))
+                // A notes ref that does not hold a notes commit fails every write the same way:
+                // name it as the corrupt record it is.
+                check_ref(&store.repo)?;
+                git::packed::check(&store.repo)?;
+                return Err(
+                    anyhow::Error::from(err).context(format!("could not write the completion note on {commit}"))
+                );
             }
         }
     }
@@ -64,6 +71,33 @@ pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<(
         "could not write the completion note on {commit}: {}",
         last_err.map(|e| e.to_string()).unwrap_or_default()
     ))
+}
+
+/// The refusal for a notes ref that cannot be read as notes.
+pub fn corrupt_notes(why: impl std::fmt::Display) -> Refusal {
+    corrupt(format!("notes ref '{}' is corrupt: {why}", refs::NOTES)).hint(format!(
+        "find the notes commit it held with 'git reflog {0}' and point it back with 'git update-ref {0} <commit>'",
+        refs::NOTES
+    ))
+}
+
+/// The notes commit `refs/notes/loop` points to (`None`: no notes yet), or a corrupt-class
+/// refusal when the ref holds anything but a readable commit.
+pub fn check_ref(repo: &gix::Repository) -> Result<Option<ObjectId>, Refusal> {
+    let id = match git::find_ref(repo, refs::NOTES) {
+        Ok(None) => return Ok(None),
+        Ok(Some(git::Found::Direct(id))) => id,
+        Ok(Some(git::Found::Symbolic(to))) => {
+            return Err(corrupt_notes(format!("it is a symbolic ref (to '{to}')"))
+                .hint(format!("delete the symbolic ref itself with 'git update-ref --no-deref -d {}'", refs::NOTES)))
+        }
+        Err(err) => return Err(corrupt_notes(format!("the ref cannot be read: {:#}", err.root_cause()))),
+    };
+    let header = repo.find_header(id).map_err(|_| corrupt_notes(format!("object {id} is missing")))?;
+    if header.kind() != gix::object::Kind::Commit {
+        return Err(corrupt_notes(format!("it points to a {} ({id}), not a commit", header.kind())));
+    }
+    Ok(Some(id))
 }
 
 /// Every note in notes tree `tree`: (annotated object, note blob). Walks git's fan-out

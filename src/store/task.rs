@@ -297,6 +297,21 @@ pub struct Change {
     pub remove: Lists,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<StateChange>,
+    /// Marks a repair operation (`git loop doctor --repair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
+}
+
+/// What a repair operation records: the operations of the chain below it that cannot be
+/// read, which every reader then folds as if absent (their commits stay in the history), and
+/// why the repair was made. It changes no field itself; its commit's `task.json` is the task
+/// folded from the operations that parse.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Repair {
+    /// Full ids of the operation commits skipped.
+    #[serde(default)]
+    pub skipped: Vec<String>,
+    pub reason: String,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -354,6 +369,13 @@ impl Change {
         }
         if let Some(state) = &self.state {
             parts.push(state.state.as_str().to_owned());
+        }
+        if let Some(repair) = &self.repair {
+            parts.push(match repair.skipped.len() {
+                0 => "repair".to_owned(),
+                1 => "repair, 1 unreadable operation skipped".to_owned(),
+                n => format!("repair, {n} unreadable operations skipped"),
+            });
         }
         if parts.is_empty() {
             parts.push("edit".into());
@@ -477,12 +499,32 @@ pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
     Ok(task)
 }
 
+/// Why a ref file that cannot be parsed is corrupt.
+const UNPARSABLE: &str = "the ref file cannot be parsed";
+
+/// The refusal for a symbolic task ref: a task ref holds its chain's tip, never another ref.
+/// The hint must say `--no-deref`: `git update-ref -d` on a symbolic ref deletes the ref it
+/// points to (the user's branch), not the symbolic ref.
+pub fn corrupt_symbolic(name: &str, to: impl std::fmt::Display) -> Refusal {
+    corrupt(format!("task record '{name}' is corrupt: it is a symbolic ref (to '{to}'), not a commit"))
+        .hint(format!("delete the symbolic ref itself with 'git update-ref --no-deref -d {name}'"))
+}
+
+/// The tip task ref `name` points to: `None` if there is no such ref; a corrupt-class error
+/// for a ref file that cannot be parsed or a symbolic ref.
+pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
+    store.fresh_refs();
+    match git::find_ref(&store.repo, name).map_err(|_| corrupt_task(name, UNPARSABLE))? {
+        None => Ok(None),
+        Some(git::Found::Direct(tip)) => Ok(Some(tip)),
+        Some(git::Found::Symbolic(to)) => Err(corrupt_symbolic(name, to).into()),
+    }
+}
+
 /// Read a task; `None` if no such task exists.
 pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     let name = refs::task(id);
-    store.fresh_refs();
-    let tip = git::ref_target(&store.repo, &name).map_err(|_| corrupt_task(&name, "the ref file cannot be parsed"))?;
-    let Some(tip) = tip else {
+    let Some(tip) = tip_of(store, &name)? else {
         return Ok(None);
     };
     Ok(Some(Snapshot { task: read_at(&store.repo, &name, tip)?, tip }))
@@ -497,20 +539,23 @@ pub struct TaskRef {
 /// Every ref under `refs/loop/tasks/`, without reading the tasks.
 pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
     let mut out = Vec::new();
-    let platform = repo.references().context("could not list refs")?;
-    for item in platform.prefixed(refs::TASKS).context("could not list task refs")? {
-        match item {
-            Ok(reference) => {
-                let name = reference.name().as_bstr().to_string();
-                let tip =
-                    reference.target().try_id().map(ToOwned::to_owned).ok_or_else(|| "it is a symbolic ref".to_owned());
-                out.push(TaskRef { name, tip });
+    for listed in git::refs_prefixed(repo, refs::TASKS).context("could not list task refs")? {
+        let (name, tip) = match listed {
+            git::Listed::Ref { name, target: git::Found::Direct(tip) } => (name, Ok(tip)),
+            git::Listed::Ref { name, target: git::Found::Symbolic(to) } => {
+                let problem = corrupt_symbolic(&name, to).message;
+                (name, Err(problem))
             }
-            Err(err) => {
-                let name = git::unreadable_ref_name(&err, "refs/loop/tasks/(unreadable)");
-                out.push(TaskRef { tip: Err(corrupt_task(&name, "the ref file cannot be parsed").message), name });
+            git::Listed::Unreadable(git::Unreadable::Ref(name)) => {
+                let problem = corrupt_task(&name, UNPARSABLE).message;
+                (name, Err(problem))
             }
-        }
+            // Not a task's fault: reported as what it is.
+            git::Listed::Unreadable(git::Unreadable::PackedRefs(line)) => {
+                (git::packed::NAME.to_owned(), Err(line.describe(&git::packed::path(repo))))
+            }
+        };
+        out.push(TaskRef { name, tip });
     }
     Ok(out)
 }
@@ -647,37 +692,149 @@ pub fn merge(repo: &gix::Repository, name: &str, local: ObjectId, other: ObjectI
     Ok(Merge::Merged(git::write_commit(repo, tree, &parents, &message, &sig)?))
 }
 
-/// Every commit reachable from `tip`, with its operation (merge commits have none).
+/// Every commit reachable from `tip`, with its operation (merge commits, and operations a
+/// repair skipped, have none). Any operation that cannot be read makes the chain corrupt.
 fn collect_ops(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<HashMap<ObjectId, Option<Op>>> {
-    let mut seen: HashMap<ObjectId, Option<Op>> = HashMap::new();
+    let chain = read_chain(repo, name, tip, None)?;
+    if let Some((commit, why)) = chain.unreadable.first() {
+        return Err(corrupt_op(name, *commit, why).into());
+    }
+    Ok(chain.ops)
+}
+
+/// A task's operation chain as read back from a tip.
+struct Chain {
+    /// Every commit read, with its operation (`None`: a merge commit, or an operation that
+    /// cannot be read).
+    ops: HashMap<ObjectId, Option<Op>>,
+    /// Operation commits whose `op.json` cannot be read and that no repair skips: (commit,
+    /// why), in the order met.
+    unreadable: Vec<(ObjectId, String)>,
+    /// The commit without parents, if the walk reached it.
+    root: Option<ObjectId>,
+}
+
+/// What a missing or unreadable object is, for a message.
+fn object_problem(repo: &gix::Repository, id: ObjectId) -> String {
+    if repo.has_object(id) {
+        format!("object {id} cannot be read")
+    } else {
+        format!("object {id} is missing")
+    }
+}
+
+/// One commit of a chain: its parents and its `op.json` (`None`: it has none; `Some(Err)`:
+/// present but not an operation this build reads). `Err`: an object of it is missing or
+/// unreadable.
+#[allow(clippy::type_complexity)]
+fn read_op_commit(repo: &gix::Repository, id: ObjectId) -> Result<(Vec<ObjectId>, Option<Result<Op, String>>), String> {
+    let commit = repo.find_commit(id).map_err(|_| object_problem(repo, id))?;
+    let decoded = commit.decode().map_err(|_| format!("commit {id} cannot be decoded"))?;
+    let parents: Vec<ObjectId> = decoded.parents().collect();
+    let tree_id = decoded.tree();
+    let tree = repo.find_tree(tree_id).map_err(|_| object_problem(repo, tree_id))?;
+    let Some(entry) = tree.find_entry(OP_FILE) else {
+        return Ok((parents, None));
+    };
+    let blob_id = entry.object_id();
+    let blob = repo.find_blob(blob_id).map_err(|_| object_problem(repo, blob_id))?;
+    let op = serde_json::from_slice::<Op>(&blob.data).map_err(|err| format!("{OP_FILE}: {err}"));
+    Ok((parents, Some(op)))
+}
+
+/// The refusal for a history with an object missing or unreadable: no commit on top can mend
+/// it (the remote would refuse a push missing it), only the object itself.
+pub fn corrupt_history(name: &str, why: &str) -> Refusal {
+    corrupt(format!("task record '{name}' is corrupt: its history is incomplete: {why}")).hint(
+        "copy the object back from a clone that has it ('git fetch --refetch <remote>' fetches every object again), then check with 'git loop doctor'",
+    )
+}
+
+/// The refusal for an operation that cannot be read.
+fn corrupt_op(name: &str, commit: ObjectId, why: &str) -> Refusal {
+    corrupt(format!("task record '{name}' is corrupt: operation {commit} cannot be read: {why}")).hint(format!(
+        "'git loop doctor --repair' folds the task from the operations that parse, in a commit on top; see the history with 'git log {name}'"
+    ))
+}
+
+/// Read the chain of task ref `name` from `tip` back to its root, or, when `known` is given
+/// (a tip whose chain was checked before), to `known` only. A missing or unreadable commit,
+/// tree or `op.json` blob, and an operation of a newer version, are errors; an `op.json` that
+/// does not parse is listed in `unreadable` unless a repair operation read on the way skips it.
+fn read_chain(repo: &gix::Repository, name: &str, tip: ObjectId, known: Option<ObjectId>) -> Result<Chain, Refusal> {
+    let mut chain = Chain { ops: HashMap::new(), unreadable: Vec::new(), root: None };
+    let mut skipped = HashSet::new();
     let mut queue = VecDeque::from([tip]);
     let mut queued = HashSet::from([tip]);
     while let Some(commit) = queue.pop_front() {
-        let (parents, _) = git::read_commit(repo, commit).map_err(|err| corrupt_task(name, format!("{err:#}")))?;
-        let op = match git::read_commit_file(repo, commit, OP_FILE) {
-            Ok(Some(bytes)) => {
-                let op: Op = serde_json::from_slice(&bytes)
-                    .map_err(|err| corrupt_task(name, format!("{OP_FILE} in {commit}: {err}")))?;
-                if op.version > OP_VERSION {
-                    return Err(corrupt_task(
-                        name,
-                        format!("operation version {} was written by a newer git-loop", op.version),
-                    )
-                    .into());
+        if Some(commit) == known && commit != tip {
+            continue;
+        }
+        let (parents, op) = read_op_commit(repo, commit).map_err(|why| corrupt_history(name, &why))?;
+        let op = match op {
+            None => None,
+            Some(Ok(op)) if op.version > OP_VERSION => {
+                return Err(corrupt_task(
+                    name,
+                    format!("operation {commit} has version {}, written by a newer git-loop", op.version),
+                )
+                .hint("upgrade git-loop to read it"))
+            }
+            Some(Ok(op)) => {
+                if let Some(repair) = &op.change.repair {
+                    skipped.extend(repair.skipped.iter().filter_map(|c| ObjectId::from_hex(c.as_bytes()).ok()));
                 }
                 Some(op)
             }
-            Ok(None) => None,
-            Err(err) => return Err(corrupt_task(name, format!("{err:#}")).into()),
+            Some(Err(why)) => {
+                chain.unreadable.push((commit, why));
+                None
+            }
         };
-        seen.insert(commit, op);
+        if parents.is_empty() {
+            chain.root = Some(commit);
+        }
+        chain.ops.insert(commit, op);
         for parent in parents {
             if queued.insert(parent) {
                 queue.push_back(parent);
             }
         }
     }
-    Ok(seen)
+    chain.unreadable.retain(|(commit, _)| !skipped.contains(commit));
+    Ok(chain)
+}
+
+/// Check the history of task ref `name` from `tip`: every commit, tree and operation is
+/// present, and every operation is one this build reads (or one a repair skipped). With
+/// `known`, a tip of this ref checked before, only what was added since is read — a commit or
+/// two — unless something fails, when the whole chain is read before deciding (a repair below
+/// `known` may skip what another path reaches).
+pub fn check_history(
+    repo: &gix::Repository,
+    name: &str,
+    tip: ObjectId,
+    known: Option<ObjectId>,
+) -> Result<(), Refusal> {
+    let mut chain = read_chain(repo, name, tip, known)?;
+    if known.is_some() && !chain.unreadable.is_empty() {
+        chain = read_chain(repo, name, tip, None)?;
+    }
+    match chain.unreadable.first() {
+        Some((commit, why)) => Err(corrupt_op(name, *commit, why)),
+        None => Ok(()),
+    }
+}
+
+/// Read a task and check its whole history (see `check_history`): what the commands that act
+/// on one task (`show`, `edit`, `done`) read, so that a missing object is found before the
+/// task is shown or changed. `None` if no such task exists.
+pub fn read_whole(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
+    let Some(snapshot) = read(store, id)? else {
+        return Ok(None);
+    };
+    check_history(&store.repo, &refs::task(id), snapshot.tip, None)?;
+    Ok(Some(snapshot))
 }
 
 #[cfg(test)]

@@ -65,10 +65,10 @@ pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
 /// branches, and its journal `events` (the task's timeline, as read by the caller).
 pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -> Result<u32> {
     let mut highest = 0;
-    let platform = store.repo.references().context("could not list refs")?;
     for prefix in [format!("{}{task}/", refs::TRIES), format!("{}{task}/", refs::TRY_BRANCHES)] {
-        for reference in platform.prefixed(prefix.as_str()).context("could not list try refs")?.flatten() {
-            let name = reference.name().as_bstr().to_string();
+        // Through `refs_prefixed`: a bad line in packed-refs must not hide a number taken.
+        for listed in git::refs_prefixed(&store.repo, &prefix).context("could not list try refs")? {
+            let git::Listed::Ref { name, .. } = listed else { continue };
             if let Some(n) = name.strip_prefix(&prefix).and_then(|n| n.parse::<u32>().ok()) {
                 highest = highest.max(n);
             }

@@ -62,6 +62,161 @@ fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
     assert!(big.stdout.starts_with("t-"), "large titles are stored, not refused");
 }
 
+/// D2: a task ref that is a symbolic ref (`ref: refs/heads/main`) is a corrupt record for
+/// every command that acts on it (exit 3, the ref named, no panic, never "does not exist"),
+/// with a hint that removes the symbolic ref and not the branch it points to; the rest of
+/// the backlog works on.
+#[test]
+fn d2_a_symbolic_task_ref_is_a_corrupt_record_and_the_backlog_works_on() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let good = repo.add(&["healthy"]);
+    let main = repo.git(&["rev-parse", "refs/heads/main"]);
+    std::fs::write(repo.dir.join(".git/refs/loop/tasks/t-sym"), "ref: refs/heads/main\n").expect("write ref");
+    let expected = "error: task record 'refs/loop/tasks/t-sym' is corrupt: it is a symbolic ref (to 'refs/heads/main'), not a commit\n\
+                    hint: delete the symbolic ref itself with 'git update-ref --no-deref -d refs/loop/tasks/t-sym'\n";
+    for args in
+        [&["show", "t-sym"][..], &["show", "t-sym", "--json"], &["edit", "t-sym", "--title", "x"], &["done", "t-sym"]]
+    {
+        let out = repo.run(args).code(3);
+        assert_eq!(out.stderr, expected, "git loop {args:?}");
+    }
+    let list = repo.run(&["list"]).ok();
+    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n", "healthy tasks are listed");
+    assert!(
+        list.stderr.contains("task record 'refs/loop/tasks/t-sym' is corrupt: it is a symbolic ref"),
+        "{}",
+        list.stderr
+    );
+    assert_eq!(repo.run(&["next", "--json"]).ok().json()["id"], good.as_str(), "next hands out the healthy task");
+    repo.git(&["update-ref", "--no-deref", "-d", "refs/loop/tasks/t-sym"]);
+    assert_eq!(repo.git(&["rev-parse", "refs/heads/main"]), main, "following the hint leaves the branch alone");
+    assert_eq!(repo.run(&["list"]).ok().stderr, "", "nothing corrupt left");
+}
+
+/// D2: `refs/notes/loop` pointing at a blob is a corrupt record (exit 3, named, with the way
+/// back), not a failure to write a note.
+#[test]
+fn d2_a_notes_ref_pointing_at_a_blob_is_a_corrupt_record() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["land me"]);
+    let other = repo.add(&["other"]);
+    let blob = repo.git(&["hash-object", "-w", "README"]);
+    repo.git(&["update-ref", "refs/notes/loop", &blob]);
+    let out = repo.run(&["done", &id, "--commit", "HEAD"]).code(3);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: notes ref 'refs/notes/loop' is corrupt: it points to a blob ({blob}), not a commit\n\
+             hint: find the notes commit it held with 'git reflog refs/notes/loop' and point it back with 'git update-ref refs/notes/loop <commit>'\n"
+        )
+    );
+    repo.run(&["done", &other]).ok();
+    assert_eq!(
+        repo.run(&["show", &other, "--json"]).ok().json()["state"],
+        "done",
+        "tasks without a note are unaffected"
+    );
+}
+
+/// D2: a line of packed-refs that cannot be parsed is reported as what it is — packed-refs
+/// and its line number — wherever it falls, and every healthy task and claim keeps reading and
+/// writing as itself (gix's lookups fail when their binary search lands on the line).
+#[test]
+fn d2_a_bad_line_in_packed_refs_is_named_and_healthy_refs_stay_healthy() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let a = repo.add(&["first"]);
+    let b = repo.add(&["second"]);
+    repo.run(&["claim", "acquire", &format!("node:{a}"), "--holder", "h"]).ok();
+    repo.git(&["pack-refs", "--all"]);
+    let packed = repo.dir.join(".git/packed-refs");
+    let whole = std::fs::read_to_string(&packed).expect("packed-refs");
+    let lines: Vec<&str> = whole.lines().collect();
+    let ids = [(a.as_str(), "<A>"), (b.as_str(), "<B>")];
+    for at in 1..=lines.len() {
+        let mut damaged: Vec<&str> = lines.clone();
+        damaged.insert(at, "this is garbage");
+        std::fs::write(&packed, format!("{}\n", damaged.join("\n"))).expect("write packed-refs");
+        let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v4"));
+        let named = format!("'{}' has a bad line {}: \"this is garbage\"", packed.display(), at + 1);
+        let list = repo.run(&["list"]).ok();
+        assert_eq!(
+            list.stdout_with(&ids),
+            "<B>   p2  ready     second\n<A>   p2  claimed   first  (h)\n",
+            "line {}: every task listed as itself",
+            at + 1
+        );
+        assert!(
+            list.stderr.is_empty() || list.stderr == format!("warning: skipped: {named}\n"),
+            "line {}: only packed-refs is blamed:\n{}",
+            at + 1,
+            list.stderr
+        );
+        for id in [&a, &b] {
+            assert_eq!(repo.run(&["show", id, "--json"]).ok().json()["id"], id.as_str(), "line {}", at + 1);
+        }
+        let claims = repo.run(&["claim", "list", "--json"]).ok().json();
+        assert_eq!(claims["claims"][0]["key"], format!("node:{a}"), "line {}: the claim reads", at + 1);
+        // Writes go through gix, which looks the ref up in packed-refs first: one that lands on
+        // the bad line is refused as what it is (git itself refuses every command meanwhile).
+        let refused = format!(
+            "error: {named}\nhint: git reads no ref until it is gone: save a copy and delete the line ('cp {0} {0}.bak && sed -i {1}d {0}')\n",
+            packed.display(),
+            at + 1
+        );
+        for args in [
+            vec!["edit".to_owned(), b.clone(), "--label".into(), format!("l{at}")],
+            vec!["claim".into(), "acquire".into(), format!("node:{b}"), "--holder".into(), "h".into()],
+        ] {
+            let out = repo.run(&args);
+            assert!(
+                out.code == 0 || (out.code == 3 && out.stderr == refused),
+                "line {}: git loop {args:?} works or names packed-refs:\n{out:?}",
+                at + 1
+            );
+        }
+        std::fs::write(&packed, &whole).expect("restore packed-refs");
+        repo.run(&["edit", &b, "--label", &format!("l{at}")]).ok();
+        repo.run(&["claim", "release", &format!("node:{b}"), "--holder", "h"]).ok();
+    }
+}
+
+/// D2: an object missing in the middle of a task's history is found by the commands that act
+/// on the task (exit 3 naming the ref and the object), and by `list` whenever the task's tip
+/// is new to it; the rest of the backlog works on.
+#[test]
+fn d2_a_missing_object_in_a_tasks_history_is_found() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let good = repo.add(&["healthy"]);
+    let id = repo.add(&["v1"]);
+    repo.run(&["list"]).ok();
+    repo.run(&["edit", &id, "--title", "v2"]).ok();
+    repo.run(&["edit", &id, "--title", "v3"]).ok();
+    let name = format!("refs/loop/tasks/{id}");
+    let tip = repo.git(&["rev-parse", &name]);
+    let middle = repo.git(&["rev-parse", &format!("{name}~1")]);
+    std::fs::remove_file(repo.dir.join(".git/objects").join(&middle[..2]).join(&middle[2..])).expect("a loose object");
+    let expected = format!(
+        "error: task record '{name}' is corrupt: its history is incomplete: object {middle} is missing\n\
+         hint: copy the object back from a clone that has it ('git fetch --refetch <remote>' fetches every object again), then check with 'git loop doctor'\n"
+    );
+    for args in [&["show", &id][..], &["edit", &id, "--title", "v4"], &["done", &id]] {
+        assert_eq!(repo.run(args).code(3).stderr, expected, "git loop {args:?}");
+    }
+    // The index last saw the task at its first operation: its new tip's history is read.
+    let list = repo.run(&["list"]).ok();
+    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n");
+    assert_eq!(
+        list.stderr,
+        format!("warning: skipped: {}", &expected["error: ".len()..expected.find("\nhint").expect("a hint")]) + "\n"
+    );
+    assert_eq!(repo.run(&["next", "--json"]).ok().json()["id"], good.as_str());
+    assert_eq!(repo.git(&["rev-parse", &name]), tip, "nothing was added to the damaged chain");
+}
+
 fn age(path: &std::path::Path, seconds: u64) {
     let file = std::fs::File::options().write(true).open(path).expect("open lock");
     file.set_modified(SystemTime::now() - Duration::from_secs(seconds)).expect("set mtime");
@@ -191,7 +346,7 @@ fn the_task_index_never_disagrees_with_the_refs() {
     assert_eq!(repo.run(&["list", "--json"]).ok().json()["tasks"][0]["title"], "edited title", "served from the cache");
     repo.git(&["update-ref", &name, &first]);
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "the moved ref is seen at once");
-    std::fs::remove_file(repo.dir.join(".git/loop/index-v3")).expect("the cache exists");
+    std::fs::remove_file(repo.dir.join(".git/loop/index-v4")).expect("the cache exists");
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "nothing lost without the cache");
 }
 
