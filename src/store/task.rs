@@ -468,10 +468,13 @@ pub struct Snapshot {
     pub tip: ObjectId,
 }
 
+/// How the hint of a corrupt task record starts: `doctor` itself leaves it out.
+pub const ASK_DOCTOR: &str = "'git loop doctor' says whether '--repair' can mend it; else ";
+
 /// The refusal for an unreadable task record, naming its ref.
 pub fn corrupt_task(name: &str, why: impl std::fmt::Display) -> Refusal {
     corrupt(format!("task record '{name}' is corrupt: {why}")).hint(format!(
-        "see its history with 'git log {name}'; point it at a good commit with 'git update-ref {name} <commit>', or delete it with 'git update-ref -d {name}'"
+        "{ASK_DOCTOR}see its history with 'git log {name}' and point it at a good commit with 'git update-ref {name} <commit>', or delete it with 'git update-ref -d {name}'"
     ))
 }
 
@@ -499,8 +502,15 @@ pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
     Ok(task)
 }
 
-/// Why a ref file that cannot be parsed is corrupt.
-const UNPARSABLE: &str = "the ref file cannot be parsed";
+/// The refusal for a task ref whose file cannot be parsed. git only ignores it ("broken
+/// ref"): neither `git log` nor `git update-ref -d` works on it, so the hint names the file.
+pub fn corrupt_unparsable(repo: &gix::Repository, name: &str) -> Refusal {
+    let path = repo.common_dir().join(name);
+    corrupt(format!("task record '{name}' is corrupt: the ref file cannot be parsed")).hint(format!(
+        "git ignores it as broken: remove it ('rm {}'), then 'git loop sync' brings the task back if a remote has it, or point the ref at its last operation ('git fsck --unreachable' lists it) with 'git update-ref {name} <commit>'",
+        path.display()
+    ))
+}
 
 /// The refusal for a symbolic task ref: a task ref holds its chain's tip, never another ref.
 /// The hint must say `--no-deref`: `git update-ref -d` on a symbolic ref deletes the ref it
@@ -514,7 +524,7 @@ pub fn corrupt_symbolic(name: &str, to: impl std::fmt::Display) -> Refusal {
 /// for a ref file that cannot be parsed or a symbolic ref.
 pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
     store.fresh_refs();
-    match git::find_ref(&store.repo, name).map_err(|_| corrupt_task(name, UNPARSABLE))? {
+    match git::find_ref(&store.repo, name).map_err(|_| corrupt_unparsable(&store.repo, name))? {
         None => Ok(None),
         Some(git::Found::Direct(tip)) => Ok(Some(tip)),
         Some(git::Found::Symbolic(to)) => Err(corrupt_symbolic(name, to).into()),
@@ -547,7 +557,7 @@ pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
                 (name, Err(problem))
             }
             git::Listed::Unreadable(git::Unreadable::Ref(name)) => {
-                let problem = corrupt_task(&name, UNPARSABLE).message;
+                let problem = corrupt_unparsable(repo, &name).message;
                 (name, Err(problem))
             }
             // Not a task's fault: reported as what it is.
@@ -835,6 +845,136 @@ pub fn read_whole(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     };
     check_history(&store.repo, &refs::task(id), snapshot.tip, None)?;
     Ok(Some(snapshot))
+}
+
+/// How a task's chain stands, for `doctor`.
+pub enum Health {
+    Healthy,
+    /// It cannot be read as it stands, but every object of its history is present, every
+    /// version known and its creating operation readable: a repair (see `repair`) folds the
+    /// task from the operations that parse, without rewriting anything.
+    Repairable(Refusal),
+    /// It cannot be read and no repair can fix it without losing or inventing data.
+    Corrupt(Refusal),
+}
+
+/// Check task ref `name` at `tip` in full: its record, its history, and that the chain is this
+/// task's (its creating commit names it).
+pub fn health(repo: &gix::Repository, name: &str, tip: ObjectId) -> Health {
+    let Some(id) = task_id_of_ref(name) else {
+        return Health::Corrupt(corrupt_task(name, "its name is not a valid task id"));
+    };
+    match repo.find_header(tip) {
+        Ok(header) if header.kind() != gix::object::Kind::Commit => {
+            let why = format!("it points to a {} ({tip}), not a commit", header.kind());
+            return Health::Corrupt(corrupt_task(name, why));
+        }
+        Ok(_) => {}
+        Err(_) => return Health::Corrupt(corrupt_history(name, &object_problem(repo, tip))),
+    }
+    let chain = match read_chain(repo, name, tip, None) {
+        Ok(chain) => chain,
+        Err(refusal) => return Health::Corrupt(refusal),
+    };
+    // A chain of another task (a ref pointed at the wrong tip) would be refolded under this
+    // id: a copy, not a repair.
+    if let Some(root) = chain.root {
+        let subject = git::read_commit(repo, root).map(|(_, message)| message).unwrap_or_default();
+        if !subject.starts_with(&format!("{id}: ")) {
+            let first = subject.lines().next().unwrap_or_default().escape_debug().to_string();
+            return Health::Corrupt(corrupt_task(name, format!("its first operation is not this task's: \"{first}\"")));
+        }
+    }
+    let record = match git::read_commit_file(repo, tip, TASK_FILE) {
+        Ok(Some(bytes)) => {
+            let newer = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("version").and_then(|v| v.as_u64()))
+                .is_some_and(|v| v > u64::from(TASK_VERSION));
+            match parse_task(name, &bytes) {
+                Err(err) if newer => return Health::Corrupt(refusal_of(err, name)),
+                other => other.map(|_| ()),
+            }
+        }
+        Ok(None) => Err(corrupt_task(name, format!("commit {tip} has no {TASK_FILE}")).into()),
+        Err(err) => Err(corrupt_task(name, format!("{err:#}")).into()),
+    };
+    let problem = match (record, chain.unreadable.first()) {
+        (Ok(()), None) => return Health::Healthy,
+        (Err(err), _) => refusal_of(err, name),
+        (Ok(()), Some((commit, why))) => corrupt_op(name, *commit, why),
+    };
+    let created = chain.ops.values().flatten().any(|op| op.change.create.is_some());
+    if created {
+        Health::Repairable(problem)
+    } else {
+        let prefix = format!("task record '{name}' is corrupt: ");
+        let what = problem.message.strip_prefix(&prefix).unwrap_or(&problem.message);
+        Health::Corrupt(corrupt_task(
+            name,
+            format!("{what}; its creating operation cannot be read either, so it cannot be folded again"),
+        ))
+    }
+}
+
+fn task_id_of_ref(name: &str) -> Option<TaskId> {
+    refs::task_id_of(name).and_then(|id| id.parse().ok())
+}
+
+fn refusal_of(err: anyhow::Error, name: &str) -> Refusal {
+    crate::error::find_refusal(&err).cloned().unwrap_or_else(|| corrupt_task(name, format!("{err:#}")))
+}
+
+/// What `repair` did.
+pub enum RepairOutcome {
+    /// A repair commit now tops the chain, skipping these operation commits.
+    Repaired { snapshot: Box<Snapshot>, skipped: Vec<ObjectId> },
+    /// The chain reads as it is.
+    NotNeeded,
+    /// No repair can fix it (why).
+    Unrepairable(Refusal),
+}
+
+/// Repair task `id` without rewriting its history: a commit whose parent is the current tip,
+/// whose `op.json` is a repair operation naming the operations that cannot be read, and whose
+/// `task.json` is the task folded from the operations that parse (in the order merges use).
+/// The ref moves forward by compare-and-swap, so every clone and the remote take it as a
+/// fast-forward; the unreadable commits stay in the history.
+pub fn repair(store: &Store, ctx: &Context, id: &TaskId) -> Result<RepairOutcome> {
+    let name = refs::task(id);
+    for _attempt in 0..16 {
+        let Some(tip) = tip_of(store, &name)? else {
+            return Ok(RepairOutcome::NotNeeded);
+        };
+        let why = match health(&store.repo, &name, tip) {
+            Health::Healthy => return Ok(RepairOutcome::NotNeeded),
+            Health::Corrupt(refusal) => return Ok(RepairOutcome::Unrepairable(refusal)),
+            Health::Repairable(refusal) => refusal.message,
+        };
+        let chain = read_chain(&store.repo, &name, tip, None)?;
+        let mut skipped: Vec<ObjectId> = chain.unreadable.iter().map(|(c, _)| *c).collect();
+        skipped.sort();
+        let mut ops: Vec<(ObjectId, Op)> = chain.ops.into_iter().filter_map(|(c, op)| op.map(|op| (c, op))).collect();
+        ops.sort_by(|(a_id, a), (b_id, b)| (a.lamport, &a.writer, a_id).cmp(&(b.lamport, &b.writer, b_id)));
+        let mut task = Task::blank(id.as_str());
+        for (_, op) in &ops {
+            fold(&mut task, op);
+        }
+        let change = Change {
+            repair: Some(Repair { skipped: skipped.iter().map(ToString::to_string).collect(), reason: why }),
+            ..Default::default()
+        };
+        let op = new_op(store, ctx, super::lamport::tick(store, task.lamport)?, change)?;
+        fold(&mut task, &op);
+        let commit = write_op_commit(store, ctx, &task, &op, &[tip])?;
+        match cas::update(store, &name, Expect::Is(tip), commit, "loop: repair task")? {
+            Cas::Applied => {
+                return Ok(RepairOutcome::Repaired { snapshot: Box::new(Snapshot { task, tip: commit }), skipped })
+            }
+            Cas::Lost { .. } => continue,
+        }
+    }
+    anyhow::bail!("task '{id}' kept changing under its repair (16 attempts); try again")
 }
 
 #[cfg(test)]
