@@ -8,6 +8,7 @@
 mod backlog;
 mod cli;
 mod context;
+mod doctor;
 mod error;
 mod git;
 mod hooks;

@@ -7,6 +7,7 @@ mod cancel;
 mod claim;
 mod demo;
 mod demo_agent;
+mod doctor;
 mod done;
 mod edit;
 mod finish;
@@ -78,6 +79,7 @@ enum Command {
     #[command(subcommand)]
     Journal(journal::JournalCommand),
     Sync(sync::SyncArgs),
+    Doctor(doctor::DoctorArgs),
     Run(run::RunArgs),
     Race(race::RaceArgs),
     #[command(subcommand)]
@@ -247,6 +249,7 @@ pub fn main() -> ExitCode {
         Command::Log(args) => log::run(&env, args),
         Command::Journal(cmd) => journal::run(&env, cmd),
         Command::Sync(args) => sync::run(&env, args),
+        Command::Doctor(args) => doctor::run(&env, args),
         Command::Run(args) => run::run(&env, args),
         Command::Race(args) => race::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),

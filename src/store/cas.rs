@@ -147,7 +147,7 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
 }
 
 /// Refs only git-loop writes; a stale lock on any other ref is left for the user to judge.
-fn owned_by_loop(name: &str) -> bool {
+pub(crate) fn owned_by_loop(name: &str) -> bool {
     name.starts_with(refs::LOOP)
         || name == refs::NOTES
         || name.starts_with(refs::TASK_BRANCHES)
@@ -177,7 +177,7 @@ fn lock_refusal(lock: &Path, what: &str) -> Refusal {
 /// lock at that path by the time the loser acts. So the lock is renamed away first (atomic),
 /// and only deleted if the renamed file is the very inode judged stale; otherwise it is
 /// linked back, untouched.
-fn remove_stale_lock(lock: &Path) -> Result<bool> {
+pub(crate) fn remove_stale_lock(lock: &Path) -> Result<bool> {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::metadata(lock) else {
         // Gone meanwhile: the holder finished; just retry.
@@ -208,7 +208,7 @@ fn remove_stale_lock(lock: &Path) -> Result<bool> {
 /// so a process whose own clock runs fast never takes a live lock for an old one, and one whose
 /// clock runs slow still recovers an abandoned one. `None` when it cannot tell: the lock is then
 /// never taken to be abandoned.
-fn lock_age(lock: &Path, meta: &std::fs::Metadata) -> Option<Duration> {
+pub(crate) fn lock_age(lock: &Path, meta: &std::fs::Metadata) -> Option<Duration> {
     // Named like `aside` above: no ref reader, watcher or recoverer ever takes it for a ref.
     let probe = lock.with_file_name(format!(".clock-{}.lock", crate::ids::random_base32(8)));
     let now = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).and_then(|f| f.metadata());

@@ -57,7 +57,32 @@ use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 
-const FILE: &str = "index-v4";
+/// The cache file, in `<git-common-dir>/loop/`.
+pub const FILE: &str = "index-v4";
+
+/// Cache files of earlier versions, which nothing reads any more.
+pub const OLD_FILES: [&str; 3] = ["index-v1", "index-v2", "index-v3"];
+
+/// What the cache file holds, for `doctor` to hold against the refs: the tip each task row
+/// was checked at, and the refs it lists as unreadable.
+pub struct Cached {
+    pub tasks: Vec<(String, ObjectId)>,
+    pub corrupt: Vec<String>,
+}
+
+/// The cache file's content: `None` when there is none, `Some(None)` when it cannot be parsed
+/// (readers then ignore it and rebuild it).
+pub fn cached(repo: &gix::Repository) -> Option<Option<Cached>> {
+    let path = crate::git::loop_dir(repo).join(FILE);
+    if !path.exists() {
+        return None;
+    }
+    let cache = Mapped::open(&path).and_then(|m| parse(Arc::new(Text::Map(m))));
+    Some(cache.map(|c| Cached {
+        tasks: c.tasks.iter().map(|r| (r.id().to_owned(), r.tip)).collect(),
+        corrupt: c.corrupt.into_iter().map(|(name, _)| name).collect(),
+    }))
+}
 
 /// The bytes rows point into: the mapped cache file, or a line made for a fresh entry.
 #[derive(Debug)]

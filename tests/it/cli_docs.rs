@@ -27,6 +27,7 @@ const COMMANDS: &[&str] = &[
     "journal",
     "journal append",
     "sync",
+    "doctor",
     "run",
     "mission",
     "mission add",

@@ -133,6 +133,23 @@ impl Repo<'_> {
         self.env.git(&self.dir, args)
     }
 
+    /// Run the real git here with `input` on its stdin; panics with its stderr if it fails.
+    pub fn git_with_stdin(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write as _;
+        let mut child = self
+            .env
+            .seal(Command::new("git").args(args).current_dir(&self.dir))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run git");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        let out = child.wait_with_output().expect("wait for git");
+        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
     /// The session records of this repository's walks, oldest first.
     pub fn session_records(&self) -> Vec<serde_json::Value> {
         let Ok(entries) = std::fs::read_dir(self.dir.join(".git/loop/sessions")) else { return Vec::new() };

@@ -1,0 +1,129 @@
+//! `git loop doctor`: check every loop ref and record and this clone's local state; with
+//! `--repair`, fix what can be fixed without losing data.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::output::Out;
+use super::Env;
+use crate::doctor::{self, Options, Report, Severity};
+
+/// Check every loop ref and record, and this clone's local state, and say what to repair.
+///
+/// Checks task chains (every operation present and readable, versions known, ids matching
+/// their refs), claims, journal chains, notes, anchors, the loop's branches, kept refs and
+/// mirrors, packed-refs; and the local state: abandoned ref locks, worktree registrations
+/// whose directory is gone, worktrees of tries nobody will continue, temporary object files
+/// older than an hour, stale caches, sessions whose walk died.
+///
+/// Exit 0: clean. Exit 1: only leftovers (a crash left them; nothing is lost). Exit 3: a record
+/// is corrupt. With --repair, the exit code says what remains after the repairs.
+///
+/// --repair removes abandoned locks on git-loop's refs (older than 30 s by the file system's
+/// clock, held open by no process), registrations of worktrees that are gone, worktrees of
+/// done or cancelled tasks (after committing what is left in them to their try branch),
+/// temporary object files older than an hour and stale caches; and mends a task whose record
+/// cannot be read, but whose operations can, with a commit on top holding the task folded
+/// from them. It never rewrites history, never deletes a ref that holds data, never touches a
+/// lock a process may hold.
+///
+/// Example: git loop doctor --repair
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Fix what can be fixed without losing data, then check again.
+    #[arg(long)]
+    repair: bool,
+    /// Print {"clean", "findings": [...], "repaired": [...], "checked": {...}} as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
+    // As configured: a doctor needs no remote, and must work when it cannot be reached.
+    let store = env.open_as_configured()?;
+    let opts = Options { workdir: store.workdir().to_owned(), cwd: env.cwd.clone() };
+    let mut report = doctor::check(&store, &env.ctx, &opts)?;
+    let repaired = if args.repair && report.findings.iter().any(|f| f.is_repairable()) {
+        let repaired = doctor::repair(&store, &env.ctx, &report, &opts)?;
+        report = doctor::check(&store, &env.ctx, &opts)?;
+        repaired
+    } else {
+        Vec::new()
+    };
+    let code = match report.worst() {
+        None => 0,
+        Some(Severity::Leftover) => 1,
+        Some(Severity::Corrupt) => 3,
+    };
+    let mut out = Out::new();
+    if args.json {
+        let findings: Vec<_> = report
+            .findings
+            .iter()
+            .map(|f| {
+                let mut value = serde_json::to_value(f).expect("findings serialize");
+                value["repairable"] = json!(f.is_repairable());
+                value
+            })
+            .collect();
+        out.json(&json!({
+            "clean": report.findings.is_empty(),
+            "findings": findings,
+            "repaired": repaired,
+            "checked": report.checked,
+        }))?;
+        return Ok(code);
+    }
+    for r in &repaired {
+        out.line(format!("{}: {}", if r.done { "repaired" } else { "not repaired" }, r.outcome))?;
+    }
+    for f in &report.findings {
+        let word = match f.severity {
+            Severity::Corrupt => "corrupt",
+            Severity::Leftover => "leftover",
+        };
+        out.line(format!("{word}: {}", f.problem))?;
+        if !f.fix.is_empty() {
+            out.line(format!("  fix: {}", f.fix))?;
+        }
+    }
+    out.line(summary(&report))?;
+    Ok(code)
+}
+
+/// The last line: what was found, and what was checked.
+fn summary(report: &Report) -> String {
+    let c = &report.checked;
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let checked = format!(
+        "checked {}, {}, {} ({}), {}, {}, {}, {}, {}",
+        plural(c.tasks, "task", "tasks"),
+        plural(c.claims, "claim", "claims"),
+        plural(c.journal_chains, "journal chain", "journal chains"),
+        plural(c.journal_events, "event", "events"),
+        plural(c.notes, "note", "notes"),
+        plural(c.anchors, "anchor", "anchors"),
+        plural(c.branches, "branch", "branches"),
+        plural(c.worktrees, "worktree", "worktrees"),
+        plural(c.sessions, "session", "sessions"),
+    );
+    if report.findings.is_empty() {
+        return format!("no problems found: {checked}");
+    }
+    let corrupt = report.findings.iter().filter(|f| f.severity == Severity::Corrupt).count();
+    let leftover = report.findings.len() - corrupt;
+    let repairable = report.findings.iter().filter(|f| f.is_repairable()).count();
+    let mut found = Vec::new();
+    if corrupt > 0 {
+        found.push(plural(corrupt, "corrupt record", "corrupt records"));
+    }
+    if leftover > 0 {
+        found.push(plural(leftover, "leftover", "leftovers"));
+    }
+    let repair = match repairable {
+        0 => String::new(),
+        n => format!(" ({n} repairable with 'git loop doctor --repair')"),
+    };
+    format!("{}{repair}; {checked}", found.join(", "))
+}

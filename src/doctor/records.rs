@@ -1,0 +1,372 @@
+//! The shared state: every loop ref and the record or history it holds, and packed-refs.
+//!
+//! Each ref is read as its readers read it (the same parsers, the same version checks), and
+//! what those readers never look at is checked too: every object of a task's, a journal's or
+//! the notes' history, and the commits of the loop's branches.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::Result;
+use gix::ObjectId;
+
+use super::{Action, Checked, Finding, Kind};
+use crate::git::{self, Found, Listed, Unreadable};
+use crate::ids::{TaskId, WriterId};
+use crate::refs;
+use crate::store::{claim, journal, notes, task, Store};
+
+/// How doctor found each task ref: its tip, and whether its chain is healthy there (what the
+/// task index is held against).
+pub type TaskStates = HashMap<String, (ObjectId, bool)>;
+
+/// The hint for an object lost from a history: only the object itself mends it.
+const REFETCH: &str =
+    "copy the object back from a clone that has it ('git fetch --refetch <remote>' fetches every object again)";
+
+/// Check every loop ref and packed-refs.
+pub(super) fn check(store: &Store, out: &mut Vec<Finding>, checked: &mut Checked) -> Result<TaskStates> {
+    let repo = &store.repo;
+    store.fresh_refs();
+    let file = git::packed::path(repo);
+    for line in git::packed::bad_lines(repo) {
+        out.push(Finding::corrupt(Kind::PackedRefs, git::packed::NAME, line.describe(&file)).fix(format!(
+            "git reads no ref until it is gone: save a copy and delete the line ('cp {0} {0}.bak && sed -i {1}d {0}')",
+            file.display(),
+            line.number
+        )));
+    }
+    let mut states = TaskStates::new();
+    let mut seen_commits = HashSet::new();
+    for prefix in [refs::LOOP, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES, refs::REMOTES] {
+        for listed in git::refs_prefixed(repo, prefix)? {
+            match listed {
+                // Said once above, with every bad line.
+                Listed::Unreadable(Unreadable::PackedRefs(_)) => {}
+                Listed::Unreadable(Unreadable::Ref(name)) => {
+                    checked.count(kind_of(&name));
+                    out.push(unparsable(repo, &name))
+                }
+                Listed::Ref { name, target: Found::Symbolic(to) } => {
+                    checked.count(kind_of(&name));
+                    out.push(symbolic(&name, &to))
+                }
+                Listed::Ref { name, target: Found::Direct(id) } => {
+                    check_ref(store, &name, id, out, checked, &mut states, &mut seen_commits)
+                }
+            }
+        }
+    }
+    check_notes(repo, out, checked);
+    Ok(states)
+}
+
+fn kind_of(name: &str) -> Kind {
+    let rest = name.strip_prefix(refs::LOOP).unwrap_or("");
+    match rest.split('/').next().unwrap_or("") {
+        _ if name.starts_with(refs::REMOTES) => Kind::Mirror,
+        _ if name.starts_with("refs/heads/") => Kind::Branch,
+        "tasks" => Kind::Task,
+        "claims" => Kind::Claim,
+        "journal" => Kind::Journal,
+        "tries" | "done" => Kind::Anchor,
+        "missions" => Kind::Mission,
+        _ => Kind::Ref,
+    }
+}
+
+/// A loose ref file gix cannot parse: neither git nor git-loop can read it.
+fn unparsable(repo: &gix::Repository, name: &str) -> Finding {
+    let path = repo.common_dir().join(name);
+    let finding =
+        Finding::corrupt(kind_of(name), name, format!("ref '{name}' cannot be parsed (its file holds no object id)"));
+    match refs::task_id_of(name) {
+        Some(_) => finding.fix_from(&task::corrupt_unparsable(repo, name)),
+        None => finding.fix(format!(
+            "git ignores it as broken: look at '{0}', and remove it ('rm {0}') if it holds nothing you need",
+            path.display()
+        )),
+    }
+}
+
+/// A symbolic ref where a loop ref must hold an object id.
+fn symbolic(name: &str, to: &str) -> Finding {
+    Finding::corrupt(kind_of(name), name, format!("ref '{name}' is a symbolic ref (to '{to}'), not an object id")).fix(
+        format!("delete the symbolic ref itself with 'git update-ref --no-deref -d {name}' (without --no-deref git deletes '{to}')"),
+    )
+}
+
+/// What kind of object `id` is, or why it cannot be told.
+fn object_kind(repo: &gix::Repository, id: ObjectId) -> Result<gix::object::Kind, String> {
+    match repo.find_header(id) {
+        Ok(header) => Ok(header.kind()),
+        Err(_) if !repo.has_object(id) => Err(format!("object {id} is missing")),
+        Err(_) => Err(format!("object {id} cannot be read")),
+    }
+}
+
+/// Walk the commits from `tip`, each once over the whole check (`seen`): each present, its tree
+/// present. The loop's branches share the project's history, so this reads each commit of it
+/// once; the files of those trees are `git fsck`'s to check.
+fn walk_commits(repo: &gix::Repository, tip: ObjectId, seen: &mut HashSet<ObjectId>) -> Result<(), String> {
+    let mut stack = vec![tip];
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let commit = repo
+            .find_commit(id)
+            .map_err(|_| object_kind(repo, id).err().unwrap_or_else(|| format!("object {id} is not a commit")))?;
+        let decoded = commit.decode().map_err(|_| format!("commit {id} cannot be decoded"))?;
+        let tree = decoded.tree();
+        if !repo.has_object(tree) {
+            return Err(format!("object {tree} (the tree of commit {id}) is missing"));
+        }
+        stack.extend(decoded.parents());
+    }
+    Ok(())
+}
+
+fn check_ref(
+    store: &Store,
+    name: &str,
+    id: ObjectId,
+    out: &mut Vec<Finding>,
+    checked: &mut Checked,
+    states: &mut TaskStates,
+    seen_commits: &mut HashSet<ObjectId>,
+) {
+    let repo = &store.repo;
+    let kind = kind_of(name);
+    checked.count(kind);
+    match kind {
+        Kind::Task => {
+            let health = task::health(repo, name, id);
+            states.insert(name.to_owned(), (id, matches!(health, task::Health::Healthy)));
+            match health {
+                task::Health::Healthy => {}
+                task::Health::Corrupt(refusal) => {
+                    out.push(Finding::corrupt(kind, name, refusal.message.clone()).fix_from(&refusal))
+                }
+                task::Health::Repairable(refusal) => {
+                    let Some(task_id) = refs::task_id_of(name).and_then(|t| t.parse::<TaskId>().ok()) else { return };
+                    out.push(
+                        Finding::corrupt(kind, name, refusal.message)
+                            .fix("'git loop doctor --repair' appends a commit holding the task folded from the operations that parse (nothing is rewritten; the unreadable operations stay in its history)")
+                            .repair(Action::RepairTask(task_id)),
+                    );
+                }
+            }
+        }
+        Kind::Claim => {
+            let Some(key) = refs::claim_key_of(name) else {
+                out.push(
+                    Finding::corrupt(kind, name, format!("claim ref '{name}' does not name a valid claim key")).fix(
+                        format!(
+                    "git-loop never wrote it: remove it with 'git update-ref -d {name}' once you know what it is"
+                ),
+                    ),
+                );
+                return;
+            };
+            if let Err(refusal) = claim::read_at(repo, &key, id) {
+                out.push(Finding::corrupt(kind, name, refusal.message.clone()).fix_from(&refusal));
+            }
+        }
+        Kind::Journal => {
+            let writer = name.strip_prefix(refs::JOURNAL).unwrap_or_default();
+            if writer.parse::<WriterId>().is_err() {
+                out.push(Finding::corrupt(kind, name, format!("journal ref '{name}' does not name a valid writer")).fix(
+                    format!("git-loop never wrote it and reads it as a chain all the same; remove it with 'git update-ref -d {name}' once you know what it is"),
+                ));
+            }
+            check_journal(repo, name, id, out, checked);
+        }
+        Kind::Anchor => {
+            if let Err(problem) = check_anchor(repo, name, id) {
+                let fix = if problem.contains("is missing") {
+                    REFETCH.to_owned()
+                } else {
+                    format!("the anchor only keeps its commit alive and its number taken; point it at the commit it stands for with 'git update-ref {name} <commit>'")
+                };
+                out.push(Finding::corrupt(kind, name, format!("anchor '{name}' is corrupt: {problem}")).fix(fix));
+            }
+        }
+        Kind::Mission => {
+            let Some(mission) = refs::mission_id_of(name).and_then(|m| m.parse::<crate::mission::MissionId>().ok())
+            else {
+                out.push(Finding::corrupt(kind, name, format!("mission ref '{name}' does not name a valid mission")));
+                return;
+            };
+            if let Err(err) = crate::mission::record::read(store, &mission) {
+                match crate::error::find_refusal(&err) {
+                    Some(refusal) => out.push(Finding::corrupt(kind, name, refusal.message.clone()).fix_from(refusal)),
+                    None => out.push(Finding::corrupt(
+                        kind,
+                        name,
+                        format!("mission record '{name}' cannot be read: {err:#}"),
+                    )),
+                }
+            }
+        }
+        Kind::Branch => {
+            if let Err(problem) = walk_commits(repo, id, seen_commits) {
+                out.push(
+                    Finding::corrupt(
+                        kind,
+                        name,
+                        format!("branch '{}' is damaged: {problem}", refs::short_branch(name)),
+                    )
+                    .fix(REFETCH),
+                );
+            }
+        }
+        // Kept refs and mirrors only need their object: what they point to is read from there.
+        _ => {
+            if let Err(problem) = object_kind(repo, id) {
+                out.push(Finding::corrupt(kind, name, format!("ref '{name}' is damaged: {problem}")).fix(REFETCH));
+            }
+        }
+    }
+}
+
+/// A try anchor holds its try-number record (a blob) or the try's last head (a commit); a done
+/// anchor, the completing commit.
+fn check_anchor(repo: &gix::Repository, name: &str, id: ObjectId) -> Result<(), String> {
+    let kind = object_kind(repo, id)?;
+    let rest = name.strip_prefix(refs::LOOP).unwrap_or_default();
+    match (rest.split('/').collect::<Vec<_>>().as_slice(), kind) {
+        (["tries", task, n], gix::object::Kind::Blob) => {
+            let blob = repo.find_blob(id).map_err(|_| format!("object {id} cannot be read"))?;
+            let record: serde_json::Value =
+                serde_json::from_slice(&blob.data).map_err(|_| "its try-number record is not JSON".to_owned())?;
+            let matches = record["task"].as_str() == Some(task)
+                && record["try"].as_u64().map(|t| t.to_string()).as_deref() == Some(n);
+            if !matches {
+                return Err(format!("its try-number record names {} try {}", record["task"], record["try"]));
+            }
+            Ok(())
+        }
+        // Its history is the try branch's, checked with the branches.
+        (["tries", task, n], gix::object::Kind::Commit)
+            if task.parse::<TaskId>().is_ok() && n.parse::<u32>().is_ok() =>
+        {
+            walk_one(repo, id)
+        }
+        (["done", task], gix::object::Kind::Commit) if task.parse::<TaskId>().is_ok() => walk_one(repo, id),
+        (["tries", ..] | ["done", ..], kind) => Err(format!("it points to a {kind} ({id})")),
+        _ => Err("its name is not an anchor's".to_owned()),
+    }
+}
+
+/// The commit itself and its tree are present.
+fn walk_one(repo: &gix::Repository, id: ObjectId) -> Result<(), String> {
+    let commit = repo.find_commit(id).map_err(|_| format!("object {id} cannot be read"))?;
+    let tree = commit.tree_id().map_err(|_| format!("commit {id} cannot be decoded"))?.detach();
+    if repo.has_object(tree) {
+        Ok(())
+    } else {
+        Err(format!("object {tree} (the tree of commit {id}) is missing"))
+    }
+}
+
+/// Every commit of a journal chain present and every event one this build reads (merges of two
+/// copies of a chain hold none).
+fn check_journal(repo: &gix::Repository, name: &str, tip: ObjectId, out: &mut Vec<Finding>, checked: &mut Checked) {
+    let mut stack = vec![tip];
+    let mut seen = HashSet::new();
+    let mut bad_events = Vec::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let parents = match git::read_commit(repo, id) {
+            Ok((parents, _)) => parents,
+            Err(_) => {
+                let problem = object_kind(repo, id).err().unwrap_or_else(|| format!("object {id} is not a commit"));
+                out.push(
+                    Finding::corrupt(Kind::Journal, name, format!("journal chain '{name}' is damaged: {problem}"))
+                        .fix(REFETCH),
+                );
+                return;
+            }
+        };
+        match journal::parse_commit(repo, id) {
+            Ok(_) => checked.journal_events += 1,
+            Err(_) if parents.len() > 1 => {}
+            Err(err) => bad_events.push(format!("{err:#}")),
+        }
+        stack.extend(parents);
+    }
+    if let Some(first) = bad_events.first() {
+        let more = match bad_events.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        out.push(
+            Finding::corrupt(Kind::Journal, name, format!("journal chain '{name}' holds an event that cannot be read: {first}{more}"))
+                .fix("every reader skips it and reads the rest of the chain; it stays in the chain's history (a chain only grows)"),
+        );
+    }
+}
+
+/// The notes ref holds a notes commit whose history is present, and every note is a
+/// completion note this build reads, on a commit that is present.
+fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Checked) {
+    let commit = match notes::check_ref(repo) {
+        Ok(Some(commit)) => commit,
+        Ok(None) => return,
+        Err(refusal) => {
+            out.push(Finding::corrupt(Kind::Notes, refs::NOTES, refusal.message.clone()).fix_from(&refusal));
+            return;
+        }
+    };
+    if let Err(problem) = walk_commits(repo, commit, &mut HashSet::new()) {
+        out.push(
+            Finding::corrupt(Kind::Notes, refs::NOTES, format!("notes ref '{}' is damaged: {problem}", refs::NOTES))
+                .fix(REFETCH),
+        );
+        return;
+    }
+    let tree = match repo.find_commit(commit).ok().and_then(|c| c.tree_id().ok()) {
+        Some(tree) => tree.detach(),
+        None => return,
+    };
+    let all = match notes::all(repo, tree) {
+        Ok(all) => all,
+        Err(err) => {
+            out.push(
+                Finding::corrupt(Kind::Notes, refs::NOTES, format!("notes ref '{}' is damaged: {err:#}", refs::NOTES))
+                    .fix(REFETCH),
+            );
+            return;
+        }
+    };
+    for (annotated, blob) in all {
+        checked.notes += 1;
+        let subject = format!("{} {annotated}", refs::NOTES);
+        let note = repo
+            .find_blob(blob)
+            .map_err(|_| object_kind(repo, blob).err().unwrap_or_else(|| format!("object {blob} is not a blob")))
+            .and_then(|b| {
+                serde_json::from_slice::<notes::CompletionNote>(&b.data)
+                    .map_err(|err| format!("it is not a completion note: {err}"))
+            })
+            .and_then(|note| match note.version > notes::NOTE_VERSION {
+                true => Err(format!("its version {} was written by a newer git-loop", note.version)),
+                false => Ok(note),
+            });
+        let problem = match note {
+            Err(problem) => problem,
+            Ok(_) if !repo.has_object(annotated) => format!("the commit it annotates ({annotated}) is missing"),
+            Ok(_) => continue,
+        };
+        let fix = if problem.contains("is missing") {
+            REFETCH.to_owned()
+        } else {
+            format!("see it with 'git notes --ref=loop show {annotated}'; the task's own record keeps the completion")
+        };
+        out.push(
+            Finding::corrupt(Kind::Notes, &subject, format!("the note on {annotated} is corrupt: {problem}")).fix(fix),
+        );
+    }
+}
