@@ -9,6 +9,7 @@ mod backlog;
 mod cli;
 mod context;
 mod error;
+mod failpoint;
 mod git;
 mod hooks;
 mod ids;

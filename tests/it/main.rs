@@ -6,6 +6,7 @@ mod backlog;
 mod claims;
 mod cli_docs;
 mod clocks;
+mod crash;
 mod fleet;
 mod harness;
 mod hooks;
