@@ -21,4 +21,5 @@ mod race;
 mod remote;
 mod robustness;
 mod run;
+mod soak;
 mod sync;
