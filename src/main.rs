@@ -10,6 +10,7 @@ mod cli;
 mod context;
 mod doctor;
 mod error;
+mod failpoint;
 mod git;
 mod hooks;
 mod ids;

@@ -225,6 +225,7 @@ pub fn main() -> ExitCode {
             let _ = gix::interrupt::init_handler_default(0);
         }
     }
+    arm_failpoint();
     let env = match environment(cli.dir) {
         Ok(env) => env,
         Err(err) => return report(err),
@@ -351,6 +352,30 @@ fn print_error(level: &str, err: &anyhow::Error) {
             }
         }
         None => eprintln!("{level}: {}", format!("{err:#}").replace('\n', " ")),
+    }
+}
+
+/// Crash tests (debug builds): `GIT_LOOP_KILL_AT=<command>:<n>` kills this process at its n-th
+/// write when it runs `<command>` (see `failpoint`); the processes it starts run other commands,
+/// and are not armed.
+fn arm_failpoint() {
+    let Ok(spec) = std::env::var("GIT_LOOP_KILL_AT") else { return };
+    let Some((name, at)) = spec.split_once(':') else { return };
+    // The command's name: the first argument that is not an option (nor `-C`'s directory).
+    let mut args = std::env::args().skip(1);
+    let mut command = None;
+    while let Some(arg) = args.next() {
+        if arg == "-C" {
+            args.next();
+        } else if !arg.starts_with('-') {
+            command = Some(arg);
+            break;
+        }
+    }
+    if command.as_deref() == Some(name) {
+        if let Ok(at) = at.parse() {
+            crate::failpoint::arm(at);
+        }
     }
 }
 

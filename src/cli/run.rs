@@ -122,6 +122,10 @@ pub struct WalkArgs {
     /// Sessions per task before it fails (each continuation is one; a race's entrants share them).
     #[arg(long, value_name = "N", default_value = "15")]
     per_unit_dispatches: u32,
+    /// Pause the walk after this many failed tasks in a row (0: never; a p0 task's failure
+    /// pauses it whatever this says).
+    #[arg(long, value_name = "N", default_value = "3")]
+    pause_after: u32,
     /// Stop a session after this long.
     #[arg(long, value_name = "DURATION", default_value = "60m")]
     session_timeout: Span,
@@ -246,7 +250,11 @@ pub(super) fn walk_options(
     opts.grace = to_std(args.grace);
     opts.wrap_up = to_std(args.wrap_up);
     opts.lease = args.lease.0;
-    opts.limits = Limits { per_unit_dispatches: args.per_unit_dispatches, ..Default::default() };
+    opts.limits = Limits {
+        per_unit_dispatches: args.per_unit_dispatches,
+        pause_after: if args.pause_after == 0 { u32::MAX } else { args.pause_after },
+        ..Default::default()
+    };
     opts.base = args.base;
     opts.merge = args.merge;
     opts.together = together;

@@ -16,7 +16,7 @@ use crate::ids::TaskId;
 use crate::refs;
 use crate::session::record;
 use crate::store::task::State;
-use crate::store::{cas, index, task, Store};
+use crate::store::{index, task, Store};
 use crate::tries::{self, Try};
 
 /// How old a temporary file must be before it counts as left by a process that is gone: a
@@ -47,7 +47,7 @@ pub(super) fn shown(opts: &Options, path: &Path) -> String {
 /// The age of `path` by its file system's clock (`None`: it cannot be told).
 fn age(path: &Path) -> Option<Duration> {
     let meta = std::fs::metadata(path).ok()?;
-    cas::lock_age(path, &meta)
+    crate::store::locks::age(path, &meta)
 }
 
 fn seconds(age: Duration) -> String {

@@ -260,7 +260,7 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
             task::RepairOutcome::Unrepairable(refusal) => Err(refusal.message),
         },
         Action::RemoveLock(path) => match locks::judge(path) {
-            locks::Verdict::Abandoned(_) if locks::remove(path)? => {
+            locks::Verdict::Abandoned(_) if locks::remove(store.repo.common_dir(), path)? => {
                 Ok(format!("removed the abandoned lock '{}'", shown(path)))
             }
             _ => Err(format!("left '{}': a writer holds it now", shown(path))),

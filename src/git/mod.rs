@@ -227,8 +227,14 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
                 Err(err) => return Err(err).with_context(|| format!("could not create '{}'", tmp.display())),
             }
         };
-        file.write_all(&stream).with_context(|| format!("could not write '{}'", tmp.display()))?;
+        if let Err(err) = file.write_all(&stream) {
+            // Out of space, most likely: leave nothing half-written behind.
+            drop(file);
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err).with_context(|| format!("could not write '{}'", tmp.display()));
+        }
     }
+    crate::failpoint::write_point();
     let path = dir.join(&hex[2..]);
     if let Err(err) = std::fs::rename(&tmp, &path) {
         let _ = std::fs::remove_file(&tmp);

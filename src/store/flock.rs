@@ -34,6 +34,26 @@ impl FileLock {
         }
     }
 
+    /// Take the lock on `path` shared with other shared holders (excluding an exclusive one),
+    /// waiting up to `patience`.
+    pub fn shared(path: &Path, what: &str, patience: Duration) -> Result<FileLock> {
+        let file = open(path)?;
+        let deadline = Instant::now() + patience;
+        loop {
+            if try_flock(&file, path, libc::LOCK_SH)? {
+                return Ok(FileLock(file));
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "another git-loop has been {what} for {} s ('{}' is locked)",
+                    patience.as_secs(),
+                    path.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Take the lock on `path` if nobody holds it (`None` if someone does).
     pub fn try_exclusive(path: &Path) -> Result<Option<FileLock>> {
         let file = open(path)?;
@@ -57,8 +77,12 @@ fn open(path: &Path) -> Result<std::fs::File> {
 }
 
 fn try_lock(file: &std::fs::File, path: &Path) -> Result<bool> {
+    try_flock(file, path, libc::LOCK_EX)
+}
+
+fn try_flock(file: &std::fs::File, path: &Path, mode: libc::c_int) -> Result<bool> {
     // SAFETY: flock on a descriptor we own; it only takes or refuses the lock.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if unsafe { libc::flock(file.as_raw_fd(), mode | libc::LOCK_NB) } == 0 {
         return Ok(true);
     }
     let err = std::io::Error::last_os_error();

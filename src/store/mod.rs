@@ -11,6 +11,7 @@ pub mod index;
 pub mod journal;
 pub mod lamport;
 pub mod lease;
+pub mod locks;
 pub mod maintenance;
 pub mod notes;
 pub mod remote;

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
+use super::locks::Recovery;
 use super::Store;
 use crate::error::{corrupt, Refusal};
 use crate::{git, refs};
@@ -40,21 +41,49 @@ pub struct CompletionNote {
 /// Attach `note` to `commit`, replacing any earlier loop note there.
 pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<()> {
     let body = format!("{}\n", serde_json::to_string_pretty(note)?);
+    let started = std::time::Instant::now();
     let mut last_err = None;
     for _attempt in 0..50 {
+        store.fresh_refs();
         let mut notes = store
             .repo
             .notes()
             .context("could not open the notes")?
             .with_commit_message(format!("loop: completion of {}", note.task));
-        match notes.replace(refs::NOTES, commit, body.as_bytes()) {
+        crate::failpoint::write_point();
+        let replaced = {
+            let _in_flight = super::locks::writing(store.repo.common_dir())?;
+            notes.replace(refs::NOTES, commit, body.as_bytes())
+        };
+        match replaced {
             Ok(_) => {
                 store.note_written(refs::NOTES);
+                crate::failpoint::write_point();
                 return Ok(());
             }
-            Err(err) if err.is_conflict() || err.is_retryable() => {
-                last_err = Some(err);
+            Err(err) if err.is_conflict() => {
+                // Another writer's note landed first: write ours on top of it.
+                last_err = Some(err.to_string());
                 std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(err) if err.is_retryable() => {
+                // A lock: the notes ref's own, or packed-refs'. One a killed writer left is
+                // removed (see `store::locks`); one still held is waited for, a little.
+                let common = store.repo.common_dir();
+                let held = [common.join(format!("{}.lock", refs::NOTES)), common.join("packed-refs.lock")]
+                    .into_iter()
+                    .find(|lock| lock.exists());
+                if let Some(lock) = held {
+                    let recovered = super::locks::recover(store.repo.common_dir(), &lock)?;
+                    let still_held = !matches!(recovered, Recovery::Removed | Recovery::Gone);
+                    if still_held && started.elapsed() > super::cas::PACKED_PATIENCE {
+                        return Err(super::locks::refusal(&lock, "the completion notes are locked").into());
+                    }
+                    if still_held {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                }
+                last_err = Some(err.to_string());
             }
             Err(err) => {
                 // A notes ref that does not hold a notes commit fails every write the same way:
@@ -67,10 +96,7 @@ pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<(
             }
         }
     }
-    Err(anyhow::anyhow!(
-        "could not write the completion note on {commit}: {}",
-        last_err.map(|e| e.to_string()).unwrap_or_default()
-    ))
+    Err(anyhow::anyhow!("could not write the completion note on {commit}: {}", last_err.unwrap_or_default()))
 }
 
 /// The refusal for a notes ref that cannot be read as notes.

@@ -82,7 +82,10 @@ pub fn swap_checked(
         expect: Some(Some(*id)),
     }));
     let pushed_at = Instant::now();
-    match program::push(store.workdir(), remote, &updates, &[]) {
+    crate::failpoint::write_point();
+    let pushed = program::push(store.workdir(), remote, &updates, &[]);
+    crate::failpoint::write_point();
+    match pushed {
         Ok(report) if report.all_ok() => {
             set_local(store, name, new)?;
             note_mirrored(store, name, pushed_at);

@@ -371,9 +371,11 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             Scope::All => wildcard(updates, &report),
             Scope::Refs(_) => (updates, Vec::new()),
         };
+        crate::failpoint::write_point();
         let pushed = program::push(store.workdir(), remote_name, &updates, &patterns).with_context(|| {
             format!("could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again")
         })?;
+        crate::failpoint::write_point();
         if pushed.all_ok() {
             if let Some(change) = &claim {
                 remote::set_local(store, &change.name, change.new)?;

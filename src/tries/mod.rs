@@ -280,8 +280,10 @@ pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
     let interrupt = AtomicBool::new(false);
     let mut repo = store.repo.clone();
     git::harden(&mut repo)?;
+    crate::failpoint::write_point();
     repo.add_worktree(&try_.worktree, gix::worktree::add::Head::Attached(branch), gix::progress::Discard, &interrupt)
         .with_context(|| format!("could not add the worktree '{}'", try_.worktree.display()))?;
+    crate::failpoint::write_point();
     Ok(())
 }
 
@@ -316,6 +318,7 @@ pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
     // Found before the files go: the registration whose `gitdir` names this worktree (never
     // one the worktree's own `.git` file points at, which an agent could have rewritten).
     let admin = registration_of(store, &try_.worktree);
+    crate::failpoint::write_point();
     remove_tree(&try_.worktree)
         .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))?;
     match admin {

@@ -16,6 +16,7 @@ use super::{Event, Walker};
 use crate::ids::TaskId;
 use crate::session::{process, record};
 use crate::store::claim::{self, Listed};
+use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
 
@@ -107,6 +108,64 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
             json!({ "claim": key.to_string(), "walker": r.holder, "detail": detail }),
         )?;
         walker.observer.event(&Event::Recovered { task: key.name().to_owned(), detail });
+    }
+    remove_closed_worktrees(store, walker, &root)?;
+    Ok(())
+}
+
+/// Remove the worktrees a crashed walk left behind: of tasks that are no longer open (killed
+/// between closing a unit and removing its worktree), and of tries that were never journaled as
+/// opened (killed between adding the worktree and saying so). Their work is committed to their
+/// try branches first, in case anything was left. A task a person took over keeps its worktree
+/// (it is theirs now), and so does an open task's journaled try (it goes on), and a race's.
+fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path::Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((task, number)) = name.rsplit_once('-') else { continue };
+        let (Ok(task), Ok(number)) = (task.parse::<TaskId>(), number.parse::<u32>()) else { continue };
+        let try_ = Try::describe(&task, number, root);
+        if try_.worktree != entry.path() {
+            continue;
+        }
+        let state = crate::store::task::read(store, &task)?.map(|s| s.task.state);
+        let keep = match state {
+            None | Some(State::TakenOver) => true,
+            // An open task keeps the worktree of the try it goes on with; one of a try that was
+            // never journaled as opened (its walk died between adding it and saying so) is an
+            // orphan: the next walk of the task opens a try of its own.
+            Some(State::Open) => {
+                let history = walker.task_history(store, task.as_str())?;
+                let opened = history.iter().any(|e| {
+                    e.event.kind == "try_opened"
+                        && e.event.data.get("try").and_then(|t| t.as_u64()) == Some(u64::from(number))
+                });
+                opened || super::race::unfinished_in(&history).is_some()
+            }
+            Some(_) => false,
+        };
+        if keep {
+            continue;
+        }
+        let author = gix::actor::Signature {
+            name: "git-loop".into(),
+            email: "loop@git-loop.invalid".into(),
+            time: gix::date::Time { seconds: walker.ctx.now().timestamp(), offset: 0 },
+        };
+        let message = format!(
+            "loop: leftovers of try {number} of {task}, recovered\n\nIts walk ended before removing its worktree.\n"
+        );
+        if let Err(err) = tries::commit::commit_on_stop(store, &try_, &author, &message) {
+            walker.observer.event(&Event::Warning {
+                message: format!("could not commit what is left in '{}': {err:#}", try_.worktree.display()),
+            });
+            continue;
+        }
+        tries::remove_worktree(store, &try_)?;
+        let detail =
+            format!("removed the worktree of try {number}, left by a walk that crashed after closing the task");
+        walker.journal(store, "recovered", Some(task.as_str()), json!({ "try": number, "detail": detail }))?;
+        walker.observer.event(&Event::Recovered { task: task.to_string(), detail });
     }
     Ok(())
 }

@@ -423,16 +423,18 @@ fn a_ref_locks_age_is_judged_by_the_file_systems_clock() {
     std::fs::create_dir_all(lock.parent().expect("a parent")).expect("mkdir");
     let clone = |skew| Clone { name: "r", repo: Repo { env: &env, dir: repo.dir.clone() }, skew };
 
-    std::fs::write(&lock, "a writer at work\n").expect("take the lock");
+    // A writer at work: git keeps a lock it holds open.
+    let holder = crate::harness::Holder::open(&lock);
     let fast = clone(HOUR).run(&["claim", "acquire", "node:t-lock", "--holder", "h"]).code(1);
     let age: u64 = fast
         .stderr
         .split_once("is locked by another writer (for ")
-        .and_then(|(_, rest)| rest.split_once("s)"))
+        .and_then(|(_, rest)| rest.split_once(" s)"))
         .and_then(|(age, _)| age.parse().ok())
         .unwrap_or_else(|| panic!("the refusal says how old the lock is: {}", fast.stderr));
     assert!(age < 30, "the lock's age by the file system's clock, not an hour: {age} s");
-    assert!(lock.exists(), "a young lock is never removed, though this process's clock is an hour ahead");
+    assert!(lock.exists(), "a held lock is never removed, though this process's clock is an hour ahead");
+    drop(holder);
 
     let minute_ago = std::time::SystemTime::now() - Duration::from_secs(60);
     std::fs::File::options().write(true).open(&lock).and_then(|f| f.set_modified(minute_ago)).expect("age the lock");

@@ -491,3 +491,34 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Hold `lock` open in a process of its own, as git holds the locks it takes, until dropped.
+pub struct Holder(std::process::Child);
+
+impl Holder {
+    pub fn open(lock: &std::path::Path) -> Holder {
+        let child = std::process::Command::new("sh")
+            .args(["-c", &format!("exec 3>>'{}'; exec sleep 120", lock.display())])
+            .spawn()
+            .expect("a holder");
+        wait_for("the holder's lock", || lock.exists());
+        // Give the shell the moment it needs to have the file open, not only created.
+        wait_for("the holder to have it open", || {
+            std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+                .map(|fds| {
+                    fds.flatten().any(|fd| {
+                        std::fs::read_link(fd.path()).is_ok_and(|p| p.ends_with(lock.file_name().expect("a name")))
+                    })
+                })
+                .unwrap_or(false)
+        });
+        Holder(child)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
