@@ -9,6 +9,7 @@ mod clocks;
 mod fleet;
 mod harness;
 mod hooks;
+mod hostile;
 mod interrupt;
 mod journal;
 mod mission;
