@@ -166,3 +166,94 @@ fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
     assert!(said("task_added").iter().any(|e| e["data"]["title"] == ADDED), "{events}");
     assert_eq!(a.run(&["mission", "show", "m1", "--json"]).ok().json()["title"], MISSION);
 }
+
+/// An agent reports a shell command as its session id (`hook generic --agent-session`), and
+/// its try's worktree lies under a path with spaces, quotes and a command substitution:
+/// nothing runs, the id is not recorded (the journal says why), and the resume line
+/// `take-over` prints, run as it is by a real `sh`, resumes the last plausible id in the
+/// worktree and creates no canary.
+#[test]
+fn an_agents_hostile_session_id_is_dropped_and_the_resume_line_runs_nothing_else() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let worktrees = env.path("work trees $(touch canary-path) 'quoted' `touch canary-tick`");
+    repo.git(&["config", "loop.worktrees", worktrees.to_str().expect("utf-8")]);
+    let script = env.agent(
+        "evil",
+        "git loop hook generic --agent-session good-id.1 </dev/null\n\
+         git loop hook generic --agent-session 'x; touch canary-id; :' </dev/null\n\
+         echo work > work.txt\n\
+         git loop finish blocked --message 'over to a person'",
+    );
+    repo.git(&["config", "loop.agent.evil.command", &script]);
+    repo.git(&["config", "loop.agent.evil.resume", "evil-cli --resume {session}"]);
+    let id = repo.add(&["resume me"]);
+    repo.run(&["run", "--agent", "evil", "--grace", "1", "--session-timeout", "60s"]);
+    let record = repo.session_records().pop().expect("a session ran");
+    assert_eq!(record["agent_session"], "good-id.1", "the hostile id was not recorded");
+    let hooks: Vec<Value> = repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "agent_hook")
+        .cloned()
+        .collect();
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    assert_eq!(hooks[1]["data"]["agent_session"], Value::Null);
+    assert_eq!(
+        hooks[1]["data"]["problems"][0],
+        "not recorded: agent session id 'x; touch canary-id; :' is not valid: it contains ';'"
+    );
+
+    let taken = repo.run(&["take-over", &id]).ok();
+    let line = taken
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("  resume    "))
+        .unwrap_or_else(|| panic!("a resume line:\n{}", taken.stdout))
+        .to_owned();
+    let worktree = worktrees.join(format!("{id}-1"));
+    assert!(worktree.is_dir(), "the try's worktree is where loop.worktrees says");
+    assert_eq!(repo.run(&["take-over", &id, "--json"]).ok().json()["resume"], line.as_str(), "the same line as JSON");
+
+    // Run the line as a person pasting it would, in a sealed directory, with a stand-in for
+    // the agent's CLI that says where it ran and with what.
+    let sealed = env.path("sealed");
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&sealed).expect("mkdir");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let said = env.path("evil-cli.out");
+    std::fs::write(
+        bin.join("evil-cli"),
+        format!("#!/bin/sh\npwd > '{}'\nprintf '%s\\n' \"$@\" >> '{}'\n", said.display(), said.display()),
+    )
+    .expect("write the stand-in");
+    std::process::Command::new("chmod")
+        .args(["+x", bin.join("evil-cli").to_str().expect("utf-8")])
+        .status()
+        .expect("chmod");
+    let sh = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("sh");
+        env.seal(&mut cmd)
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+            .env("HOME", &sealed)
+            .args(args)
+            .current_dir(&sealed)
+            .output()
+            .expect("run sh")
+    };
+    let checked = sh(&["-n", "-c", &line]);
+    assert!(checked.status.success(), "sh -n accepts it: {}", String::from_utf8_lossy(&checked.stderr));
+    let ran = sh(&["-c", &line]);
+    assert!(ran.status.success(), "{line}\n{}", String::from_utf8_lossy(&ran.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&said).expect("the stand-in ran"),
+        format!("{}\n--resume\ngood-id.1\n", worktree.display()),
+        "it ran in the worktree with exactly the recorded id: {line}"
+    );
+    for dir in [&sealed, &repo.dir, &worktree, &env.root.path().to_path_buf()] {
+        for canary in ["canary-path", "canary-tick", "canary-id"] {
+            assert!(!dir.join(canary).exists(), "{canary} appeared in {}: {line}", dir.display());
+        }
+    }
+}
