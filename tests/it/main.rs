@@ -6,6 +6,7 @@ mod backlog;
 mod claims;
 mod cli_docs;
 mod clocks;
+mod evidence;
 mod fleet;
 mod harness;
 mod hooks;
