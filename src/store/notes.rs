@@ -116,12 +116,14 @@ pub fn union(a: Vec<Completed>, b: Vec<Completed>) -> Vec<Completed> {
     out
 }
 
-/// The note blob `commit` has where the notes ref points now, and that notes commit.
+/// Where the notes ref points now (its tip), the note blob `commit` has there, and that notes
+/// tree, ready to edit.
 fn current(
     store: &Store,
     commit: ObjectId,
 ) -> Result<(Option<ObjectId>, Option<ObjectId>, gix::note::plumbing::State)> {
     let repo = &store.repo;
+    store.fresh_refs();
     let tip = git::ref_target(repo, refs::NOTES)?;
     let tree = match tip {
         Some(tip) => repo

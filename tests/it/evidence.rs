@@ -143,3 +143,30 @@ fn two_clones_completing_tasks_by_one_commit_keep_both_entries_through_a_sync() 
     assert_eq!(env.git(&remote, &["rev-parse", "refs/notes/loop"]), tip_a, "and so does the remote");
     assert_eq!(b.run(&["sync"]).ok().stdout, "", "a second sync has nothing left to do");
 }
+
+/// Eight people mark eight tasks done by one commit at the same moment: every completion is in
+/// the note (each write is a compare-and-swap on the notes tip it read, and a loser reads again).
+#[test]
+fn eight_tasks_marked_done_by_one_commit_at_once_all_keep_their_entry() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let ids: Vec<String> = (0..8).map(|i| repo.add(&[&format!("task {i}")])).collect();
+    let children: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            repo.command(&["done", id, "--commit", "HEAD", "-m", id])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn done")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut expected: Vec<(String, String)> = ids.iter().map(|id| pair(id, id)).collect();
+    expected.sort();
+    assert_eq!(completions(&note(&repo, &head)), expected, "no completion lost to a concurrent one");
+}
