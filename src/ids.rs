@@ -141,6 +141,58 @@ impl fmt::Display for WriterId {
     }
 }
 
+/// An agent CLI's own session id (Claude Code's and Gemini's UUIDs, Codex's thread id,
+/// OpenCode's `ses_...`), as its hook reports it and its resume command takes it. An agent can
+/// report anything, and the id ends up in a command line a person pastes (`take-over`) and in
+/// file names (transcripts), so only plausible ids are accepted: 1 to 128 ASCII letters,
+/// digits, `-`, `_`, `.` and `:`, starting with a letter or digit (no whitespace, no shell
+/// metacharacters, no `/`, nothing a CLI would take for an option).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentSessionId(String);
+
+/// The longest agent session id accepted.
+pub const AGENT_SESSION_MAX: usize = 128;
+
+impl AgentSessionId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AgentSessionId {
+    type Err = Refusal;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |why: String| {
+            // The id may be long and hold anything: quote a bounded, escaped part of it.
+            let shown: String = s.chars().take(64).collect();
+            let more = if s.chars().count() > 64 { "…" } else { "" };
+            usage(format!("agent session id '{}{more}' is not valid: {why}", shown.escape_debug())).hint(format!(
+                "an agent session id is 1 to {AGENT_SESSION_MAX} ASCII letters, digits, '-', '_', '.' and ':', \
+                 starting with a letter or digit"
+            ))
+        };
+        if s.is_empty() {
+            return Err(bad("it is empty".into()));
+        }
+        if s.len() > AGENT_SESSION_MAX {
+            return Err(bad(format!("it is longer than {AGENT_SESSION_MAX} characters")));
+        }
+        if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))) {
+            return Err(bad(format!("it contains {c:?}")));
+        }
+        if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            return Err(bad("it must start with a letter or digit".into()));
+        }
+        Ok(AgentSessionId(s.to_owned()))
+    }
+}
+
+impl fmt::Display for AgentSessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Task priority, p0 (most urgent) to p3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Priority {
@@ -322,6 +374,35 @@ mod tests {
         for bad in ["node", ":x", "Node:x", "node:", "node:a/b", "no de:x", "node:X"] {
             assert!(bad.parse::<ClaimKey>().is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn agent_session_ids_are_plausible_ids_only() {
+        for good in ["a84694c7-ecf9-421e-ac15-d61f519116bf", "01a2-thread", "ses_4kq3mz8xv1c2", "thread:1.2", "x"] {
+            assert!(good.parse::<AgentSessionId>().is_ok(), "{good:?} must be accepted");
+        }
+        let too_long = "a".repeat(AGENT_SESSION_MAX + 1);
+        for bad in [
+            "",
+            "x; touch ~/pwned; :",
+            "$(id)",
+            "`id`",
+            "a b",
+            "a\tb",
+            "a\nb",
+            "-rf",
+            "../x",
+            "a/b",
+            "'a'",
+            "a|b",
+            "a&b",
+            "é",
+            &too_long,
+        ] {
+            assert!(bad.parse::<AgentSessionId>().is_err(), "{bad:?} must be refused");
+        }
+        let refusal = "x; touch ~/pwned; :".parse::<AgentSessionId>().expect_err("refused");
+        assert_eq!(refusal.message, "agent session id 'x; touch ~/pwned; :' is not valid: it contains ';'");
     }
 
     #[test]

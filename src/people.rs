@@ -17,7 +17,7 @@ use crate::backlog::{self, DoneOptions, Transition};
 use crate::context::Context;
 use crate::error::{refused, usage};
 use crate::git;
-use crate::ids::{random_base32, ClaimKey, TaskId};
+use crate::ids::{random_base32, AgentSessionId, ClaimKey, TaskId};
 use crate::refs;
 use crate::session::{presets, process, record};
 use crate::store::claim::{self, Acquire, AcquireOptions};
@@ -378,24 +378,16 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         (Some(s), None) => (Some(s.agent.clone()), None),
         _ => (None, None),
     };
-    let resume = match (&agent, &agent_session) {
-        (Some(agent), Some(session)) => presets::resolve(store, agent, None, exe)
-            .ok()
-            .and_then(|a| a.resume)
-            .map(|template| format!("cd {} && {}", shell_word(&try_.worktree), template.replace("{session}", session))),
+    // The id came from a session record or the journal, which an agent or another clone
+    // wrote: only a plausible id makes a resume line (the hooks record no other).
+    let session = agent_session.as_deref().and_then(|s| s.parse::<AgentSessionId>().ok());
+    let resume = match (&agent, &session) {
+        (Some(agent), Some(session)) => {
+            presets::resolve(store, agent, None, exe).ok().and_then(|a| a.resume_line(&try_.worktree, session))
+        }
         _ => None,
     };
     Ok(TakenOver { task: id, try_, stopped, resume, agent, opened })
-}
-
-/// A path as one shell word.
-fn shell_word(path: &Path) -> String {
-    let text = path.display().to_string();
-    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+@%".contains(c)) {
-        text
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 /// How `hand-back` hands the task back.

@@ -260,9 +260,11 @@ pub struct DoneOptions {
     pub checks: Option<serde_json::Value>,
 }
 
-/// Mark a task done, with a completion note on the commit that completed it.
+/// Mark a task done, with a completion note on the commit that completed it. A task done
+/// already is done again with the new evidence (the walk's way: it only completes tasks it
+/// holds the claim of); a person's word goes through `mark_done`, which refuses that.
 pub fn done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions) -> Result<Snapshot> {
-    done_with(store, ctx, id, opts, None)
+    done_with(store, ctx, id, opts, None).map(|(snapshot, _)| snapshot)
 }
 
 /// `done`, only if `check` allows it against the task as it is when the record is written.
@@ -275,16 +277,111 @@ pub fn done_if(
     opts: DoneOptions,
     check: task::Precondition<'_>,
 ) -> Result<Snapshot> {
-    done_with(store, ctx, id, opts, Some(check))
+    done_with(store, ctx, id, opts, Some(check)).map(|(snapshot, _)| snapshot)
 }
 
+/// What a person's `done` does with a task that is done already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redo {
+    /// Refuse: evidence is never replaced without being asked to.
+    Refuse,
+    /// Record the new evidence as a new operation: the old stays in the record's history
+    /// (`git log refs/loop/tasks/<id>`), and in the note on its commit.
+    Amend,
+}
+
+/// What a person's `done` recorded.
+pub struct Marked {
+    pub snapshot: Snapshot,
+    /// The evidence an amendment replaced.
+    pub replaced: Option<Completion>,
+    /// The same `done` had been recorded already: only what it had left unwritten was written.
+    pub again: bool,
+}
+
+/// Mark a task done by a person's word. A task done already is refused (exit 1) unless
+/// `Redo::Amend`; amending a task that is not done is refused too (there is nothing to amend).
+/// Decided against the record as it is when the new operation is written, so of a `done` and
+/// an amendment racing, each sees the other.
+pub fn mark_done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions, redo: Redo) -> Result<Marked> {
+    let check = |t: &Task| -> Result<(), Refusal> {
+        match (t.state, redo) {
+            (State::Done, Redo::Refuse) => {
+                let at = t
+                    .completion
+                    .as_ref()
+                    .and_then(|c| c.commit.as_deref())
+                    .map(|c| format!(" at {}", &c[..c.len().min(12)]));
+                Err(refused(format!("task '{}' is done already{}", t.id, at.unwrap_or_default())).hint(format!(
+                    "to replace its evidence (the old stays in its history): git loop done {} --amend",
+                    t.id
+                )))
+            }
+            (State::Done, Redo::Amend) | (_, Redo::Refuse) => Ok(()),
+            (state, Redo::Amend) => {
+                Err(refused(format!("task '{}' is {}, not done: there is no evidence to amend", t.id, state.as_str()))
+                    .hint(format!("mark it done without --amend: git loop done {}", t.id)))
+            }
+        }
+    };
+    if redo == Redo::Refuse {
+        if let Some(snapshot) = done_again(store, id, &opts)? {
+            return Ok(Marked { snapshot, replaced: None, again: true });
+        }
+    }
+    let (snapshot, replaced) = done_with(store, ctx, id, opts, Some(&check))?;
+    Ok(Marked { snapshot, replaced, again: false })
+}
+
+/// The same `done` again (same commit, same message) on a task it made done: a `done` killed
+/// after its record was written may have left the anchor or the note unwritten, so this one
+/// writes what is missing, and changes nothing else. None when it is not the same `done`.
+fn done_again(store: &Store, id: &TaskId, opts: &DoneOptions) -> Result<Option<Snapshot>> {
+    let Some(current) = task::read(store, id)? else { return Ok(None) };
+    let Some(done) = current.task.completion.as_ref().filter(|_| current.task.state == State::Done) else {
+        return Ok(None);
+    };
+    let commit = match &opts.commit {
+        Some(rev) => Some(git::resolve_commit(&store.repo, rev)?),
+        None => git::ref_target(&store.repo, &refs::task_branch(id))?,
+    };
+    let Some(commit) = commit else { return Ok(None) };
+    if done.commit.as_deref() != Some(commit.to_string().as_str()) || done.message != opts.message {
+        return Ok(None);
+    }
+    if git::ref_target(&store.repo, &refs::done_anchor(id))? != Some(commit) {
+        crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
+    }
+    if !notes::holds(store, commit, id.as_str())? {
+        notes::add(
+            store,
+            commit,
+            &notes::Completed {
+                task: id.to_string(),
+                title: current.task.title.clone(),
+                state: "done".into(),
+                commit: commit.to_string(),
+                session: done.session.clone(),
+                try_number: done.try_number,
+                checks: done.checks.clone(),
+                message: done.message.clone(),
+                at: done.at,
+                by: done.by.clone(),
+            },
+        )?;
+    }
+    Ok(Some(current))
+}
+
+/// `done`; also returns the evidence the new operation replaced, when the task was done
+/// already.
 fn done_with(
     store: &Store,
     ctx: &Context,
     id: &TaskId,
     opts: DoneOptions,
     check: Option<task::Precondition<'_>>,
-) -> Result<Snapshot> {
+) -> Result<(Snapshot, Option<Completion>)> {
     let Some(current) = task::read(store, id)? else {
         return Err(usage(format!("task '{id}' does not exist")).into());
     };
@@ -309,11 +406,10 @@ fn done_with(
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
-        notes::write(
+        notes::add(
             store,
             commit,
-            &notes::CompletionNote {
-                version: notes::NOTE_VERSION,
+            &notes::Completed {
                 task: id.to_string(),
                 title: current.task.title.clone(),
                 state: "done".into(),
@@ -328,8 +424,9 @@ fn done_with(
         )
     };
     // Unconditional: evidence first, so if we stop after it the task is simply not done yet,
-    // and doing it again replaces the note. Conditional: only the caller whose record lands
-    // writes evidence, so a loser never leaves a note claiming its commit completed the task.
+    // and doing it again replaces this task's entry in the note. Conditional: only the caller
+    // whose record lands writes evidence, so a loser never leaves a note claiming its commit
+    // completed the task.
     if let (Some(commit), None) = (commit, check) {
         evidence(commit)?;
     }
@@ -337,18 +434,25 @@ fn done_with(
         state: Some(StateChange { state: State::Done, reason: None, completion: Some(completion.clone()) }),
         ..Default::default()
     };
-    let snapshot = task::update(store, ctx, id, change, check.unwrap_or(&|_| Ok(())))?;
+    // What the new operation replaces, as the record was when it was written.
+    let replaced = std::cell::RefCell::new(None);
+    let guard = |t: &Task| -> Result<(), Refusal> {
+        check.map_or(Ok(()), |check| check(t))?;
+        *replaced.borrow_mut() = t.completion.clone().filter(|_| t.state == State::Done);
+        Ok(())
+    };
+    let snapshot = task::update(store, ctx, id, change, &guard)?;
     if let (Some(commit), Some(_)) = (commit, check) {
         evidence(commit)?;
     }
-    record(
-        store,
-        ctx,
-        "task_done",
-        Some(id),
-        serde_json::json!({ "commit": commit.map(|c| c.to_string()), "message": opts.message }),
-    )?;
-    Ok(snapshot)
+    let replaced = replaced.into_inner();
+    let mut data = serde_json::json!({ "commit": commit.map(|c| c.to_string()), "message": opts.message });
+    if let Some(old) = &replaced {
+        data["replaced"] =
+            serde_json::json!({ "commit": old.commit, "message": old.message, "at": old.at, "by": old.by });
+    }
+    record(store, ctx, "task_done", Some(id), data)?;
+    Ok((snapshot, replaced))
 }
 
 /// A change of a task's state, as a person or the loop makes it.

@@ -3,10 +3,16 @@
 use anyhow::Result;
 use clap::Args;
 
+use super::human::{relative, short};
 use super::output::Out;
 use super::Env;
-use crate::backlog::{self, DoneOptions};
+use crate::backlog::{self, DoneOptions, Redo};
 use crate::store::task;
+
+/// A commit id as shown to people: its first 12 characters.
+fn short_id(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
 
 /// Mark a task done, with its evidence.
 ///
@@ -15,6 +21,11 @@ use crate::store::task;
 ///
 /// With --try N, the decision between tries (after a stop, or a race that needs one): the task
 /// branch moves to try N by compare-and-swap, never while it is checked out.
+///
+/// A task done already is refused (exit 1): its evidence is replaced only with --amend, which
+/// records the new evidence as a new change, so the old stays in the task's history. The same
+/// done again (same commit and message) exits 0 and writes only what an interrupted one left
+/// unwritten (its note, its anchor).
 ///
 /// Example: git loop done t-4f2a --commit HEAD --message "parser lands"
 #[derive(Args)]
@@ -30,6 +41,9 @@ pub struct DoneArgs {
     /// Accept try N: move the task branch to it (fast-forward, else a merge) and mark it done.
     #[arg(long = "try", value_name = "N", conflicts_with = "commit")]
     try_number: Option<u32>,
+    /// Replace the evidence of a task done already (the old stays in its history).
+    #[arg(long, conflicts_with = "try_number")]
+    amend: bool,
 }
 
 pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
@@ -49,12 +63,22 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     }
     let id = backlog::resolve(&store, &args.id)?;
     let opts = DoneOptions { commit: args.commit, message: args.message, ..Default::default() };
-    let snapshot = backlog::done(&store, &env.ctx, &id, opts)?;
-    let commit = snapshot.task.completion.as_ref().and_then(|c| c.commit.clone());
+    let redo = if args.amend { Redo::Amend } else { Redo::Refuse };
+    let marked = backlog::mark_done(&store, &env.ctx, &id, opts, redo)?;
+    let commit = marked.snapshot.task.completion.as_ref().and_then(|c| c.commit.clone());
     let mut out = Out::new();
     match commit {
-        Some(commit) => out.line(format!("{id} done at {}", &commit[..12]))?,
+        Some(commit) if marked.again => {
+            out.line(format!("{id} was done at {} already: its evidence is complete", short_id(&commit)))?
+        }
+        Some(commit) => out.line(format!("{id} done at {}", short_id(&commit)))?,
         None => out.line(format!("{id} done"))?,
+    }
+    if let Some(old) = &marked.replaced {
+        let at = old.commit.as_deref().map(|c| format!(" at {}", short_id(c))).unwrap_or_default();
+        let said = old.message.as_deref().map(|m| format!(": {}", short(m, 60))).unwrap_or_default();
+        out.line(format!("  replaced: done{at} {} by {}{said}", relative(old.at, env.ctx.now()), old.by))?;
+        out.line(format!("  (the old evidence stays in its history: git log -p refs/loop/tasks/{id})"))?;
     }
     Ok(0)
 }

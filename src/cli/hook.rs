@@ -165,7 +165,10 @@ fn agent_hook(
                 }
             }
         }
-        eprintln!("git-loop: the {} hook failed (the session goes on): {what}", source.name());
+        super::output::stderr_line(format!(
+            "git-loop: the {} hook failed (the session goes on): {what}",
+            source.name()
+        ));
     };
     let store = match store {
         Ok(store) => store,
@@ -219,7 +222,7 @@ fn pre_push(env: &Env, args: PrePushArgs) -> Result<u8> {
     }
     let remote = args.remote.or(args.url).unwrap_or_else(|| "the remote".into());
     for r in &refused {
-        eprintln!("error: refusing to push '{}' to {remote}: {}", r.remote_ref, r.reason);
+        super::output::stderr_line(format!("error: refusing to push '{}' to {remote}: {}", r.remote_ref, r.reason));
     }
     eprintln!(
         "hint: if that holder is this clone's, add it with 'git config --add loop.holder <name>'; to push anyway, 'git push --no-verify'"
@@ -243,7 +246,8 @@ fn pre_receive(env: &Env) -> Result<u8> {
         return Ok(0);
     }
     for r in &rejected {
-        eprintln!("git-loop: refusing '{}': {}", r.name, r.reason);
+        // The pusher's terminal shows this ("remote: ..."); the names are what they pushed.
+        super::output::stderr_line(format!("git-loop: refusing '{}': {}", r.name, r.reason));
     }
     eprintln!("git-loop: the whole push is refused; nothing was changed (docs/hooks.md)");
     Ok(1)

@@ -63,7 +63,7 @@ pub fn run(env: &Env, args: ImportArgs) -> Result<u8> {
         }))?;
     } else {
         for warning in &report.warnings {
-            eprintln!("warning: {warning}");
+            super::output::stderr_line(format!("warning: {warning}"));
         }
         out.line(format!("imported {} tasks, skipped {} already present", report.added.len(), report.skipped.len()))?;
     }

@@ -49,7 +49,7 @@ pub fn run(env: &Env, args: LogArgs) -> Result<u8> {
     let filter = Filter { task, session: args.session.clone() };
     let timeline = journal::timeline(&store, &filter)?;
     for problem in &timeline.problems {
-        eprintln!("warning: {problem}");
+        super::output::stderr_line(format!("warning: {problem}"));
     }
     let mut entries = timeline.entries;
     if let Some(n) = args.limit {

@@ -34,6 +34,7 @@ mod status;
 mod stop;
 mod sync;
 mod take_over;
+mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -141,13 +142,13 @@ impl Env {
             return;
         }
         match crate::store::sync::adopt(store, &self.ctx) {
-            Ok(crate::store::sync::Adoption::Followed { remote, .. }) => eprintln!(
+            Ok(crate::store::sync::Adoption::Followed { remote, .. }) => output::stderr_line(format!(
                 "note: remote '{remote}' holds loop state: this clone now follows it (loop.remote = {remote})"
-            ),
+            )),
             Ok(_) => {}
             Err(err) => {
                 let text = format!("{err:#}").replace('\n', " ");
-                eprintln!("warning: could not ask the remote whether it holds loop state: {text}");
+                output::stderr_line(format!("warning: could not ask the remote whether it holds loop state: {text}"));
                 eprintln!(
                     "hint: 'git loop init --remote <name>' makes this clone follow a remote once it can be reached"
                 );
@@ -180,7 +181,9 @@ impl Env {
         let Some(remote) = store.arbiter() else { return };
         if let Err(err) = crate::store::sync::publish(&store, &self.ctx, &remote, names, None) {
             let text = format!("{err:#}").replace('\n', " ");
-            eprintln!("warning: this change is recorded here but could not be sent to '{remote}': {text}");
+            output::stderr_line(format!(
+                "warning: this change is recorded here but could not be sent to '{remote}': {text}"
+            ));
             eprintln!("hint: 'git loop sync' sends it once the remote can be reached");
         }
     }
@@ -342,16 +345,17 @@ fn report(err: anyhow::Error) -> ExitCode {
     ExitCode::from(find_refusal(&err).map_or(1, |refusal| refusal.class.exit_code()))
 }
 
-/// Print an error on one `<level>:` line, with a `hint:` line when it has one.
+/// Print an error on one `<level>:` line, with a `hint:` line when it has one. Messages quote
+/// what was given and what records hold: escaped like every other line for people.
 fn print_error(level: &str, err: &anyhow::Error) {
     match find_refusal(err) {
         Some(refusal) => {
-            eprintln!("{level}: {}", refusal.message);
+            output::stderr_line(format!("{level}: {}", refusal.message));
             if let Some(hint) = &refusal.hint {
-                eprintln!("hint: {hint}");
+                output::stderr_line(format!("hint: {hint}"));
             }
         }
-        None => eprintln!("{level}: {}", format!("{err:#}").replace('\n', " ")),
+        None => output::stderr_line(format!("{level}: {}", format!("{err:#}").replace('\n', " "))),
     }
 }
 

@@ -1,5 +1,8 @@
 //! Writing to stdout: data only (everything else goes to stderr). A closed pipe surfaces as
 //! an `io::Error` of kind BrokenPipe, which the reporter turns into exit 0.
+//!
+//! Human output goes through `text::line` here, whatever it holds: a line is one line, and
+//! nothing in it acts on the terminal (see `text`). JSON is written exactly.
 
 use std::fmt::Display;
 use std::io::{self, Write};
@@ -8,6 +11,7 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::text;
 use crate::backlog::{Board, Readiness};
 use crate::store::claim::Held;
 use crate::store::lease::Lease;
@@ -23,8 +27,25 @@ impl Out {
         Out { out: io::stdout().lock() }
     }
 
+    /// One line for people: everything in it that could act on a terminal or break the line
+    /// (a newline included) is escaped, so a blank line is `line("")`, never a `\n` inside.
     pub fn line(&mut self, text: impl Display) -> Result<()> {
-        writeln!(self.out, "{text}")?;
+        writeln!(self.out, "{}", text::line(&text.to_string()))?;
+        Ok(())
+    }
+
+    /// A blank line, then a heading.
+    pub fn section(&mut self, heading: impl Display) -> Result<()> {
+        self.line("")?;
+        self.line(heading)
+    }
+
+    /// A multi-line body (a plan, a message), each of its lines after `indent`: its newlines
+    /// and tabs stay readable, anything else that could act on a terminal is escaped.
+    pub fn body(&mut self, indent: &str, body: &str) -> Result<()> {
+        for line in body.lines() {
+            writeln!(self.out, "{indent}{}", text::body_line(line))?;
+        }
         Ok(())
     }
 
@@ -78,14 +99,20 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     value
 }
 
+/// One line on stderr (a warning, a note, a hint), escaped as `Out::line` escapes stdout:
+/// what it quotes may come from a record or a remote.
+pub fn stderr_line(line: impl Display) {
+    eprintln!("{}", text::line(&line.to_string()));
+}
+
 /// Corrupt records found while reading, one warning line each on stderr (the problem text
 /// names the ref).
 pub fn warn_corrupt(corrupt: &[(String, String)]) {
     for (name, problem) in corrupt {
         if problem.contains(name.as_str()) {
-            eprintln!("warning: skipped: {problem}");
+            stderr_line(format!("warning: skipped: {problem}"));
         } else {
-            eprintln!("warning: skipped '{name}': {problem}");
+            stderr_line(format!("warning: skipped '{name}': {problem}"));
         }
     }
 }

@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use super::Env;
+use super::{text, Env};
 use crate::error::usage;
 use crate::ids::Span;
 use crate::mission::AgentChoice;
@@ -355,18 +355,23 @@ impl Progress {
             .map(|(task, agent, since)| format!("{task} ({agent}, {})", clock_of(since.elapsed())))
             .collect();
         let mut drawn = self.drawn.lock().unwrap_or_else(|p| p.into_inner());
-        eprint!("\r\x1b[Krunning: {}", parts.join(" · "));
+        // Our own control sequence, then the names escaped (an agent's name is configuration,
+        // a task id came from a record).
+        eprint!("\r\x1b[Krunning: {}", text::line(&parts.join(" · ")));
         let _ = std::io::stderr().flush();
         *drawn = true;
     }
 
-    fn say(&self, task: Option<&str>, text: String) {
+    /// One progress line: what it quotes (titles, messages, reasons, an agent's own words)
+    /// is escaped as every line for people is.
+    fn say(&self, task: Option<&str>, said: String) {
         self.clear_live();
         let now = self.ctx.now().with_timezone(&chrono::Local).format("%H:%M:%S");
+        let said = text::line(&said);
         let mut out = std::io::stdout().lock();
         let _ = match task {
-            Some(task) => writeln!(out, "{now}  {task:<11} {text}"),
-            None => writeln!(out, "{now}  {text}"),
+            Some(task) => writeln!(out, "{now}  {:<11} {said}", text::line(task)),
+            None => writeln!(out, "{now}  {said}"),
         };
         let _ = out.flush();
     }
@@ -487,7 +492,7 @@ impl Observer for Progress {
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::Warning { message } => {
                 self.clear_live();
-                eprintln!("warning: {message}");
+                super::output::stderr_line(format!("warning: {message}"));
             }
             Event::Finished { stop, tally } => {
                 let why = match stop {

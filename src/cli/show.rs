@@ -49,7 +49,11 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     out.line(format!("{}  {}  {}", t.id, t.priority, t.title))?;
     out.line(format!("  state:   {status}"))?;
     if let Some(reason) = &t.reason {
-        out.line(format!("  reason:  {reason}"))?;
+        // A reason may run over several lines (an agent's message): the first on the field's
+        // line, the rest beneath it.
+        let mut lines = reason.lines();
+        out.line(format!("  reason:  {}", lines.next().unwrap_or("")))?;
+        out.body("           ", &lines.collect::<Vec<_>>().join("\n"))?;
     }
     if !t.after.is_empty() {
         let deps: Vec<String> = t
@@ -88,7 +92,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();
         out.line(format!("  done:    {} by {}{commit}", relative(c.at, now), c.by))?;
         if let Some(message) = &c.message {
-            out.line(format!("           {message}"))?;
+            out.body("           ", message)?;
         }
     }
     if let Some(origin) = &t.origin {
@@ -97,9 +101,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     out.line(format!("  created: {} by {}", relative(t.created_at, now), t.created_by))?;
     if !t.body.trim().is_empty() {
         out.line("")?;
-        for line in t.body.lines() {
-            out.line(format!("  {line}"))?;
-        }
+        out.body("  ", &t.body)?;
     }
     Ok(0)
 }

@@ -154,7 +154,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         ))?;
     }
     if !running.is_empty() {
-        out.line("\nsessions:")?;
+        out.section("sessions:")?;
         for r in &running {
             let last = crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
             out.line(format!(
@@ -169,7 +169,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     if !claims.is_empty() {
-        out.line("\nclaims:")?;
+        out.section("claims:")?;
         for (key, held, lease) in &claims {
             let r = &held.record;
             let why = if lease.holder_gone {
@@ -181,7 +181,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     if !ready.is_empty() {
-        out.line("\nready next:")?;
+        out.section("ready next:")?;
         for t in ready.iter().take(5) {
             out.line(format!("  {:<11} {}  {}", t.id, t.priority, short(&t.title, 70)))?;
         }
@@ -190,7 +190,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     if !waiting.is_empty() {
-        out.line("\nwaiting for you:")?;
+        out.section("waiting for you:")?;
         for t in &waiting {
             out.line(format!(
                 "  {:<11} {:<14} {}  {}",
@@ -202,7 +202,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     if !parked.is_empty() {
-        out.line("\nparked:")?;
+        out.section("parked:")?;
         for t in &parked {
             out.line(format!(
                 "  {:<11} {}  {}",
@@ -213,7 +213,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     if !mission_list.is_empty() {
-        out.line("\nmissions:")?;
+        out.section("missions:")?;
         for m in &mission_list {
             let state = match (super::mission::commander(&store, &env.ctx, m), &m.reason) {
                 (Some(held), _) => super::mission::commander_line(&held, now),
@@ -239,12 +239,12 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             .and_then(|u| u.as_array())
             .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
             .unwrap_or_default();
-        out.line(format!("\nthe last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
+        out.section(format!("the last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
     }
     let waiting_count =
         if waiting.is_empty() { String::new() } else { format!(" · {} waiting for you", waiting.len()) };
-    out.line(format!(
-        "\n{} open ({} ready, {} blocked, {} running){waiting_count} · {} done · {} parked · {} cancelled",
+    out.section(format!(
+        "{} open ({} ready, {} blocked, {} running){waiting_count} · {} done · {} parked · {} cancelled",
         count(State::Open),
         ready_count,
         blocked,

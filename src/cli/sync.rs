@@ -72,9 +72,13 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
             }
         }
         if report.changes.is_empty() {
-            eprintln!("already in sync with '{}'", report.remote);
+            super::output::stderr_line(format!("already in sync with '{}'", report.remote));
         } else {
-            eprintln!("synced with '{}': {} refs changed", report.remote, report.changes.len() - troubled);
+            super::output::stderr_line(format!(
+                "synced with '{}': {} refs changed",
+                report.remote,
+                report.changes.len() - troubled
+            ));
         }
     }
     if troubled > 0 {

@@ -347,13 +347,10 @@ fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Che
         let note = repo
             .find_blob(blob)
             .map_err(|_| object_kind(repo, blob).err().unwrap_or_else(|| format!("object {blob} is not a blob")))
-            .and_then(|b| {
-                serde_json::from_slice::<notes::CompletionNote>(&b.data)
-                    .map_err(|err| format!("it is not a completion note: {err}"))
-            })
-            .and_then(|note| match note.version > notes::NOTE_VERSION {
-                true => Err(format!("its version {} was written by a newer git-loop", note.version)),
-                false => Ok(note),
+            .and_then(|b| match notes::parse(&b.data) {
+                notes::Parsed::Known(_) => Ok(()),
+                notes::Parsed::Newer(v) => Err(format!("its version {v} was written by a newer git-loop")),
+                notes::Parsed::Unreadable => Err("it is not a completion note git-loop reads".to_owned()),
             });
         let problem = match note {
             Err(problem) => problem,
@@ -362,6 +359,8 @@ fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Che
         };
         let fix = if problem.contains("is missing") {
             REFETCH.to_owned()
+        } else if problem.contains("newer git-loop") {
+            "upgrade git-loop to read it".to_owned()
         } else {
             format!("see it with 'git notes --ref=loop show {annotated}'; the task's own record keeps the completion")
         };

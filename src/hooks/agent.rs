@@ -5,7 +5,8 @@
 //!
 //! Inside a loop session (found by `$GIT_LOOP_SESSION`) an event:
 //! 1. records the CLI's own session id in the session's record (`agent_session`), which is
-//!    what a resume command needs;
+//!    what a resume command needs — only a plausible id (`ids::AgentSessionId`): another is
+//!    dropped, and the problem logged and journaled;
 //! 2. at the end of a turn (Stop, StopFailure, Codex's turn-complete, a generic stop), commits
 //!    the worktree to the try branch (commit-on-stop), so a turn's work is safe before the
 //!    process even exits;
@@ -23,7 +24,7 @@ use anyhow::{Context as _, Result};
 use serde_json::{json, Map, Value};
 
 use crate::context::Context;
-use crate::ids::TaskId;
+use crate::ids::{AgentSessionId, TaskId};
 use crate::session::record;
 use crate::store::journal::{self, NewEvent};
 use crate::store::Store;
@@ -205,6 +206,14 @@ pub fn handle(store: &Store, ctx: &Context, session: &Session, event: &AgentEven
         outcome.duplicate = true;
         return Ok(outcome);
     }
+    // The id ends up in the resume command a person pastes and in transcript paths: one that
+    // is not a plausible id is dropped (and said so), never recorded nor journaled.
+    let mut event = event.clone();
+    if let Some(Err(refusal)) = event.agent_session.as_deref().map(str::parse::<AgentSessionId>) {
+        outcome.problems.push(format!("not recorded: {}", refusal.message));
+        event.agent_session = None;
+    }
+    let event = &event;
     let mut agent_name = None;
     if let Some(id) = &event.agent_session {
         match record_agent_session(&loop_dir, &session.key, id) {

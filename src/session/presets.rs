@@ -306,6 +306,23 @@ impl Agent {
         args
     }
 
+    /// The line a person pastes to resume the CLI's session `id` where it ran:
+    /// `cd <worktree> && <resume command>`, every word of it shell-quoted (the template is
+    /// split at whitespace and `{session}` replaced in each word, so nothing in a path or a
+    /// template word is ever read by the shell as more than one word). `None` without a
+    /// resume command.
+    pub fn resume_line(&self, worktree: &std::path::Path, id: &crate::ids::AgentSessionId) -> Option<String> {
+        let template = self.resume.as_deref()?;
+        let words: Vec<String> = template
+            .split_whitespace()
+            .map(|w| shell_quote(&w.replace("{session}", id.as_str())).into_owned())
+            .collect();
+        if words.is_empty() {
+            return None;
+        }
+        Some(format!("cd {} && {}", shell_quote(&worktree.display().to_string()), words.join(" ")))
+    }
+
     /// Whether the CLI takes the session id the loop chooses (so its resume command is known).
     pub fn presets_session_id(&self) -> bool {
         self.args.iter().any(|a| a.contains("{session_id}"))
@@ -331,9 +348,39 @@ impl Agent {
     }
 }
 
+/// `word` as exactly one word for `sh`: as it is when it holds only characters no shell
+/// treats specially, else in single quotes (a quote inside as `'\''`).
+pub fn shell_quote(word: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+@%:=,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        std::borrow::Cow::Borrowed(word)
+    } else {
+        std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resume_line_quotes_every_word_that_needs_it() {
+        let id: crate::ids::AgentSessionId = "a84694c7-ecf9".parse().expect("valid");
+        let mut agent = custom("mine", "true");
+        agent.resume = Some("my-cli --resume {session}  --note it's --x=$HOME".into());
+        assert_eq!(
+            agent.resume_line(std::path::Path::new("/w/it's a $(touch x) dir"), &id).as_deref(),
+            Some(r"cd '/w/it'\''s a $(touch x) dir' && my-cli --resume a84694c7-ecf9 --note 'it'\''s' '--x=$HOME'")
+        );
+        agent.resume = Some("claude --resume {session}".into());
+        assert_eq!(
+            agent.resume_line(std::path::Path::new("/repo/.git/loop/worktrees/t-1-1"), &id).as_deref(),
+            Some("cd /repo/.git/loop/worktrees/t-1-1 && claude --resume a84694c7-ecf9"),
+            "plain words stay as they are"
+        );
+        agent.resume = None;
+        assert_eq!(agent.resume_line(std::path::Path::new("/w"), &id), None);
+    }
 
     /// A preset's command line as docs/agents.md shows it: its environment, program and
     /// arguments, placeholders as they are, an argument with spaces in single quotes.

@@ -1,27 +1,31 @@
 //! Completion evidence as a git note in `refs/notes/loop`, on the commit that completed a
 //! task: `git notes --ref=loop show <commit>` and `git log --notes=loop` read it.
 //!
-//! Written through gix, whose notes writes are a compare-and-swap on the notes ref (`git
-//! notes add` is not: concurrent adds silently lose notes), retried when another writer
-//! got there first.
+//! One commit can complete several tasks (a merge that lands two, a person marking two done
+//! by one commit), so a note holds a list of completions, one per task (version 2; a note of
+//! version 1 holds one completion and reads as a list of one). Adding a completion reads the
+//! note where the notes ref points, adds or replaces that task's entry and keeps every other,
+//! and moves the ref by compare-and-swap from the tip it read (`cas::update`), trying again
+//! when another writer got there first: no completion is ever dropped by a concurrent one.
+//! (`git notes add` would not do: concurrent adds silently lose notes.) Two clones' notes
+//! merge as the union of their entries (`merge`).
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::locks::Recovery;
+use super::cas::{self, Cas, Expect};
 use super::Store;
 use crate::error::{corrupt, Refusal};
 use crate::{git, refs};
 
-/// Version of a completion note; readers refuse newer ones.
-pub const NOTE_VERSION: u32 = 1;
+/// Version of a completion note written now; readers refuse newer ones.
+pub const NOTE_VERSION: u32 = 2;
 
-/// The content of a completion note.
+/// One task's completion, as a note records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompletionNote {
-    pub version: u32,
+pub struct Completed {
     pub task: String,
     pub title: String,
     pub state: String,
@@ -38,65 +42,167 @@ pub struct CompletionNote {
     pub by: String,
 }
 
-/// Attach `note` to `commit`, replacing any earlier loop note there.
-pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<()> {
-    let body = format!("{}\n", serde_json::to_string_pretty(note)?);
-    let started = std::time::Instant::now();
-    let mut last_err = None;
-    for _attempt in 0..50 {
-        store.fresh_refs();
-        let mut notes = store
-            .repo
-            .notes()
-            .context("could not open the notes")?
-            .with_commit_message(format!("loop: completion of {}", note.task));
-        crate::failpoint::write_point();
-        let replaced = {
-            let _in_flight = super::locks::writing(store.repo.common_dir())?;
-            notes.replace(refs::NOTES, commit, body.as_bytes())
-        };
-        match replaced {
-            Ok(_) => {
-                store.note_written(refs::NOTES);
-                crate::failpoint::write_point();
-                return Ok(());
-            }
-            Err(err) if err.is_conflict() => {
-                // Another writer's note landed first: write ours on top of it.
-                last_err = Some(err.to_string());
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            Err(err) if err.is_retryable() => {
-                // A lock: the notes ref's own, or packed-refs'. One a killed writer left is
-                // removed (see `store::locks`); one still held is waited for, a little.
-                let common = store.repo.common_dir();
-                let held = [common.join(format!("{}.lock", refs::NOTES)), common.join("packed-refs.lock")]
-                    .into_iter()
-                    .find(|lock| lock.exists());
-                if let Some(lock) = held {
-                    let recovered = super::locks::recover(store.repo.common_dir(), &lock)?;
-                    let still_held = !matches!(recovered, Recovery::Removed | Recovery::Gone);
-                    if still_held && started.elapsed() > super::cas::PACKED_PATIENCE {
-                        return Err(super::locks::refusal(&lock, "the completion notes are locked").into());
-                    }
-                    if still_held {
-                        std::thread::sleep(std::time::Duration::from_millis(5));
-                    }
+/// A note of version 2: every task this commit completed, sorted by task id.
+#[derive(Debug, Serialize, Deserialize)]
+struct NoteV2 {
+    version: u32,
+    completions: Vec<Completed>,
+}
+
+/// A note of version 1: one completion, its fields beside the version.
+#[derive(Debug, Deserialize)]
+struct NoteV1 {
+    #[allow(dead_code)]
+    version: u32,
+    #[serde(flatten)]
+    completed: Completed,
+}
+
+#[derive(Deserialize)]
+struct Versioned {
+    version: u32,
+}
+
+/// What a note blob holds, as far as this version can tell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// Its completions (one for a note of version 1).
+    Known(Vec<Completed>),
+    /// A version newer than this program knows: kept as it is, never rewritten.
+    Newer(u32),
+    /// Not a completion note at all.
+    Unreadable,
+}
+
+/// Read a note's bytes.
+pub fn parse(bytes: &[u8]) -> Parsed {
+    let Ok(Versioned { version }) = serde_json::from_slice::<Versioned>(bytes) else { return Parsed::Unreadable };
+    match version {
+        1 => serde_json::from_slice::<NoteV1>(bytes)
+            .map_or(Parsed::Unreadable, |note| Parsed::Known(vec![note.completed])),
+        NOTE_VERSION => {
+            serde_json::from_slice::<NoteV2>(bytes).map_or(Parsed::Unreadable, |note| Parsed::Known(note.completions))
+        }
+        v if v > NOTE_VERSION => Parsed::Newer(v),
+        _ => Parsed::Unreadable,
+    }
+}
+
+/// The note holding `completions`, in the one form every clone writes for them (version 2,
+/// sorted by task), so two clones that merge the same notes write the same blob.
+pub fn render(completions: &[Completed]) -> String {
+    let mut completions = completions.to_vec();
+    completions.sort_by(|a, b| a.task.cmp(&b.task));
+    let note = NoteV2 { version: NOTE_VERSION, completions };
+    format!("{}\n", serde_json::to_string_pretty(&note).expect("notes serialize"))
+}
+
+/// The union of two notes' completions: one entry per task; where both hold one for the
+/// same task, the one recorded later (by `at`, ties broken by content, so every clone picks
+/// the same one).
+pub fn union(a: Vec<Completed>, b: Vec<Completed>) -> Vec<Completed> {
+    let mut out: Vec<Completed> = Vec::with_capacity(a.len() + b.len());
+    for entry in a.into_iter().chain(b) {
+        match out.iter_mut().find(|kept| kept.task == entry.task) {
+            Some(kept) => {
+                let key = |c: &Completed| (c.at, serde_json::to_string(c).unwrap_or_default());
+                if key(&entry) > key(kept) {
+                    *kept = entry;
                 }
-                last_err = Some(err.to_string());
             }
-            Err(err) => {
-                // A notes ref that does not hold a notes commit fails every write the same way:
-                // name it as the corrupt record it is.
-                check_ref(&store.repo)?;
-                git::packed::check(&store.repo)?;
-                return Err(
-                    anyhow::Error::from(err).context(format!("could not write the completion note on {commit}"))
-                );
-            }
+            None => out.push(entry),
         }
     }
-    Err(anyhow::anyhow!("could not write the completion note on {commit}: {}", last_err.unwrap_or_default()))
+    out.sort_by(|a, b| a.task.cmp(&b.task));
+    out
+}
+
+/// Where the notes ref points now (its tip), the note blob `commit` has there, and that notes
+/// tree, ready to edit.
+fn current(
+    store: &Store,
+    commit: ObjectId,
+) -> Result<(Option<ObjectId>, Option<ObjectId>, gix::note::plumbing::State)> {
+    let repo = &store.repo;
+    store.fresh_refs();
+    // A notes ref that holds anything but a notes commit is a corrupt record (exit 3).
+    let tip = check_ref(repo)?;
+    let tree = match tip {
+        Some(tip) => repo
+            .find_commit(tip)
+            .with_context(|| format!("'{}' does not point to a notes commit", refs::NOTES))?
+            .tree_id()
+            .with_context(|| format!("could not read the tree of notes commit {tip}"))?
+            .detach(),
+        None => git::empty_tree(repo)?,
+    };
+    let mut state = gix::note::plumbing::State::new(tree, repo).context("could not read the notes")?;
+    let blob = state.get(&commit, repo).with_context(|| format!("could not read the note on {commit}"))?;
+    Ok((tip, blob, state))
+}
+
+fn newer(commit: ObjectId, version: u32) -> crate::error::Refusal {
+    crate::error::corrupt(format!(
+        "the completion note on {commit} is version {version}, newer than this git-loop reads (up to {NOTE_VERSION})"
+    ))
+    .hint("upgrade git-loop")
+}
+
+/// Whether the note on `commit` holds an entry for `task`.
+pub fn holds(store: &Store, commit: ObjectId, task: &str) -> Result<bool> {
+    let (_, blob, _) = current(store, commit)?;
+    let Some(blob) = blob else { return Ok(false) };
+    Ok(match parse(&git::read_blob(&store.repo, blob)?) {
+        Parsed::Known(completions) => completions.iter().any(|c| c.task == task),
+        Parsed::Newer(_) => true,
+        Parsed::Unreadable => false,
+    })
+}
+
+/// Add `completed` to the note on `commit`: its task's entry is added or replaced, every
+/// other task's stays. A note that is not a completion note is replaced.
+pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()> {
+    let repo = &store.repo;
+    for _attempt in 0..50 {
+        let (tip, blob, mut state) = current(store, commit)?;
+        let mut completions = match blob {
+            Some(blob) => match parse(&git::read_blob(repo, blob)?) {
+                Parsed::Known(completions) => completions,
+                Parsed::Newer(v) => return Err(newer(commit, v).into()),
+                Parsed::Unreadable => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        completions.retain(|c| c.task != completed.task);
+        completions.push(completed.clone());
+        let note = git::write_blob(repo, render(&completions).as_bytes())?;
+        state.edit(commit, Some(note), repo).with_context(|| format!("could not add the note on {commit}"))?;
+        let tree = state.write(repo).context("could not write the notes tree")?;
+        let parents: Vec<ObjectId> = tip.into_iter().collect();
+        let message = format!("loop: completion of {}\n", completed.task);
+        let notes_commit = git::write_commit(repo, tree, &parents, &message, &store.signature())?;
+        match cas::update(store, refs::NOTES, Expect::from_current(tip), notes_commit, "loop: completion note")? {
+            Cas::Applied => return Ok(()),
+            // Another writer moved the notes meanwhile: read what it wrote, and add ours to it.
+            Cas::Lost { .. } => std::thread::sleep(std::time::Duration::from_millis(2)),
+        }
+    }
+    anyhow::bail!("could not write the completion note on {commit}: the notes kept changing (50 attempts); try again")
+}
+
+/// The note two clones' notes on one commit merge to: the union of their completions, in the
+/// one form every clone writes for it (so two clones merging the same pair write the same
+/// blob). A note of a newer version is kept over ours (we cannot merge what we cannot read);
+/// a readable note over an unreadable one; between two of a kind neither side can merge, the
+/// greater blob id, so every clone picks the same.
+pub fn merge(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> Result<ObjectId> {
+    let read = |id: ObjectId| repo.find_blob(id).map(|blob| parse(&blob.data)).unwrap_or(Parsed::Unreadable);
+    Ok(match (read(a), read(b)) {
+        (Parsed::Known(x), Parsed::Known(y)) => git::write_blob(repo, render(&union(x, y)).as_bytes())?,
+        (Parsed::Newer(_), Parsed::Newer(_)) | (Parsed::Unreadable, Parsed::Unreadable) => a.max(b),
+        (Parsed::Newer(_), _) | (Parsed::Known(_), Parsed::Unreadable) => a,
+        (_, Parsed::Newer(_)) | (Parsed::Unreadable, Parsed::Known(_)) => b,
+    })
 }
 
 /// The refusal for a notes ref that cannot be read as notes.
@@ -147,14 +253,49 @@ pub fn all(repo: &gix::Repository, tree: ObjectId) -> Result<Vec<(ObjectId, Obje
     Ok(out)
 }
 
-/// Whether note blob `a` was recorded later than note blob `b` (by their `at`); ties and
-/// unreadable notes are broken by blob id, so every clone picks the same one.
-pub fn later(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> bool {
-    let at = |id: ObjectId| {
-        repo.find_blob(id)
-            .ok()
-            .and_then(|blob| serde_json::from_slice::<CompletionNote>(&blob.data).ok())
-            .map(|note| note.at)
-    };
-    (at(a), a) > (at(b), b)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completed(task: &str, at: &str, message: &str) -> Completed {
+        Completed {
+            task: task.into(),
+            title: format!("title of {task}"),
+            state: "done".into(),
+            commit: "0".repeat(40),
+            session: None,
+            try_number: None,
+            checks: None,
+            message: Some(message.into()),
+            at: at.parse().expect("RFC 3339"),
+            by: "Tess <t@e>".into(),
+        }
+    }
+
+    #[test]
+    fn a_version_1_note_reads_as_one_completion() {
+        let v1 = br#"{"version":1,"task":"t-1","title":"T","state":"done","commit":"abc","try":2,"message":"m","at":"2026-03-01T12:00:00Z","by":"B"}"#;
+        let Parsed::Known(read) = parse(v1) else { panic!("a version 1 note is readable") };
+        assert_eq!((read.len(), read[0].task.as_str(), read[0].try_number), (1, "t-1", Some(2)));
+    }
+
+    #[test]
+    fn notes_of_newer_versions_and_garbage_are_told_apart() {
+        assert_eq!(parse(br#"{"version":3,"anything":[]}"#), Parsed::Newer(3));
+        assert_eq!(parse(b"not json"), Parsed::Unreadable);
+        assert_eq!(parse(br#"{"version":2}"#), Parsed::Unreadable);
+    }
+
+    #[test]
+    fn the_union_keeps_every_task_and_the_later_entry_of_one_whatever_the_order() {
+        let a = vec![completed("t-2", "2026-03-01T12:00:00Z", "old"), completed("t-1", "2026-03-01T12:00:00Z", "one")];
+        let b =
+            vec![completed("t-2", "2026-03-01T12:05:00Z", "new"), completed("t-3", "2026-03-01T12:00:00Z", "three")];
+        let ab = union(a.clone(), b.clone());
+        assert_eq!(ab, union(b, a), "the same union whichever side is ours");
+        let said: Vec<(&str, &str)> =
+            ab.iter().map(|c| (c.task.as_str(), c.message.as_deref().unwrap_or(""))).collect();
+        assert_eq!(said, [("t-1", "one"), ("t-2", "new"), ("t-3", "three")]);
+        assert_eq!(render(&ab), render(&ab.iter().rev().cloned().collect::<Vec<_>>()), "one form for one set");
+    }
 }

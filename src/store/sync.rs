@@ -579,7 +579,8 @@ fn merge_chain(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
 }
 
 /// Two notes histories: fast-forward, or a merge commit whose tree holds every note of
-/// both; where both annotate the same commit differently, the note recorded later wins.
+/// both; where both annotate the same commit differently, the merged note holds the
+/// completions of both (`notes::merge`: the later entry of a task both completed there).
 fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge> {
     let repo = &store.repo;
     if let Some(ff) = fast_forward(repo, local, other)? {
@@ -590,13 +591,13 @@ fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
     let mut state = gix::note::plumbing::State::new(local_tree, repo).context("could not read the local notes")?;
     let local_notes: BTreeMap<ObjectId, ObjectId> = super::notes::all(repo, local_tree)?.into_iter().collect();
     for (annotated, blob) in super::notes::all(repo, other_tree)? {
-        let keep_other = match local_notes.get(&annotated) {
-            None => true,
-            Some(mine) if *mine == blob => false,
-            Some(mine) => super::notes::later(repo, blob, *mine),
+        let merged = match local_notes.get(&annotated) {
+            None => blob,
+            Some(mine) if *mine == blob => continue,
+            Some(mine) => super::notes::merge(repo, *mine, blob)?,
         };
-        if keep_other {
-            state.edit(annotated, Some(blob), repo).context("could not merge a note")?;
+        if local_notes.get(&annotated) != Some(&merged) {
+            state.edit(annotated, Some(merged), repo).context("could not merge a note")?;
         }
     }
     let tree = state.write(repo).context("could not write the merged notes")?;

@@ -8,10 +8,20 @@ fn at(t: &str) -> [(&str, &str); 1] {
     [("GIT_LOOP_NOW", t)]
 }
 
+/// Tasks with these ids (imported), so that `node:` claims on them name real tasks.
+fn tasks(repo: &Repo<'_>, ids: &[&str]) {
+    let lines: String =
+        ids.iter().map(|id| format!("{}\n", serde_json::json!({ "id": id, "title": format!("task {id}") }))).collect();
+    let file = repo.env.path("tasks.jsonl");
+    std::fs::write(&file, lines).expect("write tasks");
+    repo.run(&["import", file.to_str().expect("utf-8")]).ok();
+}
+
 #[test]
 fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
     let env = TestEnv::new();
     let repo = env.repo("r");
+    tasks(&repo, &["t-1"]);
     let got = repo.run(&["claim", "acquire", "node:t-1", "--holder", "ann", "--ttl", "30m", "--reason", "parser"]).ok();
     assert_eq!(got.stdout, "acquired node:t-1, held until 12:30 (in 30 min)\n");
     let again = repo
@@ -56,6 +66,7 @@ fn acquire_refresh_refuse_and_release_with_their_exit_codes() {
 fn a_claim_seen_unchanged_for_its_lease_is_taken_over_and_listed_as_stale_until_then() {
     let env = TestEnv::new();
     let repo = env.repo("r");
+    tasks(&repo, &["t-9"]);
     repo.run(&["claim", "acquire", "node:t-9", "--holder", "old", "--ttl", "10m"]).ok();
     let live = repo.run_with(&["claim", "list"], &at("2026-03-01T12:05:00Z")).ok();
     assert_eq!(
@@ -89,6 +100,7 @@ fn a_claim_seen_unchanged_for_its_lease_is_taken_over_and_listed_as_stale_until_
 fn a_claim_written_by_a_clock_an_hour_slow_is_live_until_watched_for_its_whole_lease() {
     let env = TestEnv::new();
     let repo = env.repo("r");
+    tasks(&repo, &["t-1"]);
     repo.run_with(&["claim", "acquire", "node:t-1", "--holder", "slow", "--ttl", "30m"], &at("2026-03-01T11:00:00Z"))
         .ok();
     // As if written on another clone: this one has never seen it.
@@ -120,6 +132,46 @@ fn bad_keys_and_holders_are_usage_errors_before_any_work() {
     repo.run(&["claim", "acquire", "node:x"]).code(2);
     repo.run(&["claim", "acquire", "node:x", "--holder", "h", "--ttl", "soon"]).code(2);
     assert!(repo.git(&["for-each-ref", "refs/loop"]).is_empty(), "nothing was written");
+}
+
+/// A task's claim names a real task: a unique prefix claims the task it means (so `next`
+/// skips that task), an unknown id or an ambiguous prefix is refused before anything is
+/// written; other kinds of claims name whatever they like.
+#[test]
+fn a_tasks_claim_takes_a_unique_prefix_to_its_full_id_and_refuses_unknown_or_ambiguous_ones() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    tasks(&repo, &["bd-a1", "bd-a2", "t-4f2a9k3m"]);
+    let got = repo.run(&["claim", "acquire", "node:4f2a", "--holder", "ann", "--json"]).ok().json();
+    assert_eq!((got["outcome"].as_str(), got["key"].as_str()), (Some("acquired"), Some("node:t-4f2a9k3m")));
+    assert_eq!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"][0]["key"], "node:t-4f2a9k3m");
+    assert_eq!(
+        repo.run(&["list", "--json"]).ok().json()["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .find(|t| t["id"] == "t-4f2a9k3m")
+            .map(|t| (t["ready"].clone(), t["claim"]["holder"].clone())),
+        Some((serde_json::json!(false), serde_json::json!("ann"))),
+        "the task the prefix means is claimed"
+    );
+    assert_eq!(
+        repo.run(&["claim", "acquire", "node:t-4f2a", "--holder", "bob"]).code(1).stderr.lines().next(),
+        Some("error: claim 'node:t-4f2a9k3m' is held by ann: unchanged for 0 s of its 1 h lease")
+    );
+    let before = repo.git(&["for-each-ref", "refs/loop/claims"]);
+    let unknown = repo.run(&["claim", "acquire", "node:t-doesnotexist", "--holder", "ann"]).code(2);
+    assert_eq!(unknown.stderr, "error: no task matches 't-doesnotexist'\nhint: list tasks with 'git loop list'\n");
+    let ambiguous = repo.run(&["claim", "acquire", "node:bd-a", "--holder", "ann"]).code(2);
+    assert_eq!(ambiguous.stderr, "error: 'bd-a' matches 2 tasks: bd-a1, bd-a2\nhint: type more of the id\n");
+    assert_eq!(repo.git(&["for-each-ref", "refs/loop/claims"]), before, "nothing was written");
+    // Release takes the prefix too; other kinds are free-form.
+    assert_eq!(
+        repo.run(&["claim", "release", "node:4f2a", "--holder", "ann"]).ok().stdout,
+        "released node:t-4f2a9k3m (taken just now)\n"
+    );
+    repo.run(&["claim", "acquire", "deploy:prod-eu", "--holder", "ann"]).ok();
+    repo.run(&["claim", "release", "deploy:prod-eu", "--holder", "ann"]).ok();
 }
 
 /// Run `n` claimants of `key` at once; returns how many report each outcome.
@@ -158,10 +210,10 @@ fn c1_thirty_two_claimants_get_exactly_one_winner_per_round() {
     let distinct: Vec<String> = (0..32).map(|i| format!("agent-{i}")).collect();
     let identical: Vec<String> = (0..32).map(|_| "same-agent".to_owned()).collect();
     for round in 0..50 {
-        let key = format!("node:round-{round}");
+        let key = format!("lock:round-{round}");
         let (acquired, _, held) = race(&repo, &key, &distinct);
         assert_eq!((acquired, held), (1, 31), "round {round}, distinct holders: exactly one winner");
-        let key = format!("node:same-{round}");
+        let key = format!("lock:same-{round}");
         let (acquired, refreshed, held) = race(&repo, &key, &identical);
         assert_eq!((acquired, refreshed + held), (1, 31), "round {round}, identical holders: exactly one creates it");
     }

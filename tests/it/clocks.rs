@@ -419,13 +419,13 @@ fn a_ref_locks_age_is_judged_by_the_file_systems_clock() {
     }
     let env = TestEnv::new();
     let repo = env.repo("r");
-    let lock = repo.dir.join(".git/refs/loop/claims/node/t-lock.lock");
+    let lock = repo.dir.join(".git/refs/loop/claims/lock/t-lock.lock");
     std::fs::create_dir_all(lock.parent().expect("a parent")).expect("mkdir");
     let clone = |skew| Clone { name: "r", repo: Repo { env: &env, dir: repo.dir.clone() }, skew };
 
     // A writer at work: git keeps a lock it holds open.
     let holder = crate::harness::Holder::open(&lock);
-    let fast = clone(HOUR).run(&["claim", "acquire", "node:t-lock", "--holder", "h"]).code(1);
+    let fast = clone(HOUR).run(&["claim", "acquire", "lock:t-lock", "--holder", "h"]).code(1);
     let age: u64 = fast
         .stderr
         .split_once("is locked by another writer (for ")
@@ -438,7 +438,7 @@ fn a_ref_locks_age_is_judged_by_the_file_systems_clock() {
 
     let minute_ago = std::time::SystemTime::now() - Duration::from_secs(60);
     std::fs::File::options().write(true).open(&lock).and_then(|f| f.set_modified(minute_ago)).expect("age the lock");
-    let slow = clone(-HOUR).run(&["claim", "acquire", "node:t-lock", "--holder", "h", "--json"]).ok();
+    let slow = clone(-HOUR).run(&["claim", "acquire", "lock:t-lock", "--holder", "h", "--json"]).ok();
     assert_eq!(slow.json()["outcome"], "acquired");
     assert!(!lock.exists(), "an abandoned lock is recovered, though this process's clock is an hour behind");
     let left: Vec<String> = std::fs::read_dir(lock.parent().expect("a parent"))

@@ -56,10 +56,12 @@ fn a_command_killed_between_any_two_writes_blocks_nothing_after_it() {
     });
     assert!(kills >= 4, "done has several writes ({kills})");
     assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+    let note = repo.env.git(&repo.dir, &["notes", "--ref=loop", "show", "HEAD"]);
+    assert!(note.contains(&id), "the done that ran to its end wrote the note a killed one had not: {note}");
 
-    let kills = kill_at_every_write(&repo, &["claim", "acquire", "node:zz", "--holder", "me", "--ttl", "1h"], |_| {
-        repo.run(&["claim", "acquire", "node:other", "--holder", "you", "--ttl", "1h"]).ok();
-        repo.run(&["claim", "release", "node:other", "--holder", "you"]).ok();
+    let kills = kill_at_every_write(&repo, &["claim", "acquire", "lock:zz", "--holder", "me", "--ttl", "1h"], |_| {
+        repo.run(&["claim", "acquire", "lock:other", "--holder", "you", "--ttl", "1h"]).ok();
+        repo.run(&["claim", "release", "lock:other", "--holder", "you"]).ok();
     });
     assert!(kills >= 2, "claim acquire writes a record and a ref ({kills})");
 
@@ -151,7 +153,7 @@ fn locks_left_by_killed_writers_are_recovered_and_live_ones_never_taken() {
     let id = repo.add(&["first"]);
     repo.git(&["pack-refs", "--all"]);
     let git_dir = repo.dir.join(".git");
-    for lock in ["packed-refs.lock", "refs/notes/loop.lock", "refs/loop/claims/node/zz.lock"] {
+    for lock in ["packed-refs.lock", "refs/notes/loop.lock", "refs/loop/claims/lock/zz.lock"] {
         let path = git_dir.join(lock);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(&path, "").expect("leave a lock");
@@ -160,9 +162,9 @@ fn locks_left_by_killed_writers_are_recovered_and_live_ones_never_taken() {
     let started = std::time::Instant::now();
     repo.add(&["second"]);
     repo.run(&["done", &id, "--commit", "HEAD", "-m", "by hand"]).ok();
-    repo.run(&["claim", "acquire", "node:zz", "--holder", "me", "--ttl", "1h"]).ok();
+    repo.run(&["claim", "acquire", "lock:zz", "--holder", "me", "--ttl", "1h"]).ok();
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "recovered at once ({:?})", started.elapsed());
-    for lock in ["packed-refs.lock", "refs/notes/loop.lock", "refs/loop/claims/node/zz.lock"] {
+    for lock in ["packed-refs.lock", "refs/notes/loop.lock", "refs/loop/claims/lock/zz.lock"] {
         assert!(!git_dir.join(lock).exists(), "{lock} was removed");
     }
 

@@ -99,7 +99,7 @@ fn doctor_says_a_walked_repository_is_clean() {
     let agent = env.agent("agent", "echo work-$GIT_LOOP_TASK > work.txt\ngit loop finish done --message landed");
     repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
     repo.add(&["open one"]);
-    repo.run(&["claim", "acquire", "node:other", "--holder", "h"]).ok();
+    repo.run(&["claim", "acquire", "lock:other", "--holder", "h"]).ok();
     let out = repo.run(&["doctor"]).ok();
     assert_eq!(
         chains_hidden(&out.stdout),

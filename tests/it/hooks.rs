@@ -294,6 +294,9 @@ fn pre_push_refuses_what_another_holder_holds_and_names_the_holder() {
     let bare = env.remote("origin");
     let repo = env.clone_of(bare.to_str().expect("utf-8"), "a");
     repo.run(&["hooks", "install", "--git"]).ok();
+    let task = env.path("task.jsonl");
+    write(&task, "{\"id\": \"t-1\", \"title\": \"guarded\"}\n");
+    repo.run(&["import", task.to_str().expect("utf-8")]).ok();
     repo.run(&["claim", "acquire", "node:t-1", "--holder", "agent-7", "--ttl", "1h"]).ok();
     repo.git(&["branch", "loop/t-1"]);
     repo.git(&["branch", "loop-try/t-1/2"]);
@@ -386,20 +389,20 @@ fn forged_record(repo: &Repo<'_>, key: &str, holder: &str, expires: &str, releas
 fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
     let env = TestEnv::new();
     let (bare, _daemon, a, b) = hooked_remote(&env);
-    let claim = "refs/loop/claims/node/t-s6";
+    let claim = "refs/loop/claims/lock/t-s6";
     // Authorised: create, refresh, release, claim a released one, take over an expired one.
-    a.run(&["claim", "acquire", "node:t-s6", "--holder", "alice", "--ttl", "1h"]).ok();
-    a.run(&["claim", "acquire", "node:t-s6", "--holder", "alice", "--ttl", "1h"]).ok();
-    a.run(&["claim", "release", "node:t-s6", "--holder", "alice"]).ok();
-    b.run(&["claim", "acquire", "node:t-s6", "--holder", "bob", "--ttl", "1h"]).ok();
+    a.run(&["claim", "acquire", "lock:t-s6", "--holder", "alice", "--ttl", "1h"]).ok();
+    a.run(&["claim", "acquire", "lock:t-s6", "--holder", "alice", "--ttl", "1h"]).ok();
+    a.run(&["claim", "release", "lock:t-s6", "--holder", "alice"]).ok();
+    b.run(&["claim", "acquire", "lock:t-s6", "--holder", "bob", "--ttl", "1h"]).ok();
     let early = [("GIT_LOOP_NOW", "2026-03-01T10:00:00Z")];
-    b.run_with(&["claim", "acquire", "node:t-old", "--holder", "bob", "--ttl", "1m"], &early).ok();
+    b.run_with(&["claim", "acquire", "lock:t-old", "--holder", "bob", "--ttl", "1m"], &early).ok();
     // Alice first sees it (refused: live at first sight), then takes it over once she has seen
     // it unchanged for its minute; the server's clock (12:00) has it expired too.
-    a.run(&["claim", "acquire", "node:t-old", "--holder", "alice"]).code(1);
+    a.run(&["claim", "acquire", "lock:t-old", "--holder", "alice"]).code(1);
     let minute_later = [("GIT_LOOP_NOW", "2026-03-01T12:01:00Z")];
     let took =
-        a.run_with(&["claim", "acquire", "node:t-old", "--holder", "alice", "--json"], &minute_later).ok().json();
+        a.run_with(&["claim", "acquire", "lock:t-old", "--holder", "alice", "--json"], &minute_later).ok().json();
     assert_eq!((took["outcome"].as_str(), took["previous_holder"].as_str()), (Some("taken_over"), Some("bob")));
 
     // Authorised: a whole walk through the hooked remote, and its sync.
@@ -428,20 +431,20 @@ fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
     };
     // A clone whose clock jumps two hours between two looks at bob's claim believes it saw it
     // unchanged for its whole hour: the server, by its own clock, still refuses.
-    a.run(&["claim", "acquire", "node:t-s6", "--holder", "alice"]).code(1);
+    a.run(&["claim", "acquire", "lock:t-s6", "--holder", "alice"]).code(1);
     let skewed = [("GIT_LOOP_NOW", "2026-03-01T14:00:00Z")];
     attempt(
         "git-loop taking over a live claim with a clock that jumped two hours",
-        &|| a.run_with(&["claim", "acquire", "node:t-s6", "--holder", "alice"], &skewed),
-        "error: remote 'origin' refused the update of 'refs/loop/claims/node/t-s6': [remote rejected] (pre-receive hook declined)",
+        &|| a.run_with(&["claim", "acquire", "lock:t-s6", "--holder", "alice"], &skewed),
+        "error: remote 'origin' refused the update of 'refs/loop/claims/lock/t-s6': [remote rejected] (pre-receive hook declined)",
     );
-    let forged = forged_record(&a, "node:t-s6", "alice", "2026-03-01T15:00:00Z", false);
+    let forged = forged_record(&a, "lock:t-s6", "alice", "2026-03-01T15:00:00Z", false);
     attempt(
         "a forged record over bob's live claim",
         &|| push_raw(&env, &a, &["--force", &format!("{forged}:{claim}")]),
-        "'node:t-s6' is held by 'bob' until 2026-03-01 13:00:00 UTC; 'alice' may take it over only once it expires",
+        "'lock:t-s6' is held by 'bob' until 2026-03-01 13:00:00 UTC; 'alice' may take it over only once it expires",
     );
-    let tombstone = forged_record(&a, "node:t-s6", "alice", "2026-03-01T12:00:00Z", true);
+    let tombstone = forged_record(&a, "lock:t-s6", "alice", "2026-03-01T12:00:00Z", true);
     attempt(
         "releasing bob's claim with alice's tombstone",
         &|| push_raw(&env, &a, &["--force", &format!("{tombstone}:{claim}")]),
@@ -486,19 +489,19 @@ fn s6_a_self_hosted_remote_refuses_unauthorised_claims_and_moves() {
 fn c8_a_refused_push_changes_nothing_and_leaves_local_claims_equal_to_the_remote() {
     let env = TestEnv::new();
     let (bare, _daemon, a, b) = hooked_remote(&env);
-    a.run(&["claim", "acquire", "node:t-c8", "--holder", "alice", "--ttl", "1h"]).ok();
+    a.run(&["claim", "acquire", "lock:t-c8", "--holder", "alice", "--ttl", "1h"]).ok();
     b.run(&["sync"]).ok();
     let id = b.add(&["A task of bob's"]);
     let before = remote_refs(&env, &bare);
     // One good update (a new task chain) and one refused (deleting alice's claim), atomically.
-    let out = push_raw(&env, &b, &["--atomic", &format!("refs/loop/tasks/{id}"), ":refs/loop/claims/node/t-c8"]);
+    let out = push_raw(&env, &b, &["--atomic", &format!("refs/loop/tasks/{id}"), ":refs/loop/claims/lock/t-c8"]);
     assert_ne!(out.code, 0);
     assert_eq!(remote_refs(&env, &bare), before, "partial remote updates: 0");
 
     // Bob's clone sees alice's claim, then its clock jumps two hours: it tries to take it over.
-    b.run(&["claim", "acquire", "node:t-c8", "--holder", "bob"]).code(1);
+    b.run(&["claim", "acquire", "lock:t-c8", "--holder", "bob"]).code(1);
     let skewed = [("GIT_LOOP_NOW", "2026-03-01T14:00:00Z")];
-    let taken = b.run_with(&["claim", "acquire", "node:t-c8", "--holder", "bob"], &skewed).code(1);
+    let taken = b.run_with(&["claim", "acquire", "lock:t-c8", "--holder", "bob"], &skewed).code(1);
     assert!(taken.stderr.contains("(pre-receive hook declined)"), "{}", taken.stderr);
     let claims = |dir: &Path| env.git(dir, &["for-each-ref", "--format=%(objectname) %(refname)", "refs/loop/claims"]);
     assert_eq!(claims(&b.dir), claims(&bare), "local claims equal the remote's after the refusal");

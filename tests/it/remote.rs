@@ -134,7 +134,7 @@ fn check_round(env: &TestEnv, bare: &Path, round: usize, key: &str, winning: &st
 fn c2_rounds(env: &TestEnv, bare: &Path, clones: &[Repo<'_>], rounds: usize) -> Vec<usize> {
     (0..rounds)
         .map(|round| {
-            let key = format!("node:c2-{round}");
+            let key = format!("lock:c2-{round}");
             let results = race(clones, &key, &[], &jitter(round, clones.len()));
             check_round(env, bare, round, &key, "acquired", &results)
         })
@@ -250,7 +250,7 @@ fn c2_control_forced_pushes_through_the_daemon_let_several_clones_win() {
     let rounds = 6;
     let mut winners_per_round = Vec::new();
     for round in 0..rounds {
-        let name = format!("refs/loop/claims/node/forced-{round}");
+        let name = format!("refs/loop/claims/lock/forced-{round}");
         let blobs: Vec<String> = clones
             .iter()
             .enumerate()
@@ -306,7 +306,7 @@ fn c3_eight_clones_taking_over_one_stale_claim_get_exactly_one_takeover_per_roun
     let later = [("GIT_LOOP_NOW", "2026-03-01T13:00:00Z")];
     let mut takeovers_per_round = Vec::new();
     for round in 0..10 {
-        let key = format!("node:c3-{round}");
+        let key = format!("lock:c3-{round}");
         clones[0].run(&["claim", "acquire", &key, "--holder", "old", "--ttl", "1m"]).ok();
         let seen = race(&clones, &key, &[], &[Duration::ZERO; 8]);
         assert!(
@@ -371,13 +371,13 @@ fn c4_a_claim_pushed_by_a_killed_client_is_its_holders_on_the_next_acquire() {
     let daemon = Daemon::start(&env);
     let clones = clones(&env, &daemon.url(&bare), 2);
     let (a, b) = (&clones[0], &clones[1]);
-    let name = "refs/loop/claims/node/c4";
-    acquire_and_kill_mid_push(&env, &bare, a, "node:c4", "h1");
+    let name = "refs/loop/claims/lock/c4";
+    acquire_and_kill_mid_push(&env, &bare, a, "lock:c4", "h1");
     let pushed = remote_record(&env, &bare, name);
     assert_eq!(pushed["holder"], "h1", "the server applied the push");
     assert_eq!(ref_value(&env, &a.dir, name), "", "the killed client never mirrored it: h1 does not know yet");
 
-    let again = a.run(&["claim", "acquire", "node:c4", "--holder", "h1", "--json"]).ok().json();
+    let again = a.run(&["claim", "acquire", "lock:c4", "--holder", "h1", "--json"]).ok().json();
     assert_eq!(
         (again["outcome"].as_str(), again["claim"]["holder"].as_str(), &again["claim"]["acquired_at"]),
         (Some("refreshed"), Some("h1"), &pushed["acquired_at"]),
@@ -385,7 +385,7 @@ fn c4_a_claim_pushed_by_a_killed_client_is_its_holders_on_the_next_acquire() {
     );
     assert_eq!(ref_value(&env, &bare, name), again["claim"]["object"].as_str().expect("an object id"));
 
-    let other = b.run(&["claim", "acquire", "node:c4", "--holder", "h2", "--json"]).code(1).json();
+    let other = b.run(&["claim", "acquire", "lock:c4", "--holder", "h2", "--json"]).code(1).json();
     assert_eq!((other["outcome"].as_str(), other["claim"]["holder"].as_str()), (Some("held"), Some("h1")));
 
     a.run(&["sync"]).ok();
@@ -408,16 +408,16 @@ fn c4_a_claim_pushed_by_a_killed_client_is_learned_by_sync_and_can_be_released()
     let daemon = Daemon::start(&env);
     let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
-    let name = "refs/loop/claims/node/c4";
-    acquire_and_kill_mid_push(&env, &bare, a, "node:c4", "h1");
+    let name = "refs/loop/claims/lock/c4";
+    acquire_and_kill_mid_push(&env, &bare, a, "lock:c4", "h1");
     assert_eq!(ref_value(&env, &a.dir, name), "", "the killed client never mirrored it");
     a.run(&["sync"]).ok();
     assert_eq!(ref_value(&env, &a.dir, name), ref_value(&env, &bare, name), "sync mirrors the remote's claim");
     let listed = a.run(&["claim", "list", "--json"]).ok().json();
     assert_eq!(listed["claims"][0]["holder"], "h1");
     assert_eq!(
-        a.run(&["claim", "release", "node:c4", "--holder", "h1"]).ok().stdout,
-        "released node:c4 (taken just now)\n"
+        a.run(&["claim", "release", "lock:c4", "--holder", "h1"]).ok().stdout,
+        "released lock:c4 (taken just now)\n"
     );
     let (remote_value, local_value) = (ref_value(&env, &bare, name), ref_value(&env, &a.dir, name));
     assert_eq!(remote_value, local_value, "the release reached the remote and the mirror alike");
@@ -437,7 +437,7 @@ fn c7_a_server_without_atomic_push_is_refused_with_a_clear_error() {
     let daemon = Daemon::start(&env);
     let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
-    let out = a.run(&["claim", "acquire", "node:c7", "--holder", "h"]).code(1);
+    let out = a.run(&["claim", "acquire", "lock:c7", "--holder", "h"]).code(1);
     assert_eq!(
         out.stderr,
         "error: remote 'origin' does not support atomic pushes, which git-loop needs to arbitrate claims\n\
@@ -459,16 +459,16 @@ fn c8_a_remote_that_rejects_leaves_local_claims_equal_to_the_remote() {
     let daemon = Daemon::start(&env);
     let clones = clones(&env, &daemon.url(&bare), 1);
     let a = &clones[0];
-    a.run(&["claim", "acquire", "node:kept", "--holder", "h"]).ok();
+    a.run(&["claim", "acquire", "lock:kept", "--holder", "h"]).ok();
     let hook = bare.join("hooks/pre-receive");
     std::fs::write(&hook, "#!/bin/sh\necho 'claims are frozen' >&2\nexit 1\n").expect("write hook");
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod hook");
     let before = ref_value(&env, &bare, "refs/loop/claims");
     let hint = "hint: the remote's hooks or settings forbid it; ask its administrator, or see 'git loop sync'\n";
     for (args, name) in [
-        (["claim", "acquire", "node:c8", "--holder", "h"], "refs/loop/claims/node/c8"),
-        (["claim", "acquire", "node:kept", "--holder", "h"], "refs/loop/claims/node/kept"),
-        (["claim", "release", "node:kept", "--holder", "h"], "refs/loop/claims/node/kept"),
+        (["claim", "acquire", "lock:c8", "--holder", "h"], "refs/loop/claims/lock/c8"),
+        (["claim", "acquire", "lock:kept", "--holder", "h"], "refs/loop/claims/lock/kept"),
+        (["claim", "release", "lock:kept", "--holder", "h"], "refs/loop/claims/lock/kept"),
     ] {
         let out = a.run(&args).code(1);
         assert_eq!(

@@ -14,6 +14,7 @@ fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
     let good = repo.add(&["healthy"]);
     let refs = repo.dir.join(".git/refs/loop");
     std::fs::create_dir_all(refs.join("claims/node")).expect("mkdir");
+    std::fs::create_dir_all(refs.join("claims/lock")).expect("mkdir");
     let junk_blob = repo.git(&["hash-object", "-w", "--stdin", "--no-filters", "README"]);
     let missing = "1234567890123456789012345678901234567890";
     for (name, content) in
@@ -21,8 +22,12 @@ fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
     {
         std::fs::write(refs.join("tasks").join(name), format!("{content}\n").trim_start()).expect("write ref");
     }
-    std::fs::write(refs.join("claims/node/c-garbage"), "garbage\n").expect("write ref");
-    std::fs::write(refs.join("claims/node/c-blob"), format!("{junk_blob}\n")).expect("write ref");
+    // Corrupt claims: on tasks' keys (which the board reads), and on keys of another kind
+    // (which `claim acquire` reads without a task to resolve).
+    for kind in ["node", "lock"] {
+        std::fs::write(refs.join(format!("claims/{kind}/c-garbage")), "garbage\n").expect("write ref");
+        std::fs::write(refs.join(format!("claims/{kind}/c-blob")), format!("{junk_blob}\n")).expect("write ref");
+    }
 
     let list = repo.run(&["list"]).ok();
     assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n", "healthy tasks are listed");
@@ -45,18 +50,18 @@ fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
         );
         assert!(shown.stderr.contains("hint: "), "a corrupt record comes with a repair hint");
     }
-    let claim = repo.run(&["claim", "acquire", "node:c-blob", "--holder", "h"]).code(3);
+    let claim = repo.run(&["claim", "acquire", "lock:c-blob", "--holder", "h"]).code(3);
     assert_eq!(
         claim.stderr.lines().last(),
-        Some("hint: remove it with 'git loop claim release node:c-blob --force'"),
+        Some("hint: remove it with 'git loop claim release lock:c-blob --force'"),
         "{}",
         claim.stderr
     );
-    repo.run(&["claim", "acquire", "node:c-garbage", "--holder", "h"]).code(3);
-    let removed = repo.run(&["claim", "release", "node:c-garbage", "--force"]).ok();
-    assert_eq!(removed.stdout, "removed the corrupt record of node:c-garbage\n");
-    repo.run(&["claim", "release", "node:c-blob", "--force"]).ok();
-    repo.run(&["claim", "acquire", "node:c-blob", "--holder", "h"]).ok();
+    repo.run(&["claim", "acquire", "lock:c-garbage", "--holder", "h"]).code(3);
+    let removed = repo.run(&["claim", "release", "lock:c-garbage", "--force"]).ok();
+    assert_eq!(removed.stdout, "removed the corrupt record of lock:c-garbage\n");
+    repo.run(&["claim", "release", "lock:c-blob", "--force"]).ok();
+    repo.run(&["claim", "acquire", "lock:c-blob", "--holder", "h"]).ok();
     let oversized = "x".repeat(2_000_000);
     let big = repo.run(&["add", &oversized[..100_000]]).ok();
     assert!(big.stdout.starts_with("t-"), "large titles are stored, not refused");
@@ -228,18 +233,18 @@ fn age(path: &std::path::Path, seconds: u64) {
 fn l1_a_ref_lock_nobody_holds_is_recovered_and_a_held_one_is_named() {
     let env = TestEnv::new();
     let repo = env.repo("r");
-    let dir = repo.dir.join(".git/refs/loop/claims/node");
+    let dir = repo.dir.join(".git/refs/loop/claims/lock");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let lock = dir.join("t-1.lock");
     std::fs::write(&lock, "").expect("write lock");
-    repo.run(&["claim", "acquire", "node:t-1", "--holder", "h"]).ok();
+    repo.run(&["claim", "acquire", "lock:t-1", "--holder", "h"]).ok();
     assert!(!lock.exists(), "the abandoned lock is gone");
 
     let holder = crate::harness::Holder::open(&dir.join("t-2.lock"));
     age(&dir.join("t-2.lock"), 120);
-    let held = repo.run(&["claim", "acquire", "node:t-2", "--holder", "h"]).code(1);
+    let held = repo.run(&["claim", "acquire", "lock:t-2", "--holder", "h"]).code(1);
     assert!(
-        held.stderr.starts_with("error: ref 'refs/loop/claims/node/t-2' is locked by another writer (for ")
+        held.stderr.starts_with("error: ref 'refs/loop/claims/lock/t-2' is locked by another writer (for ")
             && held.stderr.contains("hint: a git process holds it; wait for it to finish"),
         "{}",
         held.stderr
@@ -412,7 +417,7 @@ fn l4_pack_refs_under_concurrent_claimers_never_resurrects_a_released_claim() {
                 let repo = &repo;
                 scope.spawn(move || {
                     for round in 0..15 {
-                        let key = format!("node:w{w}-{round}");
+                        let key = format!("lock:w{w}-{round}");
                         repo.run(&["claim", "acquire", &key, "--holder", "h"]).ok();
                         repo.run(&["claim", "release", &key, "--holder", "h"]).ok();
                     }

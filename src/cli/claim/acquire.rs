@@ -24,7 +24,8 @@ use crate::store::lease;
 /// Example: git loop claim acquire node:t-4f2a --holder agent-7 --ttl 2h --reason "fixing the parser"
 #[derive(Args)]
 pub struct AcquireArgs {
-    /// The claim key: node:<task-id>, walker:<name>, fleet:<mission>, or <kind>:<name>.
+    /// The claim key: node:<task-id> (a task's id or unique prefix), walker:<name>,
+    /// fleet:<mission>, or <kind>:<name>.
     key: ClaimKey,
     /// Who takes it (defaults to $GIT_LOOP_SESSION).
     #[arg(long, value_name = "NAME")]
@@ -40,9 +41,15 @@ pub struct AcquireArgs {
     json: bool,
 }
 
-pub fn run(env: &Env, args: AcquireArgs) -> Result<u8> {
+pub fn run(env: &Env, mut args: AcquireArgs) -> Result<u8> {
     let holder = super::holder(env, args.holder)?;
     let store = env.open()?;
+    // A task's claim names a task that exists, by its full id: a prefix claims the task it
+    // means (and `next` then skips it), an unknown id or an ambiguous prefix is refused.
+    if args.key.kind() == "node" {
+        let id = crate::backlog::resolve(&store, args.key.name())?;
+        args.key = ClaimKey::node(&id);
+    }
     let opts =
         AcquireOptions { holder, ttl: args.ttl.0, reason: args.reason, session: env.ctx.session.session.clone() };
     let outcome = claim::acquire(&store, &env.ctx, &args.key, &opts)?;

@@ -28,13 +28,20 @@ pub struct ReleaseArgs {
     json: bool,
 }
 
-pub fn run(env: &Env, args: ReleaseArgs) -> Result<u8> {
+pub fn run(env: &Env, mut args: ReleaseArgs) -> Result<u8> {
     let holder = match super::holder(env, args.holder) {
         Ok(holder) => holder,
         Err(_) if args.force => String::new(),
         Err(err) => return Err(err),
     };
     let store = env.open()?;
+    // As `acquire` takes a task's claim by a unique prefix, so does release; a key that names
+    // no task (a claim made before acquire checked) is released as it is given.
+    if args.key.kind() == "node" {
+        if let Ok(id) = crate::backlog::resolve(&store, args.key.name()) {
+            args.key = ClaimKey::node(&id);
+        }
+    }
     let outcome = claim::release(&store, &env.ctx, &args.key, &holder, args.force)?;
     let mut out = Out::new();
     let word = match &outcome {

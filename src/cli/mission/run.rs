@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::cli::run::AgentArgs;
-use crate::cli::Env;
+use crate::cli::{text, Env};
 use crate::error::usage;
 use crate::ids::Span;
 use crate::mission::record::Status;
@@ -111,10 +111,12 @@ struct Progress {
 }
 
 impl Progress {
-    fn say(&self, text: String) {
+    /// One line of the commander's: what it quotes (reasons, a project's walk's words) is
+    /// escaped as every line for people is.
+    fn say(&self, said: String) {
         let now = self.ctx.now().with_timezone(&chrono::Local).format("%H:%M:%S");
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{now}  {text}");
+        let _ = writeln!(out, "{now}  {}", text::line(&said));
         let _ = out.flush();
     }
 
@@ -156,7 +158,9 @@ impl Observer for Progress {
                 self.say(format!("{project}: walking {}{again} · termination key {key}", dir.display()))
             }
             Event::Output { project, line, stderr } => {
+                // A child's line, passed on: its stderr may hold whatever its agents printed.
                 let width = self.width.load(Ordering::SeqCst);
+                let line = text::line(line);
                 if *stderr {
                     eprintln!("{project:<width$} | {line}");
                 } else {

@@ -44,7 +44,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     out.line(format!("  created:  {} by {}", relative(m.created_at, now), m.created_by))?;
     let width = m.projects.iter().map(|p| p.name.len()).max().unwrap_or(0);
     for (wave, projects) in m.waves() {
-        out.line(format!("\nwave {wave}"))?;
+        out.section(format!("wave {wave}"))?;
         for p in projects {
             out.line(format!("  {}", project_line(p, width)))?;
             out.line(format!("  {:width$}  {} in {}", "", p.describe_selection(), p.location()))?;
@@ -54,7 +54,10 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         }
     }
     if m.projects.is_empty() {
-        out.line(format!("\nno projects yet: add one with 'git loop mission project {} <name> --path <dir> --wave 1 --label <label>'", m.id))?;
+        out.section(format!(
+            "no projects yet: add one with 'git loop mission project {} <name> --path <dir> --wave 1 --label <label>'",
+            m.id
+        ))?;
     }
     Ok(0)
 }
