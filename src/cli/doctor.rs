@@ -13,20 +13,22 @@ use crate::doctor::{self, Options, Report, Severity};
 ///
 /// Checks task chains (every operation present and readable, versions known, ids matching
 /// their refs), claims, journal chains, notes, anchors, the loop's branches, kept refs and
-/// mirrors, packed-refs; and the local state: abandoned ref locks, worktree registrations
-/// whose directory is gone, worktrees of tries nobody will continue, temporary object files
-/// older than an hour, stale caches, sessions whose walk died.
+/// mirrors, packed-refs; and the local state: abandoned locks, what crashed walks left (their
+/// walker claim, sessions, task claims, worktrees of closed tasks or of tries never journaled),
+/// worktree registrations whose directory is gone, temporary object files older than an hour,
+/// stale caches. A lock a live process holds, and a walk at work, are noted and left alone.
 ///
 /// Exit 0: clean. Exit 1: only leftovers (a crash left them; nothing is lost). Exit 3: a record
 /// is corrupt. With --repair, the exit code says what remains after the repairs.
 ///
-/// --repair removes abandoned locks on git-loop's refs (older than 30 s by the file system's
-/// clock, held open by no process), registrations of worktrees that are gone, worktrees of
-/// done or cancelled tasks (after committing what is left in them to their try branch),
+/// --repair removes abandoned locks (nobody has them open, no git-loop write is in flight, 1 s
+/// old by the file system's clock: as every git-loop writer does), recovers what crashed walks
+/// left as the next 'git loop run' would (what is left in a worktree is committed to its try
+/// branch before the worktree goes), removes registrations of worktrees that are gone,
 /// temporary object files older than an hour and stale caches; and mends a task whose record
-/// cannot be read, but whose operations can, with a commit on top holding the task folded
-/// from them. It never rewrites history, never deletes a ref that holds data, never touches a
-/// lock a process may hold.
+/// cannot be read, but whose operations can, with a commit on top holding the task folded from
+/// them. It never rewrites history, never deletes a ref that holds data, never takes a lock a
+/// live process holds.
 ///
 /// Example: git loop doctor --repair
 #[derive(Args)]
@@ -42,7 +44,7 @@ pub struct DoctorArgs {
 pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
     // As configured: a doctor needs no remote, and must work when it cannot be reached.
     let store = env.open_as_configured()?;
-    let opts = Options { workdir: store.workdir().to_owned(), cwd: env.cwd.clone() };
+    let opts = Options { workdir: store.workdir().to_owned(), cwd: env.cwd.clone(), exe: env.exe.clone() };
     let mut report = doctor::check(&store, &env.ctx, &opts)?;
     let repaired = if args.repair && report.findings.iter().any(|f| f.is_repairable()) {
         let repaired = doctor::repair(&store, &env.ctx, &report, &opts)?;
@@ -52,7 +54,7 @@ pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
         Vec::new()
     };
     let code = match report.worst() {
-        None => 0,
+        None | Some(Severity::Info) => 0,
         Some(Severity::Leftover) => 1,
         Some(Severity::Corrupt) => 3,
     };
@@ -68,7 +70,7 @@ pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
             })
             .collect();
         out.json(&json!({
-            "clean": report.findings.is_empty(),
+            "clean": report.is_clean(),
             "findings": findings,
             "repaired": repaired,
             "checked": report.checked,
@@ -82,6 +84,7 @@ pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
         let word = match f.severity {
             Severity::Corrupt => "corrupt",
             Severity::Leftover => "leftover",
+            Severity::Info => "note",
         };
         out.line(format!("{word}: {}", f.problem))?;
         if !f.fix.is_empty() {
@@ -108,11 +111,15 @@ fn summary(report: &Report) -> String {
         plural(c.worktrees, "worktree", "worktrees"),
         plural(c.sessions, "session", "sessions"),
     );
-    if report.findings.is_empty() {
-        return format!("no problems found: {checked}");
+    let count = |severity: Severity| report.findings.iter().filter(|f| f.severity == severity).count();
+    let (corrupt, leftover, notes) = (count(Severity::Corrupt), count(Severity::Leftover), count(Severity::Info));
+    let in_use = match notes {
+        0 => String::new(),
+        n => format!(" ({} in use, left alone)", plural(n, "thing", "things")),
+    };
+    if report.is_clean() {
+        return format!("no problems found{in_use}: {checked}");
     }
-    let corrupt = report.findings.iter().filter(|f| f.severity == Severity::Corrupt).count();
-    let leftover = report.findings.len() - corrupt;
     let repairable = report.findings.iter().filter(|f| f.is_repairable()).count();
     let mut found = Vec::new();
     if corrupt > 0 {
@@ -125,5 +132,5 @@ fn summary(report: &Report) -> String {
         0 => String::new(),
         n => format!(" ({n} repairable with 'git loop doctor --repair')"),
     };
-    format!("{}{repair}; {checked}", found.join(", "))
+    format!("{}{repair}{in_use}; {checked}", found.join(", "))
 }

@@ -1,7 +1,7 @@
 //! This clone's machine-local state: what crashed or interrupted processes leave behind (ref
-//! locks, worktrees, temporary object files, caches, session records). None of it is shared
-//! and none of it holds data the refs do not, except uncommitted work in a worktree, which a
-//! repair commits to its try branch before the worktree goes.
+//! locks, walks and their sessions, claims and worktrees, temporary object files, caches). None
+//! of it is shared and none of it holds data the refs do not, except uncommitted work in a
+//! worktree, which recovery commits to its try branch before the worktree goes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,19 +9,24 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::records::TaskStates;
-use super::{locks, Action, Checked, Finding, Kind, Options};
+use super::{Action, Checked, Finding, Kind, Options};
 use crate::context::Context;
 use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
 use crate::session::record;
-use crate::store::task::State;
-use crate::store::{index, task, Store};
-use crate::tries::{self, Try};
+use crate::store::claim::{self, Listed};
+use crate::store::locks::{self, Standing};
+use crate::store::{cas, index, journal, Store};
+use crate::tries;
+use crate::walk::{self, recover, ThisClonesWalk};
 
 /// How old a temporary file must be before it counts as left by a process that is gone: a
 /// pack being received or an index being written takes seconds, an hour is far beyond any.
 pub const TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// What `--repair` does about what a crashed walk left, and what a person can do instead.
+const RECOVER_FIX: &str = "'git loop doctor --repair' recovers it as the next 'git loop run' would: it stops what was left running, commits what is left in the worktrees to their try branches, and releases the claims";
 
 pub(super) fn check(
     store: &Store,
@@ -31,11 +36,10 @@ pub(super) fn check(
     out: &mut Vec<Finding>,
     checked: &mut Checked,
 ) -> Result<()> {
-    check_locks(store, opts, out);
-    check_worktrees(store, opts, out, checked)?;
+    check_locks(store, opts, out)?;
+    check_walks(store, ctx, opts, out, checked)?;
     check_temp_objects(store, opts, out);
     check_caches(store, opts, states, out);
-    check_sessions(store, ctx, out, checked);
     Ok(())
 }
 
@@ -47,11 +51,7 @@ pub(super) fn shown(opts: &Options, path: &Path) -> String {
 /// The age of `path` by its file system's clock (`None`: it cannot be told).
 fn age(path: &Path) -> Option<Duration> {
     let meta = std::fs::metadata(path).ok()?;
-    crate::store::locks::age(path, &meta)
-}
-
-fn seconds(age: Duration) -> String {
-    format!("{} s", age.as_secs())
+    locks::age(path, &meta)
 }
 
 /// Every `*.lock` file below `dir`, recursively.
@@ -67,54 +67,82 @@ fn lock_files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// Ref locks on the refs git-loop owns (and the files `cas` names a lock it moves aside or
-/// the clock probe it makes), the notes lock, and `packed-refs.lock`.
-fn check_locks(store: &Store, opts: &Options, out: &mut Vec<Finding>) {
+/// The locks writers recover (see `store::locks`), judged the way they judge them: on the refs
+/// git-loop owns (and the files a lock recovery moves aside or its clock probe), and
+/// `packed-refs.lock`. Abandoned ones are leftovers; one in use is said to be, and left.
+fn check_locks(store: &Store, opts: &Options, out: &mut Vec<Finding>) -> Result<()> {
     let common = store.repo.common_dir();
     let mut found = Vec::new();
-    for prefix in [refs::LOOP, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES, refs::REMOTES] {
-        lock_files(&common.join(prefix), &mut found);
+    lock_files(&common.join("refs"), &mut found);
+    found.retain(|path| {
+        let rel = path.strip_prefix(common).unwrap_or(path).to_string_lossy().into_owned();
+        cas::owned_by_loop(rel.strip_suffix(".lock").unwrap_or(&rel))
+    });
+    found.sort();
+    if let Ok(entries) = std::fs::read_dir(common) {
+        let mut top: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n == "packed-refs.lock" || (n.starts_with('.') && n.ends_with(".lock") && n.len() > 5)
+                })
+            })
+            .collect();
+        top.sort();
+        found.extend(top);
     }
-    found.push(common.join(format!("{}.lock", refs::NOTES)));
-    found.retain(|p| p.is_file());
     for path in found {
-        let locks::Verdict::Abandoned(age) = locks::judge(&path) else { continue };
+        let place = shown(opts, &path);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let what = if name.starts_with('.') {
-            format!("'{}' was left by a crashed lock recovery {} ago", shown(opts, &path), seconds(age))
+        let what = if name == "packed-refs.lock" {
+            "packed-refs".to_owned()
+        } else if name.starts_with('.') {
+            String::new()
         } else {
             let rel = path.strip_prefix(common).unwrap_or(&path).display().to_string();
-            let ref_name = rel.strip_suffix(".lock").unwrap_or(&rel);
-            format!(
-                "ref '{ref_name}' is locked by '{}', left {} ago by a writer that is gone (no process holds it)",
-                shown(opts, &path),
-                seconds(age)
-            )
+            format!("ref '{}'", rel.strip_suffix(".lock").unwrap_or(&rel))
         };
-        out.push(
-            Finding::leftover(Kind::Lock, &shown(opts, &path), what)
-                .fix("'git loop doctor --repair' removes it (if no writer has taken it again meanwhile)")
-                .repair(Action::RemoveLock(path)),
-        );
-    }
-    let packed = common.join("packed-refs.lock");
-    if packed.is_file() {
-        if let locks::Verdict::Abandoned(age) = locks::judge(&packed) {
-            // git's lock, on git's file: reported, never removed by us.
-            out.push(
-                Finding::leftover(
-                    Kind::Lock,
-                    &shown(opts, &packed),
+        match locks::standing(common, &path)? {
+            Standing::Gone => {}
+            Standing::Abandoned(age) => {
+                let problem = if what.is_empty() {
+                    format!("'{place}' was left by a lock recovery that was killed, {} s ago", age.as_secs())
+                } else {
                     format!(
-                        "'{}' was left {} ago by a git or git-loop process that is gone; every ref write fails while it stays",
-                        shown(opts, &packed),
-                        seconds(age)
-                    ),
+                        "{what} is locked by '{place}', left {} s ago by a writer that is gone (no process has it open, no git-loop write is in flight); every write of it fails while it stays",
+                        age.as_secs()
+                    )
+                };
+                out.push(
+                    Finding::leftover(Kind::Lock, &place, problem)
+                        .fix("'git loop doctor --repair' removes it (the next git-loop write would too)")
+                        .repair(Action::RemoveLock(path)),
+                );
+            }
+            Standing::Open => out.push(
+                Finding::info(Kind::Lock, &place, format!("'{place}' is held by a live process (a git command has it open); left alone"))
+                    .fix("nothing to do: it goes when its holder finishes"),
+            ),
+            Standing::InFlight => out.push(
+                Finding::info(
+                    Kind::Lock,
+                    &place,
+                    format!("'{place}' is held by a live process: a git-loop write is in flight in this clone (or a git-loop process is stopped in the middle of one); left alone"),
                 )
-                .fix(format!("if no git command is running, remove it with 'rm {}'", packed.display())),
-            );
+                .fix("nothing to do: if it stays once no git-loop runs, run 'git loop doctor --repair' again"),
+            ),
+            Standing::Young => out.push(
+                Finding::info(
+                    Kind::Lock,
+                    &place,
+                    format!("'{place}' was taken less than {} s ago: its writer may be at work; left alone", locks::SETTLED.as_secs()),
+                )
+                .fix("nothing to do: if it stays, 'git loop doctor' says so"),
+            ),
         }
     }
+    Ok(())
 }
 
 /// What a worktree registration (`<common-dir>/worktrees/<name>/`) says.
@@ -122,8 +150,7 @@ struct Registration {
     admin: PathBuf,
     /// The worktree's directory.
     worktree: PathBuf,
-    /// The try its HEAD is on, if it is a loop try branch.
-    on_try: Option<(TaskId, u32)>,
+    on_try: bool,
     locked: bool,
     gone: bool,
 }
@@ -136,88 +163,166 @@ fn registrations(store: &Store) -> Vec<Registration> {
         let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
         let gitfile = PathBuf::from(gitdir.trim());
         let head = std::fs::read_to_string(admin.join("HEAD")).unwrap_or_default();
-        let on_try = head
-            .trim()
-            .strip_prefix("ref: ")
-            .and_then(|r| r.strip_prefix(refs::TRY_BRANCHES))
-            .and_then(|rest| rest.split_once('/'))
-            .and_then(|(id, n)| Some((id.parse().ok()?, n.parse().ok()?)));
         out.push(Registration {
             worktree: gitfile.parent().map(Path::to_owned).unwrap_or_else(|| gitfile.clone()),
             gone: !gitfile.exists(),
             locked: admin.join("locked").exists(),
+            on_try: head.trim().strip_prefix("ref: ").is_some_and(|r| r.starts_with(refs::TRY_BRANCHES)),
             admin,
-            on_try,
         });
     }
     out.sort_by(|a, b| a.admin.cmp(&b.admin));
     out
 }
 
-/// Loop worktrees only (on a try branch, or under the worktrees root): a registration whose
-/// directory is gone, and a worktree of a task that is done or cancelled (or gone) in which no
-/// session works.
-fn check_worktrees(store: &Store, opts: &Options, out: &mut Vec<Finding>, checked: &mut Checked) -> Result<()> {
-    let root = tries::worktrees_root(store)?;
+/// What crashed walks of this clone left, judged as the next walk's recovery judges it
+/// (`walk::recover`): the walk itself (it holds the clone's walker claim), its sessions, the
+/// task claims it held, worktrees of tasks closed since or of tries never journaled as opened,
+/// and registrations of loop worktrees whose directory is gone. While a walk runs, all of that
+/// is its own, and only said to be.
+fn check_walks(
+    store: &Store,
+    ctx: &Context,
+    opts: &Options,
+    out: &mut Vec<Finding>,
+    checked: &mut Checked,
+) -> Result<()> {
     let loop_dir = git::loop_dir(&store.repo);
-    let sessions = record::all(&loop_dir);
-    for reg in registrations(store) {
-        if reg.on_try.is_none() && !reg.worktree.starts_with(&root) {
+    let root = tries::worktrees_root(store)?;
+    let regs = registrations(store);
+    checked.worktrees = regs.iter().filter(|r| r.on_try || r.worktree.starts_with(&root)).count();
+    checked.sessions = record::all(&loop_dir).len();
+    let walk_key = || format!("walker:{}", store.clone_id().unwrap_or_default());
+    let mut found = Vec::new();
+    match walk::this_clones_walk(store, ctx)? {
+        ThisClonesWalk::Running(held) => {
+            let r = &held.record;
+            out.push(
+                Finding::info(
+                    Kind::Walk,
+                    &walk_key(),
+                    format!("a walk of this clone is at work ({}, pid {} on {}): its sessions, claims and worktrees are its own, and are not judged", r.holder, r.pid, r.host),
+                )
+                .fix("nothing to do: run 'git loop doctor' again once it has ended"),
+            );
+            return Ok(());
+        }
+        ThisClonesWalk::Gone(held) => {
+            let r = &held.record;
+            found.push((
+                None,
+                Finding::leftover(
+                    Kind::Walk,
+                    &walk_key(),
+                    format!(
+                        "walk {} (pid {} on {}) ended without a trace: it still holds this clone's walker claim",
+                        r.holder, r.pid, r.host
+                    ),
+                ),
+            ));
+        }
+        ThisClonesWalk::None => {}
+    }
+    // Sessions whose record says they run but whose guard is gone.
+    let mut dead_walkers = std::collections::HashSet::new();
+    let mut names: Vec<String> = std::fs::read_dir(loop_dir.join("sessions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(ToOwned::to_owned))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = record::dir(&loop_dir, &name).join("record.json");
+        if !path.exists() {
             continue;
         }
-        checked.worktrees += 1;
-        if reg.locked {
+        let Some(rec) = record::read(&loop_dir, &name) else {
+            out.push(
+                Finding::info(Kind::Session, &name, format!("the record of session {name} cannot be read (or a newer git-loop wrote it); recovery leaves it alone"))
+                    .fix(format!("nothing to do: the session's commits and journal are in the refs; '{}' is only its machine-local record", shown(opts, &path))),
+            );
+            continue;
+        };
+        if rec.ended_at.is_some() || record::is_alive(rec.pid, rec.pid_start, &rec.boot_id, &ctx.boot_id) {
+            continue;
+        }
+        dead_walkers.insert(rec.walker.clone());
+        found.push((
+            None,
+            Finding::leftover(
+                Kind::Session,
+                &name,
+                format!(
+                    "session {name} (walk {}, try {} of {}) ended without a trace: its walk is gone",
+                    rec.walker, rec.try_number, rec.task
+                ),
+            ),
+        ));
+    }
+    // Task claims a walk of this machine that is gone still holds (not a hold kept for a
+    // closed task: that one stays).
+    for listed in claim::list(store, "node:")? {
+        let Listed::Claim { key, held } = listed else { continue };
+        let r = &held.record;
+        let dead = crate::ids::is_walker_key(&r.holder)
+            && (dead_walkers.contains(&r.holder) || r.holder_gone_here(ctx))
+            && !crate::backlog::is_hold(r);
+        if dead {
+            found.push((
+                None,
+                Finding::leftover(
+                    Kind::Claim,
+                    &key.to_string(),
+                    format!("claim '{key}' is held by walk {}, which is gone: no walk works the task until its lease lapses", r.holder),
+                ),
+            ));
+        }
+    }
+    let history = |task: &TaskId| -> Result<Vec<journal::Entry>> {
+        let filter = journal::Filter { task: Some(task.to_string()), session: None };
+        Ok(journal::timeline(store, &filter)?.entries)
+    };
+    for try_ in recover::worktrees_in(&root) {
+        // A task whose record cannot be read is reported with the records.
+        let Ok(Some(why)) = recover::left_over(store, &try_, || history(&try_.task)) else { continue };
+        let place = shown(opts, &try_.worktree);
+        found.push((
+            Some(try_.worktree.clone()),
+            Finding::leftover(
+                Kind::Worktree,
+                &place,
+                format!(
+                    "worktree '{place}' of try {} of {} is left over: {why}, and no walk works in it",
+                    try_.number, try_.task
+                ),
+            ),
+        ));
+    }
+    // Recovery removes those worktrees: never while this command runs inside one of them.
+    let inside = found.iter().find_map(|(dir, _)| dir.as_ref().filter(|d| opts.cwd.starts_with(d)));
+    let fix = match inside {
+        Some(dir) => format!(
+            "leave '{}', then run 'git loop doctor --repair' (its recovery removes that worktree)",
+            shown(opts, dir)
+        ),
+        None => RECOVER_FIX.to_owned(),
+    };
+    let repairable = inside.is_none();
+    for (_, finding) in found {
+        let finding = finding.fix(fix.clone());
+        out.push(if repairable { finding.repair(Action::Recover) } else { finding });
+    }
+    // Registrations of loop worktrees deleted under the loop (other tools' are theirs).
+    for reg in &regs {
+        if reg.locked || !reg.gone || !(reg.on_try || reg.worktree.starts_with(&root)) {
             continue;
         }
         let place = shown(opts, &reg.worktree);
-        if reg.gone {
-            out.push(
-                Finding::leftover(
-                    Kind::Worktree,
-                    &place,
-                    format!("worktree '{place}' is registered but its directory is gone"),
-                )
-                .fix("'git loop doctor --repair' removes its registration (as 'git worktree prune' does), so its branch can be checked out again")
-                .repair(Action::PruneRegistration(reg.admin)),
-            );
-            continue;
-        }
-        let Some((id, number)) = reg.on_try else { continue };
-        // A session's worktree, live or crashed: the walk looks after it (`run` recovers it).
-        if sessions.iter().any(|s| s.worktree == reg.worktree && s.ended_at.is_none()) {
-            continue;
-        }
-        let state = match task::read(store, &id) {
-            Ok(Some(snapshot)) => Some(snapshot.task.state),
-            Ok(None) => None,
-            // Reported with the records.
-            Err(_) => continue,
-        };
-        if matches!(state, Some(s) if s != State::Done && s != State::Cancelled) {
-            continue;
-        }
-        let why = match state {
-            Some(s) => format!("its task is {}", s.as_str()),
-            None => "its task does not exist".to_owned(),
-        };
-        let finding = Finding::leftover(
-            Kind::Worktree,
-            &place,
-            format!("worktree '{place}' of try {number} of {id} is left over: {why} and no session works in it"),
-        );
-        if opts.cwd.starts_with(&reg.worktree) {
-            out.push(finding.fix("leave it (this command runs inside it), then run 'git loop doctor --repair'"));
-            continue;
-        }
-        let try_ =
-            Try { task: id.clone(), number, branch: refs::try_branch(&id, number), worktree: reg.worktree.clone() };
         out.push(
-            finding
-                .fix(format!(
-                    "'git loop doctor --repair' commits anything left in it to '{}' and removes it (the branch stays)",
-                    refs::short_branch(&try_.branch)
-                ))
-                .repair(Action::RemoveWorktree(Box::new(try_))),
+            Finding::leftover(Kind::Worktree, &place, format!("worktree '{place}' is registered but its directory is gone"))
+                .fix("'git loop doctor --repair' removes its registration (as 'git worktree prune' does), so its branch can be checked out again")
+                .repair(Action::PruneRegistration(reg.admin.clone())),
         );
     }
     Ok(())
@@ -372,39 +477,4 @@ fn lines(n: usize) -> String {
 fn lines_not_matching(path: &Path, ok: impl Fn(&str) -> bool) -> usize {
     let Ok(bytes) = std::fs::read(path) else { return 0 };
     String::from_utf8_lossy(&bytes).lines().filter(|l| !ok(l)).count()
-}
-
-/// Sessions whose record says they run but whose guard process is gone (their walk crashed),
-/// and records that cannot be read.
-fn check_sessions(store: &Store, ctx: &Context, out: &mut Vec<Finding>, checked: &mut Checked) {
-    let loop_dir = git::loop_dir(&store.repo);
-    let Ok(entries) = std::fs::read_dir(loop_dir.join("sessions")) else { return };
-    let mut names: Vec<String> =
-        entries.flatten().filter_map(|e| e.file_name().to_str().map(ToOwned::to_owned)).collect();
-    names.sort();
-    for name in names {
-        let path = record::dir(&loop_dir, &name).join("record.json");
-        if !path.exists() {
-            continue;
-        }
-        checked.sessions += 1;
-        let Some(rec) = record::read(&loop_dir, &name) else {
-            out.push(
-                Finding::leftover(Kind::Session, &name, format!("the record of session {name} cannot be read"))
-                    .fix(format!("look at '{}'; the session's commits and journal are in the refs", path.display())),
-            );
-            continue;
-        };
-        if rec.ended_at.is_some() || record::is_alive(rec.pid, rec.pid_start, &rec.boot_id, &ctx.boot_id) {
-            continue;
-        }
-        out.push(
-            Finding::leftover(
-                Kind::Session,
-                &name,
-                format!("session {name} (walk {}, try {} of {}) ended without a trace: its walk is gone", rec.walker, rec.try_number, rec.task),
-            )
-            .fix("run 'git loop run' (with nothing to do it only recovers): it stops what the session left running, commits its work to its try branch and releases its claim"),
-        );
-    }
 }

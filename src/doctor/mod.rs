@@ -3,17 +3,21 @@
 //! renders the [`Report`] and decides the exit code from it.
 //!
 //! A finding is **corrupt** when a record or a history cannot be read as it is (a reader
-//! reports it with exit 3), and a **leftover** when a crashed or interrupted process left
-//! something behind that nothing reads but that can block or mislead (a stale lock, a dangling
-//! worktree registration, a temporary object file, a stale cache, a session that died).
+//! reports it with exit 3), a **leftover** when a crashed or interrupted process left
+//! something behind that can block or mislead (an abandoned lock, a dangling worktree
+//! registration, a temporary object file, a stale cache, a walk or session that died), and
+//! **info** when something is in use and left alone (a lock a live process holds, a walk at
+//! work).
 //!
 //! A repair never rewrites history and never deletes a ref that holds data: a task chain is
-//! mended by a commit on top (`task::repair`); locks are removed only when abandoned (see
-//! `locks`), and only on refs git-loop owns; a worktree goes only after whatever is left in it
-//! is committed to its try branch.
+//! mended by a commit on top (`task::repair`); locks are judged and removed by `store::locks`
+//! alone (abandoned: nobody has it open, no git-loop transaction in flight, old enough by the
+//! file system's clock), and only on refs git-loop owns or `packed-refs.lock`, as writers do;
+//! what a crashed walk left (its sessions, claims and worktrees) is recovered by the walk's own
+//! recovery (`walk::recover_crashed`), which commits what is left in a worktree to its try
+//! branch before removing it.
 
 mod local;
-mod locks;
 mod records;
 
 use std::path::PathBuf;
@@ -24,8 +28,9 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::error::Refusal;
 use crate::ids::TaskId;
-use crate::store::{task, Store};
-use crate::tries::{self, Try};
+use crate::store::{locks, task, Store};
+use crate::tries;
+use crate::walk;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -35,6 +40,8 @@ pub enum Severity {
     Corrupt,
     /// Something a crash left behind.
     Leftover,
+    /// In use, and left alone: nothing to do.
+    Info,
 }
 
 /// What a finding is about.
@@ -59,6 +66,8 @@ pub enum Kind {
     Worktree,
     TempFile,
     Cache,
+    /// A walk of this clone.
+    Walk,
     Session,
 }
 
@@ -71,8 +80,9 @@ pub enum Action {
     RemoveLock(PathBuf),
     /// Remove a worktree registration whose directory is gone (`git worktree prune`).
     PruneRegistration(PathBuf),
-    /// Commit what is left in a try's worktree to its branch, then remove the worktree.
-    RemoveWorktree(Box<Try>),
+    /// Recover what crashed walks of this clone left (their sessions, task claims and
+    /// worktrees), as the next walk would; done once for every finding that asks for it.
+    Recover,
     /// Remove a temporary file or a stale cache file.
     RemoveFile(PathBuf),
     /// Remove a stale cache directory.
@@ -112,6 +122,10 @@ impl Finding {
 
     fn leftover(kind: Kind, subject: &str, problem: impl Into<String>) -> Finding {
         Finding::new(Severity::Leftover, kind, subject, problem)
+    }
+
+    fn info(kind: Kind, subject: &str, problem: impl Into<String>) -> Finding {
+        Finding::new(Severity::Info, kind, subject, problem)
     }
 
     fn fix(mut self, fix: impl Into<String>) -> Finding {
@@ -175,9 +189,14 @@ pub struct Report {
 }
 
 impl Report {
-    /// The worst severity found (`None`: clean).
+    /// The worst problem found (`None`: clean; what is only in use is no problem).
     pub fn worst(&self) -> Option<Severity> {
-        self.findings.iter().map(|f| f.severity).min()
+        self.findings.iter().map(|f| f.severity).filter(|s| *s != Severity::Info).min()
+    }
+
+    /// Nothing corrupt and nothing left over.
+    pub fn is_clean(&self) -> bool {
+        self.worst().is_none()
     }
 }
 
@@ -188,6 +207,8 @@ pub struct Options {
     pub workdir: PathBuf,
     /// Where the command runs: a worktree it runs in is never removed.
     pub cwd: PathBuf,
+    /// This program (recovery needs it as a walk does; it starts nothing).
+    pub exe: PathBuf,
 }
 
 /// Check every loop ref and record and the machine-local state.
@@ -215,11 +236,25 @@ pub struct Repaired {
 /// (a repair that fails leaves the finding for the next check to report).
 pub fn repair(store: &Store, ctx: &Context, report: &Report, opts: &Options) -> Result<Vec<Repaired>> {
     let mut out = Vec::new();
-    // Abandoned locks first: a lock on a task's ref would block the repair of its chain.
-    let mut order: Vec<&Finding> = report.findings.iter().filter(|f| f.action.is_some()).collect();
-    order.sort_by_key(|f| !matches!(f.action, Some(Action::RemoveLock(_))));
-    for finding in order {
-        let Some(action) = &finding.action else { continue };
+    // Abandoned locks first (a lock on a task's ref would block the repair of its chain), the
+    // chains next, then the walks' leftovers (recovery writes refs), and files last.
+    let rank = |action: &Action| match action {
+        Action::RemoveLock(_) => 0,
+        Action::RepairTask(_) => 1,
+        Action::Recover => 2,
+        _ => 3,
+    };
+    let mut order: Vec<(&Finding, &Action)> =
+        report.findings.iter().filter_map(|f| f.action.as_ref().map(|a| (f, a))).collect();
+    order.sort_by_key(|(_, action)| rank(action));
+    let mut recovered = false;
+    for (finding, action) in order {
+        if let Action::Recover = action {
+            if !std::mem::replace(&mut recovered, true) {
+                out.extend(recover(store, ctx, report, opts));
+            }
+            continue;
+        }
         let outcome = match apply(store, ctx, action, opts) {
             Ok(Ok(done)) => (done, true),
             Ok(Err(why)) => (why, false),
@@ -233,6 +268,56 @@ pub fn repair(store: &Store, ctx: &Context, report: &Report, opts: &Options) -> 
         });
     }
     Ok(out)
+}
+
+/// Collects what recovery reports.
+#[derive(Default)]
+struct Recovered(std::sync::Mutex<Vec<Repaired>>);
+
+impl walk::Observer for Recovered {
+    fn event(&self, event: &walk::Event) {
+        let repaired = match event {
+            walk::Event::Recovered { task, detail } => {
+                Repaired { kind: Kind::Walk, subject: task.clone(), outcome: format!("{task}: {detail}"), done: true }
+            }
+            walk::Event::Warning { message } => {
+                Repaired { kind: Kind::Walk, subject: String::new(), outcome: message.clone(), done: false }
+            }
+            _ => return,
+        };
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(repaired);
+    }
+}
+
+/// Run the walk's recovery once, for every finding that asks for it.
+/// (Never offered while this command runs inside a worktree recovery would remove: see `local`.)
+fn recover(store: &Store, ctx: &Context, report: &Report, opts: &Options) -> Vec<Repaired> {
+    let failed = |outcome: String| vec![Repaired { kind: Kind::Walk, subject: String::new(), outcome, done: false }];
+    let observer = Recovered::default();
+    let outcome = walk::recover_crashed(store, ctx, opts.cwd.clone(), opts.exe.clone(), &observer);
+    let mut out = observer.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    match outcome {
+        Ok(None) => {
+            let walks = report.findings.iter().filter(|f| f.kind == Kind::Walk && f.action.is_some());
+            for dead in walks {
+                out.insert(
+                    0,
+                    Repaired {
+                        kind: Kind::Walk,
+                        subject: dead.subject.clone(),
+                        outcome: format!("took over and released '{}', which a walk that is gone held", dead.subject),
+                        done: true,
+                    },
+                );
+            }
+        }
+        Ok(Some(live)) => out.extend(failed(format!(
+            "left what crashed walks left: a walk of this clone started meanwhile ({}, pid {}) and recovers it",
+            live.record.holder, live.record.pid
+        ))),
+        Err(err) => out.extend(failed(format!("recovery failed: {err:#}"))),
+    }
+    out
 }
 
 /// Carry out one action: `Ok(Ok(what was done))`, or `Ok(Err(why it was not))`.
@@ -259,47 +344,20 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
             task::RepairOutcome::NotNeeded => Ok(format!("{id} reads as it is now")),
             task::RepairOutcome::Unrepairable(refusal) => Err(refusal.message),
         },
-        Action::RemoveLock(path) => match locks::judge(path) {
-            locks::Verdict::Abandoned(_) if locks::remove(store.repo.common_dir(), path)? => {
-                Ok(format!("removed the abandoned lock '{}'", shown(path)))
+        Action::RemoveLock(path) => match locks::recover(store.repo.common_dir(), path)? {
+            locks::Recovery::Removed => Ok(format!("removed the abandoned lock '{}'", shown(path))),
+            locks::Recovery::Gone => Ok(format!("'{}' was gone already", shown(path))),
+            locks::Recovery::Open | locks::Recovery::Busy => {
+                Err(format!("left '{}': a live process holds it now", shown(path)))
             }
-            _ => Err(format!("left '{}': a writer holds it now", shown(path))),
         },
-        Action::PruneRegistration(admin) => {
-            // Checked again: the worktree may have come back (or been locked) since.
-            let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
-            if std::path::Path::new(gitdir.trim()).exists() || admin.join("locked").exists() {
-                Err(format!("left '{}': its worktree is back, or it is locked", shown(admin)))
-            } else {
-                std::fs::remove_dir_all(admin)?;
-                Ok(format!("removed the registration '{}' of a worktree that is gone", shown(admin)))
-            }
-        }
-        Action::RemoveWorktree(try_) => {
-            let author = store.signature();
-            let message = format!(
-                "loop: leftovers of {} try {}, saved by git loop doctor --repair\n\nIts worktree was left behind: {}\n",
-                try_.task,
-                try_.number,
-                try_.worktree.display()
-            );
-            let committed = tries::commit::commit_on_stop(store, try_, &author, &message)?;
-            tries::remove_worktree(store, try_)?;
-            let kept = match committed {
-                tries::commit::Committed::Commit { id, paths } => {
-                    let files =
-                        if paths == 1 { "1 changed file is".to_owned() } else { format!("{paths} changed files are") };
-                    format!("; its {files} committed as {}", &id.to_string()[..12])
-                }
-                tries::commit::Committed::Adopted(id) => format!("; its commits are kept ({})", &id.to_string()[..12]),
-                _ => String::new(),
-            };
-            Ok(format!(
-                "removed the worktree '{}'{kept} (branch '{}' stays)",
-                shown(&try_.worktree),
-                crate::refs::short_branch(&try_.branch)
-            ))
-        }
+        Action::PruneRegistration(admin) => match tries::prune_registration(store, admin)? {
+            true => Ok(format!("removed the registration '{}' of a worktree that is gone", shown(admin))),
+            // Checked again under the worktree lock: the worktree came back, or was locked.
+            false => Err(format!("left '{}': its worktree is back, or it is locked", shown(admin))),
+        },
+        // Carried out once, by `recover`.
+        Action::Recover => Err("recovered with the walks".to_owned()),
         Action::RemoveFile(path) => match std::fs::remove_file(path) {
             Ok(()) => Ok(format!("removed '{}'", shown(path))),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(format!("'{}' was gone already", shown(path))),

@@ -5,7 +5,7 @@
 //! Lock files: gix waits up to `core.filesRefLockTimeout` (set to 1 s by `git::open`) for a
 //! ref's `.lock`. A writer killed with SIGKILL leaves its lock behind for ever, so a lock on a
 //! loop-owned ref, or `packed-refs.lock`, that no process has open and that is older than
-//! `locks::ABANDONED_AFTER` by the file system's clock is taken to be abandoned and removed in
+//! `locks::SETTLED` by the file system's clock is taken to be abandoned and removed in
 //! a way that cannot remove a fresh one by mistake (see `store::locks`). While git holds
 //! `packed-refs.lock` (`pack-refs`, `gc`), gix takes it too for any write that must look at
 //! packed refs, and git may take it again and again: a write keeps trying while a new lock
@@ -156,6 +156,7 @@ pub(crate) fn owned_by_loop(name: &str) -> bool {
         || name == refs::NOTES
         || name.starts_with(refs::TASK_BRANCHES)
         || name.starts_with(refs::TRY_BRANCHES)
+        || name.starts_with(refs::KEPT_BRANCHES)
         || name.starts_with(refs::REMOTES)
 }
 

@@ -62,21 +62,61 @@ pub enum Recovery {
     Removed,
 }
 
+/// How a lock file stands, as `recover` judges it (`git loop doctor` reports this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// There is no lock (any more).
+    Gone,
+    /// A process has it open: a live git holds it.
+    Open,
+    /// Younger than [`SETTLED`] by the file system's clock (or its age cannot be told): its
+    /// writer may be at work.
+    Young,
+    /// A git-loop transaction is in flight in this clone (or a git-loop process is stopped in
+    /// the middle of one): the lock may be that transaction's.
+    InFlight,
+    /// Abandoned, this old: `recover` removes it.
+    Abandoned(Duration),
+}
+
+/// Judge `lock` without touching it. The answer holds for the moment it was given: a lock
+/// judged abandoned is removed only by `recover`, which judges it again.
+pub fn standing(common_dir: &Path, lock: &Path) -> Result<Standing> {
+    Ok(judge(common_dir, lock)?.0)
+}
+
+/// `lock`'s standing and, when it is abandoned, its metadata and the exclusive hold on
+/// `writing` that keeps every git-loop transaction of this clone out while it is removed.
+fn judge(common_dir: &Path, lock: &Path) -> Result<(Standing, Option<(std::fs::Metadata, FileLock)>)> {
+    let Ok(meta) = std::fs::metadata(lock) else {
+        return Ok((Standing::Gone, None));
+    };
+    if is_open(lock) {
+        return Ok((Standing::Open, None));
+    }
+    let Some(age) = age(lock, &meta).filter(|age| *age >= SETTLED) else {
+        return Ok((Standing::Young, None));
+    };
+    let writing = writing_path(common_dir);
+    if let Some(dir) = writing.parent() {
+        // A lock can be left in a clone where git-loop never wrote (its directory not made yet).
+        std::fs::create_dir_all(dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+    }
+    match FileLock::try_exclusive(&writing)? {
+        Some(no_transaction) => Ok((Standing::Abandoned(age), Some((meta, no_transaction)))),
+        None => Ok((Standing::InFlight, None)),
+    }
+}
+
 /// Remove `lock`, a lock file in the repository whose common directory is `common_dir`, if it
 /// was abandoned (see the module docs).
 pub fn recover(common_dir: &Path, lock: &Path) -> Result<Recovery> {
     use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(lock) else {
-        return Ok(Recovery::Gone);
-    };
-    if is_open(lock) {
-        return Ok(Recovery::Open);
-    }
-    if age(lock, &meta).is_none_or(|age| age < SETTLED) {
-        return Ok(Recovery::Busy);
-    }
-    let Some(_no_transaction) = FileLock::try_exclusive(&writing_path(common_dir))? else {
-        return Ok(Recovery::Busy);
+    let (meta, _no_transaction) = match judge(common_dir, lock)? {
+        (Standing::Gone, _) => return Ok(Recovery::Gone),
+        (Standing::Open, _) => return Ok(Recovery::Open),
+        (Standing::Young | Standing::InFlight, _) => return Ok(Recovery::Busy),
+        (Standing::Abandoned(_), held) => held.expect("an abandoned lock comes with the hold on 'writing'"),
     };
     // A name no ref can have and every ref reader skips (a leading dot, a `.lock` ending).
     let aside = lock.with_file_name(format!(".stale-{}.lock", crate::ids::random_base32(8)));

@@ -308,6 +308,19 @@ pub fn prune_missing(store: &Store) -> Result<()> {
     Ok(())
 }
 
+/// Remove one registration, `<common-dir>/worktrees/<name>/`, if its worktree's directory is
+/// gone and it is not locked (judged again under the worktree lock, so a worktree added back
+/// meanwhile keeps it). True if it was removed.
+pub fn prune_registration(store: &Store, admin: &Path) -> Result<bool> {
+    let _guard = WorktreeLock::take(store)?;
+    let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else { return Ok(false) };
+    if admin.join("locked").exists() || Path::new(gitdir.trim()).exists() {
+        return Ok(false);
+    }
+    std::fs::remove_dir_all(admin).with_context(|| format!("could not prune '{}'", admin.display()))?;
+    Ok(true)
+}
+
 /// Remove a try's worktree, whatever is in it, and its registration (its branch and commits
 /// stay): `git worktree remove --force`. Callers commit what they keep first.
 pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {

@@ -525,6 +525,67 @@ pub fn walk(
     Ok(Ended { stop })
 }
 
+/// Whether a walk runs in this clone, as the next walk would judge it.
+#[derive(Debug, Clone)]
+pub enum ThisClonesWalk {
+    /// No walk holds the clone's walker singleton.
+    None,
+    /// A walk holds it and may be at work: its sessions, claims and worktrees are its own.
+    Running(claim::Held),
+    /// The walk that holds it is gone (its process, on this machine, no longer exists, or it
+    /// let its lease lapse): the next walk takes the singleton over and recovers what it left.
+    Gone(claim::Held),
+}
+
+/// Judge the walk of this clone (`git loop doctor`). Reads only: a clone without an id has
+/// never walked.
+pub fn this_clones_walk(store: &Store, ctx: &Context) -> Result<ThisClonesWalk> {
+    if !git::loop_dir(&store.repo).join("clone-id").exists() {
+        return Ok(ThisClonesWalk::None);
+    }
+    let key = singleton(store)?;
+    let Some(held) = claim::read(store, &key)? else { return Ok(ThisClonesWalk::None) };
+    let lease = crate::store::lease::judge(store, ctx, &key, &held);
+    Ok(if lease.holder_gone || lease.is_stale() { ThisClonesWalk::Gone(held) } else { ThisClonesWalk::Running(held) })
+}
+
+/// Recover what crashed walks of this clone left, without walking (`git loop doctor
+/// --repair`): take the clone's walker singleton as a walk does (taking over a dead walk's),
+/// recover as a walk does when it starts, and let the singleton go. `Some` with the holder when
+/// a live walk holds it: that walk recovered when it started, and what it has in hand is its own.
+pub fn recover_crashed(
+    store: &Store,
+    ctx: &Context,
+    cwd: PathBuf,
+    exe: PathBuf,
+    observer: &dyn Observer,
+) -> Result<Option<claim::Held>> {
+    let key = crate::ids::walker_key();
+    let singleton = singleton(store)?;
+    let _held = match claim::take_singleton(store, ctx, &singleton, singleton_options(ctx, &key))? {
+        Ok(held) => held,
+        Err(live) => return Ok(Some(live)),
+    };
+    let cancel = AtomicBool::new(false);
+    let walker = Walker {
+        key,
+        // Recovery starts no session: the agent is never run.
+        opts: Options::new(crate::session::presets::custom("recovery", "true")),
+        ctx: ctx.clone(),
+        cwd,
+        exe,
+        base: ObjectId::null(gix::hash::Kind::Sha1),
+        observer,
+        cancel: &cancel,
+        started: ctx.now(),
+        unreachable: Default::default(),
+        seen: std::sync::Mutex::new(Seen::new(store)),
+        publishing: Default::default(),
+    };
+    recover::recover(store, &walker)?;
+    Ok(None)
+}
+
 /// The word the journal and `--json` use for a stop reason.
 pub fn stop_word(stop: &Stop) -> &'static str {
     match stop {

@@ -113,61 +113,90 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Remove the worktrees a crashed walk left behind: of tasks that are no longer open (killed
-/// between closing a unit and removing its worktree), and of tries that were never journaled as
-/// opened (killed between adding the worktree and saying so). Their work is committed to their
-/// try branches first, in case anything was left. A task a person took over keeps its worktree
-/// (it is theirs now), and so does an open task's journaled try (it goes on), and a race's.
+/// Remove the worktrees a crashed walk left behind (see `left_over`). Their work is committed
+/// to their try branches first, in case anything was left.
 fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path::Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(root) else { return Ok(()) };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((task, number)) = name.rsplit_once('-') else { continue };
-        let (Ok(task), Ok(number)) = (task.parse::<TaskId>(), number.parse::<u32>()) else { continue };
-        let try_ = Try::describe(&task, number, root);
-        if try_.worktree != entry.path() {
+    for try_ in worktrees_in(root) {
+        let Some(why) = left_over(store, &try_, || walker.task_history(store, try_.task.as_str()))? else {
             continue;
-        }
-        let state = crate::store::task::read(store, &task)?.map(|s| s.task.state);
-        let keep = match state {
-            None | Some(State::TakenOver) => true,
-            // An open task keeps the worktree of the try it goes on with; one of a try that was
-            // never journaled as opened (its walk died between adding it and saying so) is an
-            // orphan: the next walk of the task opens a try of its own.
-            Some(State::Open) => {
-                let history = walker.task_history(store, task.as_str())?;
-                let opened = history.iter().any(|e| {
-                    e.event.kind == "try_opened"
-                        && e.event.data.get("try").and_then(|t| t.as_u64()) == Some(u64::from(number))
-                });
-                opened || super::race::unfinished_in(&history).is_some()
-            }
-            Some(_) => false,
         };
-        if keep {
-            continue;
-        }
         let author = gix::actor::Signature {
             name: "git-loop".into(),
             email: "loop@git-loop.invalid".into(),
             time: gix::date::Time { seconds: walker.ctx.now().timestamp(), offset: 0 },
         };
+        let (task, number) = (&try_.task, try_.number);
         let message = format!(
             "loop: leftovers of try {number} of {task}, recovered\n\nIts walk ended before removing its worktree.\n"
         );
-        if let Err(err) = tries::commit::commit_on_stop(store, &try_, &author, &message) {
-            walker.observer.event(&Event::Warning {
-                message: format!("could not commit what is left in '{}': {err:#}", try_.worktree.display()),
-            });
-            continue;
-        }
+        let committed = match tries::commit::commit_on_stop(store, &try_, &author, &message) {
+            Ok(committed) => committed,
+            Err(err) => {
+                walker.observer.event(&Event::Warning {
+                    message: format!("could not commit what is left in '{}': {err:#}", try_.worktree.display()),
+                });
+                continue;
+            }
+        };
         tries::remove_worktree(store, &try_)?;
-        let detail =
-            format!("removed the worktree of try {number}, left by a walk that crashed after closing the task");
+        let kept = match committed {
+            Committed::Commit { id, paths } => {
+                let files = if paths == 1 { "1 changed file".to_owned() } else { format!("{paths} changed files") };
+                format!("; its {files} committed as {}", &id.to_string()[..12])
+            }
+            Committed::Adopted(id) => format!("; its commits are kept ({})", &id.to_string()[..12]),
+            _ => String::new(),
+        };
+        let detail = format!("removed the worktree of try {number}, left by a walk that crashed ({why}){kept}");
         walker.journal(store, "recovered", Some(task.as_str()), json!({ "try": number, "detail": detail }))?;
         walker.observer.event(&Event::Recovered { task: task.to_string(), detail });
     }
     Ok(())
+}
+
+/// The try worktrees under `root` (named `<task>-<n>`, as `Try::describe` names them).
+pub fn worktrees_in(root: &std::path::Path) -> Vec<Try> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    let mut found: Vec<Try> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (task, number) = name.rsplit_once('-')?;
+            let (task, number) = (task.parse::<TaskId>().ok()?, number.parse::<u32>().ok()?);
+            let try_ = Try::describe(&task, number, root);
+            (try_.worktree == entry.path()).then_some(try_)
+        })
+        .collect();
+    found.sort_by(|a, b| a.worktree.cmp(&b.worktree));
+    found
+}
+
+/// Why the worktree of `try_` is left over by a walk that crashed, if it is: its task is no
+/// longer open (the walk was killed between closing the unit and removing its worktree), or its
+/// try was never journaled as opened (killed between adding the worktree and saying so: the
+/// next walk of the task opens a try of its own). A task a person took over keeps its worktree
+/// (it is theirs now), and so does an open task's journaled try (it goes on), a race's, and a
+/// task this clone does not have. Only for a clone no walk is running in: a live walk's
+/// worktree is in one of those states for a moment. `history` reads the task's journal.
+pub fn left_over(
+    store: &Store,
+    try_: &Try,
+    history: impl FnOnce() -> Result<Vec<crate::store::journal::Entry>>,
+) -> Result<Option<String>> {
+    let state = crate::store::task::read(store, &try_.task)?.map(|s| s.task.state);
+    Ok(match state {
+        None | Some(State::TakenOver) => None,
+        Some(State::Open) => {
+            let history = history()?;
+            let opened = history.iter().any(|e| {
+                e.event.kind == "try_opened"
+                    && e.event.data.get("try").and_then(|t| t.as_u64()) == Some(u64::from(try_.number))
+            });
+            (!opened && super::race::unfinished_in(&history).is_none())
+                .then(|| "its try was never journaled as opened".to_owned())
+        }
+        Some(state) => Some(format!("its task is {}", state.as_str())),
+    })
 }
 
 /// How long the files of an ended session (prompt, log, result) are kept.

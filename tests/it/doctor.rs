@@ -199,12 +199,14 @@ corrupt: notes ref 'refs/notes/loop' is corrupt: it points to a blob (<BLOB>), n
     );
 }
 
-/// Leftovers of crashed processes are found (exit 1) and `--repair` removes exactly them: an
-/// abandoned lock on a loop ref and on the notes ref, a registration of a loop worktree whose
-/// directory is gone, a loop worktree of a done task, temporary object files older than an
-/// hour, caches of an earlier version or that cannot be read. A young lock, a lock on a ref
-/// that is not the loop's, another worktree's registration and a young temporary file are
-/// left alone. Afterwards doctor is clean and the refs and the board are what they were.
+/// Leftovers of crashed processes are found (exit 1) and `--repair` removes exactly them:
+/// abandoned locks as every writer judges them (`store::locks`: nobody has it open, no git-loop
+/// write in flight, 1 s old by the file system's clock) on a claim, on `refs/notes/loop` and
+/// `packed-refs.lock`; a registration of a loop worktree whose directory is gone; a loop worktree
+/// of a done task; temporary object files older than an hour; caches of an earlier version or
+/// that cannot be read. A lock a live process has open is noted and left, and a lock on a ref
+/// that is not the loop's, another worktree's registration and a young temporary file are left
+/// alone. Afterwards doctor is clean and the tasks, claims and branches are what they were.
 #[test]
 fn doctor_repair_removes_leftovers_and_nothing_else() {
     let env = TestEnv::new();
@@ -212,16 +214,23 @@ fn doctor_repair_removes_leftovers_and_nothing_else() {
     import(&repo, &[("t-landed", "landed"), ("t-open", "open")]);
     let (landed, open) = ("t-landed".to_owned(), "t-open".to_owned());
     repo.run(&["claim", "acquire", &format!("node:{open}"), "--holder", "h"]).ok();
+    repo.git(&["pack-refs", "--all"]);
     let git = repo.dir.join(".git");
     // A loop worktree of a try whose task is then done (a walk killed before removing it).
     let worktree = git.join(format!("loop/worktrees/{landed}-1"));
     repo.git(&["branch", &format!("loop-try/{landed}/1")]);
     repo.git(&["worktree", "add", "-q", worktree.to_str().expect("utf-8"), &format!("loop-try/{landed}/1")]);
     repo.run(&["done", &landed]).ok();
-    // A lock on a claim, one on the notes ref, a young one, one on a branch of the user's.
-    leave(&git.join(format!("refs/loop/claims/node/{open}.lock")), 120);
+    // Abandoned locks: on a claim (2 s old: the age writers recover at, not doctor's own), on
+    // the notes ref, and git's packed-refs.lock. One a live process has open; one on a branch
+    // of the user's.
+    leave(&git.join(format!("refs/loop/claims/node/{open}.lock")), 2);
     leave(&git.join("refs/notes/loop.lock"), 120);
-    leave(&git.join("refs/loop/claims/node/t-young.lock"), 0);
+    leave(&git.join("packed-refs.lock"), 120);
+    let held = git.join("refs/loop/claims/node/t-held.lock");
+    std::fs::create_dir_all(held.parent().expect("a parent")).expect("mkdir");
+    let holder = crate::harness::Holder::open(&held);
+    age(&held, 120);
     leave(&git.join("refs/heads/feature.lock"), 3600);
     // A loop worktree deleted under the loop, and another tool's.
     let gone = git.join(format!("worktrees/{open}-1"));
@@ -249,15 +258,19 @@ fn doctor_repair_removes_leftovers_and_nothing_else() {
 
     let out = repo.run(&["doctor"]).code(1);
     let ids = [(open.as_str(), "<OPEN>"), (landed.as_str(), "<LANDED>")];
+    let gone_at = format!("{}/", env.path("nowhere").display());
+    let recover = "'git loop doctor --repair' recovers it as the next 'git loop run' would: it stops what was left running, commits what is left in the worktrees to their try branches, and releases the claims";
     assert_eq!(
         ages_hidden(&chains_hidden(&out.stdout_with(&ids))),
-        "\
-leftover: ref 'refs/loop/claims/node/<OPEN>' is locked by '.git/refs/loop/claims/node/<OPEN>.lock', left <S> s ago by a writer that is gone (no process holds it)
-  fix: 'git loop doctor --repair' removes it (if no writer has taken it again meanwhile)
-leftover: ref 'refs/notes/loop' is locked by '.git/refs/notes/loop.lock', left <S> s ago by a writer that is gone (no process holds it)
-  fix: 'git loop doctor --repair' removes it (if no writer has taken it again meanwhile)
-leftover: worktree '.git/loop/worktrees/<LANDED>-1' of try 1 of <LANDED> is left over: its task is done and no session works in it
-  fix: 'git loop doctor --repair' commits anything left in it to 'loop-try/<LANDED>/1' and removes it (the branch stays)
+        format!("\
+leftover: ref 'refs/loop/claims/node/<OPEN>' is locked by '.git/refs/loop/claims/node/<OPEN>.lock', left <S> s ago by a writer that is gone (no process has it open, no git-loop write is in flight); every write of it fails while it stays
+  fix: 'git loop doctor --repair' removes it (the next git-loop write would too)
+leftover: ref 'refs/notes/loop' is locked by '.git/refs/notes/loop.lock', left <S> s ago by a writer that is gone (no process has it open, no git-loop write is in flight); every write of it fails while it stays
+  fix: 'git loop doctor --repair' removes it (the next git-loop write would too)
+leftover: packed-refs is locked by '.git/packed-refs.lock', left <S> s ago by a writer that is gone (no process has it open, no git-loop write is in flight); every write of it fails while it stays
+  fix: 'git loop doctor --repair' removes it (the next git-loop write would too)
+leftover: worktree '.git/loop/worktrees/<LANDED>-1' of try 1 of <LANDED> is left over: its task is done, and no walk works in it
+  fix: {recover}
 leftover: worktree 'nowhere/<OPEN>-1' is registered but its directory is gone
   fix: 'git loop doctor --repair' removes its registration (as 'git worktree prune' does), so its branch can be checked out again
 leftover: '.git/objects/ab/tmp_obj_def' is a temporary object file left 120 min ago by a write that never finished
@@ -270,40 +283,56 @@ leftover: cache '.git/loop/index-v3' is of an earlier version: nothing reads it
   fix: 'git loop doctor --repair' deletes it; it is rebuilt from the refs when next needed
 leftover: cache '.git/loop/journal-v1' has 1 unreadable line
   fix: 'git loop doctor --repair' deletes it; it is rebuilt from the refs when next needed
-9 leftovers (9 repairable with 'git loop doctor --repair'); checked 2 tasks, 1 claim, <N> journal chains (2 events), 0 notes, 0 anchors, 1 branch, 2 worktrees, 0 sessions
-"
-        .replace("nowhere/", &format!("{}/", env.path("nowhere").display()))
+note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
+  fix: nothing to do: it goes when its holder finishes
+10 leftovers (10 repairable with 'git loop doctor --repair') (1 thing in use, left alone); checked 2 tasks, 1 claim, <N> journal chains (2 events), 0 notes, 0 anchors, 1 branch, 2 worktrees, 0 sessions
+")
+        .replace("nowhere/", &gone_at)
     );
 
     let repaired = repo.run(&["doctor", "--repair"]).ok();
     assert_eq!(
-        chains_hidden(&repaired.stdout_with(&ids)),
-        format!(
-            "\
+        ages_hidden(&chains_hidden(&repaired.stdout_with(&ids))),
+        "\
 repaired: removed the abandoned lock '.git/refs/loop/claims/node/<OPEN>.lock'
 repaired: removed the abandoned lock '.git/refs/notes/loop.lock'
-repaired: removed the worktree '.git/loop/worktrees/<LANDED>-1' (branch 'loop-try/<LANDED>/1' stays)
+repaired: removed the abandoned lock '.git/packed-refs.lock'
+repaired: <LANDED>: removed the worktree of try 1, left by a walk that crashed (its task is done)
 repaired: removed the registration '.git/worktrees/<OPEN>-1' of a worktree that is gone
 repaired: removed '.git/objects/ab/tmp_obj_def'
 repaired: removed '.git/objects/pack/tmp_pack_ghi'
 repaired: removed '.git/objects/tmp_obj_abc'
 repaired: removed '.git/loop/index-v3'
 repaired: removed '.git/loop/journal-v1'
-no problems found: checked 2 tasks, 1 claim, <N> journal chains (2 events), 0 notes, 0 anchors, 1 branch, 0 worktrees, 0 sessions
+note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
+  fix: nothing to do: it goes when its holder finishes
+no problems found (1 thing in use, left alone): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees, 0 sessions
 "
-        )
     );
-    assert_eq!(
-        repo.run(&["doctor"]).ok().stdout.lines().next().map(|l| l.starts_with("no problems found")),
-        Some(true)
+    assert_eq!(repo.run(&["doctor", "--json"]).ok().json()["clean"], true);
+    // Tasks, claims and branches are as they were; new are the recovery's journal event and
+    // the clone's walker claim it took and released.
+    let changed: Vec<String> = refs(&repo)
+        .lines()
+        .chain(refs_before.lines())
+        .filter(|l| !(refs_before.lines().any(|b| b == *l) && refs(&repo).lines().any(|a| a == *l)))
+        .map(|l| l.split_once(' ').map(|(_, r)| r.to_owned()).unwrap_or_default())
+        .collect();
+    assert!(
+        changed.len() == 2
+            && changed
+                .iter()
+                .all(|r| r.starts_with("refs/loop/journal/w-") || r.starts_with("refs/loop/claims/walker/")),
+        "{changed:?}"
     );
-    assert_eq!(refs(&repo), refs_before, "no ref changed");
+    assert_eq!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().map(Vec::len), Some(1));
     assert_eq!(repo.run(&["list", "--json"]).ok().json(), board_before, "the board is what it was");
     for kept in
-        ["refs/loop/claims/node/t-young.lock", "refs/heads/feature.lock", "worktrees/other", "objects/tmp_obj_young"]
+        ["refs/loop/claims/node/t-held.lock", "refs/heads/feature.lock", "worktrees/other", "objects/tmp_obj_young"]
     {
         assert!(git.join(kept).exists(), "{kept} is left alone");
     }
+    drop(holder);
     assert!(!worktree.exists(), "the leftover worktree is gone");
     assert_eq!(repo.git(&["worktree", "list", "--porcelain"]).matches("worktree ").count(), 2, "main and 'other'");
 }
@@ -328,7 +357,7 @@ fn doctor_repair_commits_what_a_leftover_worktree_holds_before_removing_it() {
     assert_eq!(
         out.stdout.lines().next().map(|l| l.replace(&id, "<ID>").replace(&head[..12], "<HEAD>")),
         Some(
-            "repaired: removed the worktree '.git/loop/worktrees/<ID>-1'; its 1 changed file is committed as <HEAD> (branch 'loop-try/<ID>/1' stays)"
+            "repaired: <ID>: removed the worktree of try 1, left by a walk that crashed (its task is cancelled); its 1 changed file committed as <HEAD>"
                 .to_owned()
         )
     );
@@ -337,38 +366,136 @@ fn doctor_repair_commits_what_a_leftover_worktree_holds_before_removing_it() {
     assert!(!worktree.exists());
 }
 
-/// What `--repair` must not touch is reported with the way to fix it by hand, and stays:
-/// `packed-refs.lock` (git's lock on git's file) and a session whose walk died (`run`
-/// recovers it: its work and claim are the walk's to settle).
+/// A walk killed (`kill -9`) while its agent works: doctor finds the walk, its session and its
+/// claim on the task (exit 1), `--repair` recovers them as the next walk would (the agent's
+/// work committed to its try branch, the claim released), and the next walk finishes the task.
 #[test]
-fn doctor_leaves_gits_lock_and_dead_sessions_to_their_owners() {
+fn doctor_repair_recovers_a_walk_killed_mid_session_as_the_next_walk_would() {
     let env = TestEnv::new();
     let repo = env.repo("r");
-    let id = repo.add(&["t"]);
-    let git = repo.dir.join(".git");
-    let lock = git.join("packed-refs.lock");
-    leave(&lock, 120);
-    let session = git.join("loop/sessions/s-deadbeef");
-    std::fs::create_dir_all(&session).expect("mkdir");
-    let record = serde_json::json!({
-        "version": 1, "session": "s-deadbeef", "walker": "w-aaaaaaaa", "task": id, "try": 1, "agent": "a",
-        "worktree": "/nowhere", "pid": 999_999, "pid_start": 1, "boot_id": "another boot", "marker": "m",
-        "started_at": "2026-03-01T11:00:00Z"
-    });
-    std::fs::write(session.join("record.json"), record.to_string()).expect("write");
-    let expected = format!(
-        "\
-leftover: '.git/packed-refs.lock' was left <S> s ago by a git or git-loop process that is gone; every ref write fails while it stays
-  fix: if no git command is running, remove it with 'rm {}'
-leftover: session s-deadbeef (walk w-aaaaaaaa, try 1 of {id}) ended without a trace: its walk is gone
-  fix: run 'git loop run' (with nothing to do it only recovers): it stops what the session left running, commits its work to its try branch and releases its claim
-2 leftovers; checked 1 task, 0 claims, 1 journal chain (1 event), 0 notes, 0 anchors, 0 branches, 0 worktrees, 1 session
-",
-        lock.display()
+    let id = repo.add(&["long"]);
+    let started = env.path("started");
+    let agent = env.agent(
+        "slow",
+        &format!(
+            "if [ -e '{0}' ]; then git loop finish done --message ok; exit 0; fi\necho wip > wip.txt\ntouch '{0}'\nexec sleep 60",
+            started.display()
+        ),
     );
-    assert_eq!(ages_hidden(&repo.run(&["doctor"]).code(1).stdout), expected);
-    assert_eq!(ages_hidden(&repo.run(&["doctor", "--repair"]).code(1).stdout), expected, "nothing repaired");
-    assert!(lock.exists() && session.join("record.json").exists());
+    let mut walk = repo.command(&["run", "--agent-cmd", &agent, "--grace", "1"]).spawn().expect("a walk");
+    crate::harness::wait_for("the agent to start", || started.exists());
+    walk.kill().expect("kill -9 the walk");
+    walk.wait().expect("reap the walk");
+    // The session's guard stops its agent when its walk dies; wait until it is gone too.
+    let guard = repo.session_records()[0]["pid"].as_u64().expect("the guard's pid");
+    crate::harness::wait_for("the guard to end", || !std::path::Path::new(&format!("/proc/{guard}")).exists());
+
+    let found = repo.run(&["doctor"]).code(1);
+    let lines: Vec<&str> = found.stdout.lines().filter(|l| l.starts_with("leftover: ")).collect();
+    assert_eq!(lines.len(), 3, "{}", found.stdout);
+    assert!(
+        lines[0].starts_with("leftover: walk w-")
+            && lines[0].ends_with("ended without a trace: it still holds this clone's walker claim"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("leftover: session s-")
+            && lines[1].ends_with(&format!("try 1 of {id}) ended without a trace: its walk is gone")),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].starts_with(&format!("leftover: claim 'node:{id}' is held by walk w-")), "{}", lines[2]);
+    assert!(found.stdout.ends_with("3 leftovers (3 repairable with 'git loop doctor --repair'); checked 1 task, 2 claims, 2 journal chains (5 events), 0 notes, 1 anchor, 2 branches, 1 worktree, 1 session\n"), "{}", found.stdout);
+
+    let repaired = repo.run(&["doctor", "--repair"]).ok();
+    assert!(repaired.stdout.contains(&format!("repaired: {id}: session s-")), "{}", repaired.stdout);
+    assert!(
+        repaired.stdout.contains(&format!("repaired: {id}: released the claim its crashed walk w-")),
+        "{}",
+        repaired.stdout
+    );
+    assert!(
+        repaired.stdout.lines().last().is_some_and(|l| l.starts_with("no problems found: ")),
+        "{}",
+        repaired.stdout
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("loop-try/{id}/1:wip.txt")]),
+        "wip",
+        "the agent's work is on its try branch"
+    );
+    assert_eq!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"], serde_json::json!([]), "nothing claimed");
+    repo.run(&["doctor"]).ok();
+    repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "the next walk finished it");
+    repo.run(&["doctor"]).ok();
+}
+
+/// What live processes hold is said to be in use and left alone, whatever its age:
+/// `packed-refs.lock` that a git process has open, a claim's lock while a git-loop write is in
+/// flight (`.git/loop/writing` held), and a walk at work with its session, claim and worktree.
+/// Exit 0. Once the write is over, `--repair` removes the lock it left.
+#[test]
+fn doctor_leaves_what_live_processes_hold() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["long"]);
+    let git = repo.dir.join(".git");
+    let started = env.path("started");
+    let agent = env.agent("slow", &format!("touch '{}'\nexec sleep 60", started.display()));
+    let mut walk = repo.command(&["run", "--agent-cmd", &agent, "--grace", "1"]).spawn().expect("a walk");
+    crate::harness::wait_for("the agent to start", || started.exists());
+    let packed = git.join("packed-refs.lock");
+    let git_holds = crate::harness::Holder::open(&packed);
+    age(&packed, 120);
+    let claim_lock = git.join("refs/loop/claims/node/t-other.lock");
+    leave(&claim_lock, 120);
+    let mut writing = std::process::Command::new("flock")
+        .args(["-s", "-o", git.join("loop/writing").to_str().expect("utf-8"), "sleep", "60"])
+        .spawn()
+        .expect("flock(1)");
+    let in_flight = git.join("loop/writing");
+    crate::harness::wait_for("the write in flight", || {
+        // Taken exclusively by nobody else while a shared holder has it.
+        std::process::Command::new("flock")
+            .args(["-n", "-x", in_flight.to_str().expect("utf-8"), "true"])
+            .status()
+            .is_ok_and(|status| !status.success())
+    });
+
+    for args in [&["doctor"][..], &["doctor", "--repair"][..]] {
+        let out = repo.run(args).ok();
+        let text = out.stdout.replace(&id, "<ID>");
+        let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("note: ")).collect();
+        assert_eq!(notes.len(), 3, "{text}");
+        assert_eq!(notes[0], "note: '.git/refs/loop/claims/node/t-other.lock' is held by a live process: a git-loop write is in flight in this clone (or a git-loop process is stopped in the middle of one); left alone");
+        assert_eq!(
+            notes[1],
+            "note: '.git/packed-refs.lock' is held by a live process (a git command has it open); left alone"
+        );
+        assert!(notes[2].starts_with("note: a walk of this clone is at work (w-"), "{}", notes[2]);
+        assert!(!text.contains("repaired"), "{text}");
+        assert!(
+            text.lines().last().is_some_and(|l| l.starts_with("no problems found (3 things in use, left alone): ")),
+            "{text}"
+        );
+    }
+    assert!(packed.exists() && claim_lock.exists(), "live locks are never taken");
+    let _ = writing.kill();
+    let _ = writing.wait();
+    drop(git_holds);
+    assert_eq!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"][0]["key"], format!("node:{id}"));
+    let _ = walk.kill();
+    let _ = walk.wait();
+    let repaired = repo.run(&["doctor", "--repair"]).ok();
+    assert!(
+        repaired.stdout.contains("repaired: removed the abandoned lock '.git/refs/loop/claims/node/t-other.lock'"),
+        "{}",
+        repaired.stdout
+    );
+    assert!(!claim_lock.exists() && !packed.exists(), "abandoned once their holders are gone");
+    repo.run(&["doctor"]).ok();
 }
 
 /// A task whose latest record is garbage but whose operations before it parse: `--repair`
