@@ -191,7 +191,6 @@ fn check_walks(
     let root = tries::worktrees_root(store)?;
     let regs = registrations(store);
     checked.worktrees = regs.iter().filter(|r| r.on_try || r.worktree.starts_with(&root)).count();
-    checked.sessions = record::all(&loop_dir).len();
     let walk_key = || format!("walker:{}", store.clone_id().unwrap_or_default());
     let mut found = Vec::new();
     match walk::this_clones_walk(store, ctx)? {
@@ -237,6 +236,7 @@ fn check_walks(
         if !path.exists() {
             continue;
         }
+        checked.sessions += 1;
         let Some(rec) = record::read(&loop_dir, &name) else {
             out.push(
                 Finding::info(Kind::Session, &name, format!("the record of session {name} cannot be read (or a newer git-loop wrote it); recovery leaves it alone"))
