@@ -201,17 +201,23 @@ mod tests {
         let common = dir.path();
         let lock = common.join("packed-refs.lock");
         std::fs::write(&lock, "").expect("write");
+        assert_eq!(standing(common, &lock).expect("standing"), Standing::Young);
         assert_eq!(recover(common, &lock).expect("recover"), Recovery::Busy, "a lock just made stays");
         backdate(&lock, Duration::from_secs(5));
         let held = std::fs::File::open(&lock).expect("open");
+        assert_eq!(standing(common, &lock).expect("standing"), Standing::Open);
         assert_eq!(recover(common, &lock).expect("recover"), Recovery::Open, "a lock a process has open stays");
         drop(held);
         let transaction = writing(common).expect("writing");
+        assert_eq!(standing(common, &lock).expect("standing"), Standing::InFlight);
         assert_eq!(recover(common, &lock).expect("recover"), Recovery::Busy, "not while a transaction is in flight");
         drop(transaction);
         assert!(lock.exists());
+        assert!(matches!(standing(common, &lock).expect("standing"), Standing::Abandoned(age) if age >= SETTLED));
+        assert!(lock.exists(), "judging takes nothing");
         assert_eq!(recover(common, &lock).expect("recover"), Recovery::Removed);
         assert!(!lock.exists());
         assert_eq!(recover(common, &lock).expect("recover"), Recovery::Gone);
+        assert_eq!(standing(common, &lock).expect("standing"), Standing::Gone);
     }
 }
