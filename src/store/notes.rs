@@ -37,6 +37,17 @@ pub struct CompletionNote {
     pub by: String,
 }
 
+/// Decode a completion note and check its version. `Err` says what is wrong. The one
+/// definition of a readable note (the server's pre-receive hook uses it too).
+pub fn decode(bytes: &[u8]) -> Result<CompletionNote, String> {
+    let note: CompletionNote =
+        serde_json::from_slice(bytes).map_err(|err| format!("it is not a completion note: {err}"))?;
+    if note.version > NOTE_VERSION {
+        return Err(format!("its version {} was written by a newer git-loop", note.version));
+    }
+    Ok(note)
+}
+
 /// Attach `note` to `commit`, replacing any earlier loop note there.
 pub fn write(store: &Store, commit: ObjectId, note: &CompletionNote) -> Result<()> {
     let body = format!("{}\n", serde_json::to_string_pretty(note)?);
@@ -116,11 +127,6 @@ pub fn all(repo: &gix::Repository, tree: ObjectId) -> Result<Vec<(ObjectId, Obje
 /// Whether note blob `a` was recorded later than note blob `b` (by their `at`); ties and
 /// unreadable notes are broken by blob id, so every clone picks the same one.
 pub fn later(repo: &gix::Repository, a: ObjectId, b: ObjectId) -> bool {
-    let at = |id: ObjectId| {
-        repo.find_blob(id)
-            .ok()
-            .and_then(|blob| serde_json::from_slice::<CompletionNote>(&blob.data).ok())
-            .map(|note| note.at)
-    };
+    let at = |id: ObjectId| repo.find_blob(id).ok().and_then(|blob| decode(&blob.data).ok()).map(|note| note.at);
     (at(a), a) > (at(b), b)
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
+use serde::{Deserialize, Serialize};
 
 use crate::git;
 use crate::ids::{random_base32, TaskId};
@@ -90,6 +91,17 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
     Ok(highest)
 }
 
+/// The record a try anchor (`refs/loop/tries/<id>/<n>`) first holds, taking the number:
+/// unique to its taker, so two takers never write the same object (docs/storage.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumberRecord {
+    pub nonce: String,
+    pub taker: String,
+    pub task: String,
+    #[serde(rename = "try")]
+    pub number: u32,
+}
+
 /// Take `count` try numbers for `task` none of whose traces (see `highest_number`) has used,
 /// each by creating its anchor ref.
 pub fn take_numbers(
@@ -110,8 +122,8 @@ pub fn take_numbers(
         // The anchor's first value is a record unique to this taker: two takers never write
         // the same object, so exactly one create-if-absent wins.
         let record =
-            serde_json::json!({ "task": task.to_string(), "try": n, "taker": taker, "nonce": random_base32(12) });
-        let blob = git::write_blob(&store.repo, record.to_string().as_bytes())?;
+            NumberRecord { nonce: random_base32(12), taker: taker.to_owned(), task: task.to_string(), number: n };
+        let blob = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         let anchor = refs::try_anchor(task, n);
         // With a shared remote the number is taken there, so that two clones never open the
         // same try branch; the local anchor then mirrors the remote's.
