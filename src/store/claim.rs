@@ -70,6 +70,11 @@ pub struct Record {
     /// records written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lamport: Option<u64>,
+    /// Who wrote it, as the shared remote knows them (`loop.user`): a server that binds claims
+    /// to the people who push them (`loop.bindHolders`, docs/hooks.md) checks it. Added to
+    /// version 1; absent where `loop.user` is not set, and on records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl Record {
@@ -305,6 +310,7 @@ pub fn acquire_with(
             took_over_from: previous.as_ref().map(|p| p.holder.clone()),
             released_at: None,
             lamport: Some(lamport::tick(store, seen)?),
+            user: writer_user(store),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         // Taking a task's claim through the remote: lease the push on the task's record as our
@@ -469,6 +475,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         took_over_from: Some(held.record.holder.clone()),
         released_at: None,
         lamport: Some(lamport),
+        user: writer_user(store),
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     let name = refs::claim(key);
@@ -506,8 +513,14 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
         took_over_from: None,
         released_at: Some(now),
         lamport: Some(lamport::tick(store, was.and_then(|r| r.lamport).unwrap_or(0))?),
+        user: writer_user(store),
     };
     git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
+}
+
+/// The name this clone's writer has on the shared remote (`loop.user`), for its records.
+fn writer_user(store: &Store) -> Option<String> {
+    store.config("loop.user").map(|u| u.trim().to_owned()).filter(|u| !u.is_empty())
 }
 
 /// A loose ref file that is not even a ref (empty, garbage): remove the file itself.

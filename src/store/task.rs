@@ -493,6 +493,39 @@ pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
     Ok(op)
 }
 
+/// Check one commit of task `id`'s chain from its files: an operation holds `op.json` and the
+/// task folded up to it in `task.json`; the first commit of a chain (no parents) creates the
+/// task, with a title; a merge of two histories (two parents or more) may hold `task.json`
+/// alone. What every reader of a chain can rely on, and what a server accepts into one.
+pub fn check_commit(
+    id: &TaskId,
+    parents: usize,
+    task_json: Option<&[u8]>,
+    op_json: Option<&[u8]>,
+) -> Result<(), String> {
+    let Some(task_json) = task_json else {
+        return Err(format!("it has no {TASK_FILE}"));
+    };
+    let task = decode_task(Some(id.as_str()), task_json)?;
+    let Some(op_json) = op_json else {
+        return match parents {
+            0 => Err(format!("it starts the chain but does not create the task: it has no {OP_FILE}")),
+            1 => Err(format!("it has no {OP_FILE} (only a merge of two histories has none)")),
+            _ => Ok(()),
+        };
+    };
+    let op = decode_op(op_json)?;
+    if parents == 0 {
+        if op.change.create.is_none() {
+            return Err(format!("it starts the chain but does not create the task ({OP_FILE} has no 'create')"));
+        }
+        if task.title.trim().is_empty() {
+            return Err("it creates a task without a title".into());
+        }
+    }
+    Ok(())
+}
+
 /// Read a task; `None` if no such task exists.
 pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     let name = refs::task(id);

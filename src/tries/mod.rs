@@ -102,6 +102,27 @@ pub struct NumberRecord {
     pub number: u32,
 }
 
+impl NumberRecord {
+    /// Decode the record of try `number` of task `task` and check it is that one, with a taker
+    /// and a nonce. `Err` says what is wrong. The one definition of a valid try-number record
+    /// (the server's pre-receive hook uses it too).
+    pub fn decode(bytes: &[u8], task: &TaskId, number: u32) -> Result<NumberRecord, String> {
+        let record: NumberRecord =
+            serde_json::from_slice(bytes).map_err(|err| format!("it is not a try-number record: {err}"))?;
+        if record.task != task.as_str() || record.number != number {
+            return Err(format!(
+                "its record takes try {} of task '{}', not try {number} of '{task}'",
+                record.number,
+                record.task.escape_debug()
+            ));
+        }
+        if record.taker.trim().is_empty() || record.nonce.is_empty() {
+            return Err("its try-number record names no taker or has no nonce".into());
+        }
+        Ok(record)
+    }
+}
+
 /// Take `count` try numbers for `task` none of whose traces (see `highest_number`) has used,
 /// each by creating its anchor ref.
 pub fn take_numbers(

@@ -92,6 +92,17 @@ impl TestEnv {
         bare
     }
 
+    /// Guard bare repository `bare` with git-loop's pre-receive hook (`hooks install --server`).
+    pub fn install_receive_hook(&self, bare: &Path) {
+        let out = self
+            .seal(&mut Command::new(bin()))
+            .args(["hooks", "install", "--server", bare.to_str().expect("utf-8 path")])
+            .current_dir(self.root.path())
+            .output()
+            .expect("run git-loop");
+        assert!(out.status.success(), "hooks install --server: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// A clone of `url` at `<root>/<name>`.
     pub fn clone_of(&self, url: &str, name: &str) -> Repo<'_> {
         let dir = self.path(name);
@@ -423,6 +434,9 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("TZ", "UTC".to_owned()),
         ("LC_ALL", "C".to_owned()),
+        // The server's clock, which git-loop's pre-receive hook judges claims by, is the
+        // tests' pinned one (as a daemon's: it runs sealed).
+        ("GIT_LOOP_NOW", NOW.to_owned()),
     ];
     if users.is_empty() {
         // receive-pack over HTTP is off unless a user authenticated or the server says so;
