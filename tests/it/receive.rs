@@ -22,6 +22,17 @@ fn guarded(env: &TestEnv) -> (PathBuf, Repo<'_>) {
     (bare, a)
 }
 
+/// Tasks with these ids, imported in `repo` and synced to its remote: a task's claim names a
+/// task that exists.
+fn tasks(env: &TestEnv, repo: &Repo<'_>, ids: &[&str]) {
+    let lines: String =
+        ids.iter().map(|id| format!("{}\n", serde_json::json!({ "id": id, "title": format!("task {id}") }))).collect();
+    let path = env.path(&format!("tasks-{}.jsonl", ids.join("-")));
+    std::fs::write(&path, lines).expect("write the import");
+    repo.run(&["import", path.to_str().expect("utf-8")]).ok();
+    repo.run(&["sync"]).ok();
+}
+
 /// Every ref of the remote with its value.
 fn remote_refs(env: &TestEnv, bare: &Path) -> String {
     env.git(bare, &["for-each-ref", "--format=%(objectname) %(refname)"])
@@ -135,6 +146,7 @@ const ONE: &str = "2026-03-01T13:00:00Z";
 fn claims_no_client_could_read_or_release_are_refused() {
     let env = TestEnv::new();
     let (bare, a) = guarded(&env);
+    tasks(&env, &a, &["t-empty", "t-escape", "t-2h", "t-long", "t-any"]);
     let cases: Vec<(&str, String, Vec<&str>)> = vec![
         (
             "t-empty",
@@ -462,6 +474,7 @@ fn what_git_loop_writes_passes_the_hook_merges_and_the_previous_release_included
     let (bare, a) = guarded(&env);
     let b = env.clone_of(bare.to_str().expect("utf-8"), "b");
     b.run(&["init", "--remote", "origin"]).ok();
+    tasks(&env, &a, &["t-x"]);
     b.run(&["sync"]).ok();
 
     // Claims, refreshed and released.
@@ -554,6 +567,7 @@ fn a_server_that_knows_who_pushes_binds_claims_to_them() {
     let alice = clone_as(&env, &server, &bare, "alice", "alice");
     let bob = clone_as(&env, &server, &bare, "bob", "bob");
     let claim = "refs/loop/claims/node/t-1";
+    tasks(&env, &bob, &["t-1"]);
 
     bob.run(&["claim", "acquire", "node:t-1", "--holder", "bob", "--ttl", "1h"]).ok();
     bob.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]).ok();
@@ -627,5 +641,6 @@ fn a_server_that_knows_who_pushes_binds_claims_to_them() {
     env.install_receive_hook(&open);
     let anyone = env.clone_of(&server.url_as(&open, "alice"), "anyone");
     anyone.run(&["init", "--remote", "origin"]).ok();
+    tasks(&env, &anyone, &["t-1"]);
     anyone.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]).ok();
 }
