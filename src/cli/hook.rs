@@ -85,9 +85,12 @@ pub struct PrePushArgs {
 }
 
 /// git's pre-receive hook on a remote: accepts claim updates only as the claim protocol makes
-/// them, and refuses rewriting or deleting the loop's history.
+/// them, refuses rewriting or deleting the loop's history, and refuses records clients could
+/// not read.
 ///
-/// Exit 0 to accept the push, 1 to refuse all of it.
+/// Settings, in the server repository's config: loop.maxLease (the longest lease a claim may
+/// state, default 31d) and loop.bindHolders (claims are changed only by the user who pushes
+/// them: GL_USER or REMOTE_USER). Exit 0 to accept the push, 1 to refuse all of it.
 ///
 /// Example: git loop hooks install --server /srv/git/project.git
 #[derive(Args)]
@@ -241,13 +244,18 @@ fn pre_receive(env: &Env) -> Result<u8> {
         .filter(|q| !q.is_empty())
         .map(PathBuf::from);
     let server = receive::Server::open(&git_dir, quarantine.as_deref())?;
-    let rejected = receive::check(&server, env.ctx.now(), &updates);
+    // Who pushes, as the server authenticated them: gitolite says GL_USER; a web server that
+    // asked for a password, REMOTE_USER.
+    let pusher = ["GL_USER", "REMOTE_USER"].iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()));
+    let rejected = receive::check(&server, &receive::Options { now: env.ctx.now(), pusher }, &updates);
     if rejected.is_empty() {
         return Ok(0);
     }
+    // One line per refused ref (git prefixes each with "remote: "); clients read them back
+    // (`PushReport::refusal`).
     for r in &rejected {
         // The pusher's terminal shows this ("remote: ..."); the names are what they pushed.
-        super::output::stderr_line(format!("git-loop: refusing '{}': {}", r.name, r.reason));
+        super::output::stderr_line(format!("git-loop: refusing '{}': {}; hint: {}", r.name, r.reason, r.hint));
     }
     eprintln!("git-loop: the whole push is refused; nothing was changed (docs/hooks.md)");
     Ok(1)

@@ -36,12 +36,62 @@ pub enum RefStatus {
 #[derive(Debug, Clone)]
 pub struct PushReport {
     pub refs: Vec<(String, RefStatus)>,
+    /// What the remote's hooks printed (git's `remote:` lines), control characters escaped.
+    pub remote_lines: Vec<String>,
 }
 
 impl PushReport {
     pub fn all_ok(&self) -> bool {
         self.refs.iter().all(|(_, s)| *s == RefStatus::Ok)
     }
+
+    /// The ref the remote refused by policy, why, and what to do when the remote said. Its
+    /// status comes first (`[remote rejected] (pre-receive hook declined)`), then what the hook
+    /// said: git-loop's own pre-receive prints one line per ref it refuses (`git-loop: refusing
+    /// '<ref>': <why>; hint: <hint>`, docs/hooks.md) and the first ref it names is the one
+    /// reported (in an atomic push every ref is "rejected", the guilty one with the rest),
+    /// with the reasons for any other it refused; another hook's lines are quoted as they are
+    /// (the first few).
+    pub fn refusal(&self) -> Option<RemoteRefusal> {
+        let (dst, status) = self.refs.iter().find_map(|(dst, s)| match s {
+            RefStatus::Refused(why) => Some((dst, why)),
+            _ => None,
+        })?;
+        let ours: Vec<(&str, &str, Option<&str>)> = self
+            .remote_lines
+            .iter()
+            .filter_map(|l| {
+                let (name, said) = l.strip_prefix("git-loop: refusing '")?.split_once("': ")?;
+                // The hint is ours, the reason may quote the pusher: split at the last one.
+                Some(match said.rsplit_once("; hint: ") {
+                    Some((why, hint)) => (name, why, Some(hint)),
+                    None => (name, said, None),
+                })
+            })
+            .collect();
+        if let Some(((first, why, hint), rest)) = ours.split_first() {
+            let mut text = format!("{status}: {why}");
+            for (other, why, _) in rest {
+                text.push_str(&format!("; and '{other}': {why}"));
+            }
+            return Some(RemoteRefusal { dst: (*first).to_owned(), why: text, hint: hint.map(str::to_owned) });
+        }
+        let said: Vec<&str> = self.remote_lines.iter().map(String::as_str).filter(|l| !l.is_empty()).take(3).collect();
+        let why =
+            if said.is_empty() { status.clone() } else { format!("{status}: the remote says: {}", said.join(" / ")) };
+        Some(RemoteRefusal { dst: dst.clone(), why, hint: None })
+    }
+}
+
+/// A ref update a remote refused by policy (a hook, a setting), as its pusher is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRefusal {
+    /// The ref refused.
+    pub dst: String,
+    /// git's status for it, and what the remote said.
+    pub why: String,
+    /// What to do, when the remote's git-loop hook said.
+    pub hint: Option<String>,
 }
 
 /// Run the git program in `dir` with hooks and fsmonitor off, no prompts, C locale.
@@ -97,6 +147,8 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String
         .into());
     }
     let refs = parse_porcelain(&stdout);
+    let remote_lines =
+        stderr.lines().filter_map(|l| l.strip_prefix("remote: ")).map(|l| printable(l.trim_end())).collect();
     if refs.is_empty() {
         anyhow::bail!(
             "'git {}' failed ({}): {}",
@@ -105,7 +157,12 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String
             stderr.trim().lines().last().unwrap_or("no output")
         );
     }
-    Ok(PushReport { refs })
+    Ok(PushReport { refs, remote_lines })
+}
+
+/// `text` with control characters escaped: a remote's words must not drive our terminal.
+fn printable(text: &str) -> String {
+    text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
 /// Parse `git push --porcelain` status lines: `<flag>\t<src>:<dst>\t<summary> (<reason>)`.
@@ -156,6 +213,10 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             "--quiet".to_owned(),
             "--no-tags".to_owned(),
             "--no-write-fetch-head".to_owned(),
+            // Only the refspecs given: without it git also moves the remote-tracking refs
+            // (refs/remotes/<remote>/*) the remote's configured refspec maps them to, and
+            // another git process updating those at the same moment fails the fetch.
+            "--refmap=".to_owned(),
             "--".to_owned(),
             remote.to_owned(),
         ];
@@ -237,5 +298,35 @@ mod tests {
         assert_eq!(refs[0], ("refs/loop/claims/node/t1".into(), RefStatus::Ok));
         assert!(matches!(refs[1].1, RefStatus::Stale(_)));
         assert!(matches!(refs[2].1, RefStatus::Refused(_)));
+    }
+
+    #[test]
+    fn the_ref_our_hook_names_is_the_refused_one_with_its_reason_and_hint() {
+        let declined = || RefStatus::Refused("[remote rejected] (pre-receive hook declined)".into());
+        let report = PushReport {
+            refs: vec![("refs/loop/tasks/t-1".into(), declined()), ("refs/loop/claims/node/t-1".into(), declined())],
+            remote_lines: vec![
+                "git-loop: refusing 'refs/loop/claims/node/t-1': its holder is empty; hint: claim with git loop".into(),
+                "git-loop: refusing 'refs/loop/tries/t-1/1': 'x; hint: y' is odd; hint: sync".into(),
+                "git-loop: the whole push is refused; nothing was changed (docs/hooks.md)".into(),
+            ],
+        };
+        assert_eq!(
+            report.refusal(),
+            Some(RemoteRefusal {
+                dst: "refs/loop/claims/node/t-1".into(),
+                why: "[remote rejected] (pre-receive hook declined): its holder is empty; and 'refs/loop/tries/t-1/1': 'x; hint: y' is odd".into(),
+                hint: Some("claim with git loop".into()),
+            })
+        );
+        let other = PushReport { refs: report.refs.clone(), remote_lines: vec!["no pushes on Fridays".into()] };
+        assert_eq!(
+            other.refusal(),
+            Some(RemoteRefusal {
+                dst: "refs/loop/tasks/t-1".into(),
+                why: "[remote rejected] (pre-receive hook declined): the remote says: no pushes on Fridays".into(),
+                hint: None,
+            })
+        );
     }
 }

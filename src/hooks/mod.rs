@@ -6,7 +6,9 @@
 //!   session id, commit the worktree, journal the event;
 //! - `push`: the client-side `pre-push` policy (this clone pushes only what its holders hold);
 //! - `receive`: the server-side `pre-receive` policy (claims change only as the protocol
-//!   says, and the loop's history is never rewritten);
+//!   says, the loop's history is never rewritten, and nothing clients could not read gets in);
+//! - `records`: what a push brings, read as clients will read it (its new commits, each loop
+//!   record in them);
 //! - `install`: install, uninstall and status of each hook, between markers;
 //! - `json`: a JSON value that keeps key order, for editing settings files.
 //!
@@ -17,3 +19,4 @@ pub mod install;
 pub mod json;
 pub mod push;
 pub mod receive;
+pub mod records;

@@ -26,7 +26,8 @@ use crate::store::Store;
 /// Version of `mission.json`; readers refuse newer ones.
 pub const MISSION_VERSION: u32 = 1;
 
-const FILE: &str = "mission.json";
+/// The mission record, in the tree of each commit of its chain.
+pub const FILE: &str = "mission.json";
 
 /// Where a mission stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,18 +286,26 @@ fn read_at(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<Mission,
         Ok(None) => return Err(corrupt_mission(name, format!("commit {tip} has no {FILE}"))),
         Err(err) => return Err(corrupt_mission(name, format!("{err:#}"))),
     };
-    let mission: Mission =
-        serde_json::from_slice(&bytes).map_err(|err| corrupt_mission(name, format!("{FILE}: {err}")))?;
+    parse(name, &bytes)
+}
+
+/// Parse and check the `mission.json` of ref `name`.
+fn parse(name: &str, bytes: &[u8]) -> Result<Mission, Refusal> {
+    decode(refs::mission_id_of(name), bytes).map_err(|why| corrupt_mission(name, why))
+}
+
+/// Decode a `mission.json` and check it: its version is known, it is whole, and it holds
+/// mission `id` when given. `Err` says what is wrong. The one definition of a readable mission
+/// record (the server's pre-receive hook uses it too).
+pub fn decode(id: Option<&str>, bytes: &[u8]) -> Result<Mission, String> {
+    let mission: Mission = serde_json::from_slice(bytes).map_err(|err| format!("{FILE}: {err}"))?;
     if mission.version > MISSION_VERSION {
-        return Err(corrupt_mission(
-            name,
-            format!("record version {} was written by a newer git-loop", mission.version),
-        ));
+        return Err(format!("record version {} was written by a newer git-loop", mission.version));
     }
-    if refs::mission_id_of(name).is_some_and(|id| id != mission.id) {
-        return Err(corrupt_mission(name, format!("it holds mission '{}'", mission.id.escape_debug())));
+    if id.is_some_and(|id| id != mission.id) {
+        return Err(format!("it holds mission '{}'", mission.id.escape_debug()));
     }
-    mission.check().map_err(|why| corrupt_mission(name, why))?;
+    mission.check()?;
     Ok(mission)
 }
 

@@ -70,6 +70,11 @@ pub struct Record {
     /// records written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lamport: Option<u64>,
+    /// Who wrote it, as the shared remote knows them (`loop.user`): a server that binds claims
+    /// to the people who push them (`loop.bindHolders`, docs/hooks.md) checks it. Added to
+    /// version 1; absent where `loop.user` is not set, and on records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl Record {
@@ -167,14 +172,41 @@ pub fn symbolic(to: impl std::fmt::Display) -> String {
 
 /// Parse a claim record blob.
 pub fn parse(key: &ClaimKey, bytes: &[u8]) -> Result<Record, Refusal> {
-    let record: Record = serde_json::from_slice(bytes).map_err(|err| corrupt_claim(key, err))?;
+    decode(key, bytes).map_err(|why| corrupt_claim(key, why))
+}
+
+/// Decode the record of claim `key` and check it: its version is known and it records that
+/// key. `Err` says what is wrong. The one definition of a readable claim record (the server's
+/// pre-receive hook uses it too, and adds its policy: docs/hooks.md).
+pub fn decode(key: &ClaimKey, bytes: &[u8]) -> Result<Record, String> {
+    let record: Record = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
     if record.version > CLAIM_VERSION {
-        return Err(corrupt_claim(key, format!("record version {} was written by a newer git-loop", record.version)));
+        return Err(format!("record version {} was written by a newer git-loop", record.version));
     }
     if record.key != key.to_string() {
-        return Err(corrupt_claim(key, format!("it records key '{}'", record.key.escape_debug())));
+        return Err(format!("it records key '{}'", record.key.escape_debug()));
     }
+    check_holder(&record.holder).map_err(|why| format!("its holder '{}' {why}", record.holder.escape_debug()))?;
     Ok(record)
+}
+
+/// The longest holder name, in bytes.
+pub const MAX_HOLDER: usize = 256;
+
+/// Whether `holder` can name a claim's holder: not blank, no control characters (it is shown
+/// to people and compared by clients), at most [`MAX_HOLDER`] bytes. `Err` says what is wrong
+/// with it ("is empty").
+pub fn check_holder(holder: &str) -> Result<(), String> {
+    if holder.trim().is_empty() {
+        return Err("is empty".into());
+    }
+    if holder.chars().any(char::is_control) {
+        return Err("contains a control character".into());
+    }
+    if holder.len() > MAX_HOLDER {
+        return Err(format!("is longer than {MAX_HOLDER} bytes"));
+    }
+    Ok(())
 }
 
 /// Read the record behind object `oid` of claim `key`.
@@ -286,6 +318,7 @@ pub fn acquire_with(
             took_over_from: previous.as_ref().map(|p| p.holder.clone()),
             released_at: None,
             lamport: Some(lamport::tick(store, seen)?),
+            user: writer_user(store),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         // Taking a task's claim through the remote: lease the push on the task's record as our
@@ -450,6 +483,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         took_over_from: Some(held.record.holder.clone()),
         released_at: None,
         lamport: Some(lamport),
+        user: writer_user(store),
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     let name = refs::claim(key);
@@ -487,8 +521,14 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
         took_over_from: None,
         released_at: Some(now),
         lamport: Some(lamport::tick(store, was.and_then(|r| r.lamport).unwrap_or(0))?),
+        user: writer_user(store),
     };
     git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
+}
+
+/// The name this clone's writer has on the shared remote (`loop.user`), for its records.
+fn writer_user(store: &Store) -> Option<String> {
+    store.config("loop.user").map(|u| u.trim().to_owned()).filter(|u| !u.is_empty())
 }
 
 /// A loose ref file that is not even a ref (empty, garbage): remove the file itself.
@@ -594,4 +634,33 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_readable_only_with_a_printable_holder() {
+        let key: ClaimKey = "node:t-1".parse().expect("a key");
+        let record = |holder: &str| {
+            serde_json::json!({
+                "version": 1, "key": "node:t-1", "holder": holder, "host": "h", "pid": 1, "boot_id": "b",
+                "nonce": "n", "acquired_at": "2026-03-01T12:00:00Z", "refreshed_at": "2026-03-01T12:00:00Z",
+                "expires_at": "2026-03-01T13:00:00Z",
+            })
+            .to_string()
+        };
+        assert_eq!(decode(&key, record("agent-7").as_bytes()).map(|r| r.holder), Ok("agent-7".into()));
+        for (holder, why) in [
+            ("", "its holder '' is empty"),
+            (" \t", "its holder ' \\t' is empty"),
+            ("a\u{1b}[2Jb", "its holder 'a\\u{1b}[2Jb' contains a control character"),
+            ("a\nb", "its holder 'a\\nb' contains a control character"),
+        ] {
+            assert_eq!(decode(&key, record(holder).as_bytes()).map(|r| r.holder), Err(why.into()), "{holder:?}");
+        }
+        let long = "x".repeat(MAX_HOLDER + 1);
+        assert!(decode(&key, record(&long).as_bytes()).expect_err("too long").ends_with("is longer than 256 bytes"));
+    }
 }

@@ -184,13 +184,27 @@ pub fn summary(event: &Event) -> Option<String> {
 
 /// Parse the event held by journal commit `id`.
 pub fn parse_commit(repo: &gix::Repository, id: ObjectId) -> Result<Entry> {
-    let (_, message) = git::read_commit(repo, id)?;
-    let json = message.split_once("\n\n").map(|(_, rest)| rest.trim()).context("no event in the commit message")?;
-    let event: Event = serde_json::from_str(json).with_context(|| format!("event {id} is not valid JSON"))?;
-    if event.version > EVENT_VERSION {
-        anyhow::bail!("event {id} has version {}, written by a newer git-loop", event.version);
+    let (parents, message) = git::read_commit(repo, id)?;
+    match decode_commit(&message, parents.len()) {
+        Ok(Some(event)) => Ok(Entry { id, event }),
+        Ok(None) => anyhow::bail!("journal commit {id} is a merge; it holds no event"),
+        Err(why) => anyhow::bail!("journal commit {id}: {why}"),
     }
-    Ok(Entry { id, event })
+}
+
+/// Decode a journal commit from its message and its number of parents: an event (a subject,
+/// a blank line, the event's JSON, of a known version), or the merge of two copies of a chain
+/// (two parents or more, no event: `None`). `Err` says what is wrong. The one definition of a
+/// readable journal commit (the server's pre-receive hook uses it too).
+pub fn decode_commit(message: &str, parents: usize) -> Result<Option<Event>, String> {
+    let json = message.split_once("\n\n").map(|(_, rest)| rest.trim());
+    match json.map(serde_json::from_str::<Event>) {
+        Some(Ok(event)) if event.version <= EVENT_VERSION => Ok(Some(event)),
+        Some(Ok(event)) => Err(format!("its event has version {}, written by a newer git-loop", event.version)),
+        _ if parents > 1 => Ok(None),
+        Some(Err(err)) => Err(format!("its event is not valid: {err}")),
+        None => Err("it holds no event (its message has no JSON after a blank line)".into()),
+    }
 }
 
 /// Every event of one chain (including chains merged into it), oldest first.
@@ -224,14 +238,13 @@ impl Info {
     fn read(repo: &gix::Repository, id: ObjectId) -> Result<Info, String> {
         let (parents, message) =
             git::read_commit(repo, id).map_err(|err| format!("journal commit {id} cannot be read: {err:#}"))?;
-        let json = message.split_once("\n\n").map(|(_, rest)| rest.trim().to_owned());
-        match json.as_deref().map(serde_json::from_str::<Event>) {
-            Some(Ok(event)) if event.version <= EVENT_VERSION => {
-                Ok(Info { parents, task: event.task.clone(), session: event.session.clone(), json })
+        match decode_commit(&message, parents.len()) {
+            Ok(Some(event)) => {
+                let json = message.split_once("\n\n").map(|(_, rest)| rest.trim().to_owned());
+                Ok(Info { parents, task: event.task, session: event.session, json })
             }
-            Some(Ok(event)) => Err(format!("event {id} has version {}, written by a newer git-loop", event.version)),
-            _ if parents.len() > 1 => Ok(Info { parents, task: None, session: None, json: None }),
-            _ => Err(format!("event {id} is not valid JSON")),
+            Ok(None) => Ok(Info { parents, task: None, session: None, json: None }),
+            Err(why) => Err(format!("journal commit {id}: {why}")),
         }
     }
 }

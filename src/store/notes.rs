@@ -88,6 +88,16 @@ pub fn parse(bytes: &[u8]) -> Parsed {
     }
 }
 
+/// Decode a completion note: `Err` says what is wrong. The one definition of a readable note
+/// (the server's pre-receive hook uses it too); a note of a newer version is not readable here.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Completed>, String> {
+    match parse(bytes) {
+        Parsed::Known(completions) => Ok(completions),
+        Parsed::Newer(v) => Err(format!("its version {v} was written by a newer git-loop")),
+        Parsed::Unreadable => Err("it is not a completion note of any version this git-loop reads".into()),
+    }
+}
+
 /// The note holding `completions`, in the one form every clone writes for them (version 2,
 /// sorted by task), so two clones that merge the same notes write the same blob.
 pub fn render(completions: &[Completed]) -> String {

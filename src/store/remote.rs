@@ -17,7 +17,7 @@ use gix::ObjectId;
 use super::cas::{self, Cas, Expect};
 use super::Store;
 use crate::error::{Class, Refusal};
-use crate::git::program::{self, PushUpdate, RefStatus};
+use crate::git::program::{self, PushUpdate};
 use crate::refs;
 
 /// How long a claim record read from the remote counts as the remote's current one: a claimer
@@ -100,9 +100,7 @@ pub fn swap_checked(
             } else {
                 refresh_mirror(store, remote, name)?
             };
-            if let Some((dst, RefStatus::Refused(why))) =
-                report.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
-            {
+            if let Some(refusal) = report.refusal() {
                 // A lease that held when the client checked it but not when the server took
                 // the ref lock (another clone's push landed in between) is reported as
                 // "[remote rejected] (atomic transaction failed)", like a refusal: it is a
@@ -111,11 +109,14 @@ pub fn swap_checked(
                     return Ok(Cas::Lost { actual });
                 }
                 // Policy, not a race: the local mirror equals the remote; say so.
+                let hint = refusal.hint.unwrap_or_else(|| {
+                    "the remote's hooks or settings forbid it; ask its administrator, or see 'git loop sync'".into()
+                });
                 return Err(Refusal::new(
                     Class::Refused,
-                    format!("remote '{remote}' refused the update of '{dst}': {why}"),
+                    format!("remote '{remote}' refused the update of '{}': {}", refusal.dst, refusal.why),
                 )
-                .hint("the remote's hooks or settings forbid it; ask its administrator, or see 'git loop sync'")
+                .hint(hint)
                 .into());
             }
             Ok(Cas::Lost { actual })

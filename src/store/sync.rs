@@ -40,7 +40,7 @@ use super::task::{self, Merge};
 use super::Store;
 use crate::context::Context;
 use crate::git;
-use crate::git::program::{self, PushUpdate, RefStatus};
+use crate::git::program::{self, PushUpdate};
 use crate::refs;
 
 /// What happened to one ref.
@@ -387,9 +387,7 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             report.claim = claim_outcome;
             return Ok(report);
         }
-        if let Some((dst, RefStatus::Refused(why))) =
-            pushed.refs.iter().find(|(_, s)| matches!(s, RefStatus::Refused(_)))
-        {
+        if let Some(refusal) = pushed.refusal() {
             // A lease that held when git checked it but not when the server took the ref locks
             // (another clone pushed in between) is reported as "[remote rejected] (atomic
             // transaction failed)", like a refusal: it is a race, to be fetched and merged
@@ -404,9 +402,18 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             if planned.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
                 continue;
             }
-            return Err(crate::error::refused(format!("remote '{remote_name}' refused '{dst}': {why}"))
-                .hint("the remote's hooks or settings forbid the update; local state is unchanged and complete")
-                .into());
+            let hint = match refusal.hint {
+                Some(hint) => format!("{hint}; local state is unchanged and complete"),
+                None => {
+                    "the remote's hooks or settings forbid the update; local state is unchanged and complete".into()
+                }
+            };
+            return Err(crate::error::refused(format!(
+                "remote '{remote_name}' refused '{}': {}",
+                refusal.dst, refusal.why
+            ))
+            .hint(hint)
+            .into());
         }
         // Someone pushed between our fetch and our push: the atomic push changed nothing.
         // Fetch again and merge what they added.

@@ -32,8 +32,10 @@ pub const TASK_VERSION: u32 = 1;
 /// Version of `op.json`; readers refuse newer ones.
 pub const OP_VERSION: u32 = 1;
 
-const TASK_FILE: &str = "task.json";
-const OP_FILE: &str = "op.json";
+/// The task folded up to a commit of its chain, in that commit's tree.
+pub const TASK_FILE: &str = "task.json";
+/// The operation a commit of a task's chain records, in its tree.
+pub const OP_FILE: &str = "op.json";
 
 /// Where a task stands, as recorded. Kebab-case in JSON and on the command line.
 ///
@@ -488,16 +490,21 @@ pub fn read_at(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<Task
     parse_task(name, &bytes)
 }
 
-/// Parse and check a `task.json`.
+/// Parse and check a `task.json` of ref `name`.
 pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
-    let task: Task = serde_json::from_slice(bytes).map_err(|err| corrupt_task(name, format!("{TASK_FILE}: {err}")))?;
+    decode_task(refs::task_id_of(name), bytes).map_err(|why| corrupt_task(name, why).into())
+}
+
+/// Decode a `task.json` and check it: its version is known, it holds a valid task id, and
+/// that id is `id` when given. `Err` says what is wrong, for a message naming the record.
+/// The one definition of a readable `task.json` (the server's pre-receive hook uses it too).
+pub fn decode_task(id: Option<&str>, bytes: &[u8]) -> Result<Task, String> {
+    let task: Task = serde_json::from_slice(bytes).map_err(|err| format!("{TASK_FILE}: {err}"))?;
     if task.version > TASK_VERSION {
-        return Err(
-            corrupt_task(name, format!("record version {} was written by a newer git-loop", task.version)).into()
-        );
+        return Err(format!("{TASK_FILE} has version {}, written by a newer git-loop", task.version));
     }
-    if refs::task_id_of(name).is_some_and(|id| id != task.id) || task.id.parse::<TaskId>().is_err() {
-        return Err(corrupt_task(name, format!("it holds task '{}'", task.id.escape_debug())).into());
+    if id.is_some_and(|id| id != task.id) || task.id.parse::<TaskId>().is_err() {
+        return Err(format!("{TASK_FILE} holds task '{}'", task.id.escape_debug()));
     }
     Ok(task)
 }
@@ -529,6 +536,48 @@ pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
         Some(git::Found::Direct(tip)) => Ok(Some(tip)),
         Some(git::Found::Symbolic(to)) => Err(corrupt_symbolic(name, to).into()),
     }
+}
+
+/// Decode an `op.json` and check its version. `Err` says what is wrong.
+pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
+    let op: Op = serde_json::from_slice(bytes).map_err(|err| format!("{OP_FILE}: {err}"))?;
+    if op.version > OP_VERSION {
+        return Err(format!("{OP_FILE} has version {}, written by a newer git-loop", op.version));
+    }
+    Ok(op)
+}
+
+/// Check one commit of task `id`'s chain from its files: an operation holds `op.json` and the
+/// task folded up to it in `task.json`; the first commit of a chain (no parents) creates the
+/// task, with a title; a merge of two histories (two parents or more) may hold `task.json`
+/// alone. What every reader of a chain can rely on, and what a server accepts into one.
+pub fn check_commit(
+    id: &TaskId,
+    parents: usize,
+    task_json: Option<&[u8]>,
+    op_json: Option<&[u8]>,
+) -> Result<(), String> {
+    let Some(task_json) = task_json else {
+        return Err(format!("it has no {TASK_FILE}"));
+    };
+    let task = decode_task(Some(id.as_str()), task_json)?;
+    let Some(op_json) = op_json else {
+        return match parents {
+            0 => Err(format!("it starts the chain but does not create the task: it has no {OP_FILE}")),
+            1 => Err(format!("it has no {OP_FILE} (only a merge of two histories has none)")),
+            _ => Ok(()),
+        };
+    };
+    let op = decode_op(op_json)?;
+    if parents == 0 {
+        if op.change.create.is_none() {
+            return Err(format!("it starts the chain but does not create the task ({OP_FILE} has no 'create')"));
+        }
+        if task.title.trim().is_empty() {
+            return Err("it creates a task without a title".into());
+        }
+    }
+    Ok(())
 }
 
 /// Read a task; `None` if no such task exists.

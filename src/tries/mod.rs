@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
+use serde::{Deserialize, Serialize};
 
 use crate::git;
 use crate::ids::{random_base32, TaskId};
@@ -90,6 +91,38 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
     Ok(highest)
 }
 
+/// The record a try anchor (`refs/loop/tries/<id>/<n>`) first holds, taking the number:
+/// unique to its taker, so two takers never write the same object (docs/storage.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumberRecord {
+    pub nonce: String,
+    pub taker: String,
+    pub task: String,
+    #[serde(rename = "try")]
+    pub number: u32,
+}
+
+impl NumberRecord {
+    /// Decode the record of try `number` of task `task` and check it is that one, with a taker
+    /// and a nonce. `Err` says what is wrong. The one definition of a valid try-number record
+    /// (the server's pre-receive hook uses it too).
+    pub fn decode(bytes: &[u8], task: &TaskId, number: u32) -> Result<NumberRecord, String> {
+        let record: NumberRecord =
+            serde_json::from_slice(bytes).map_err(|err| format!("it is not a try-number record: {err}"))?;
+        if record.task != task.as_str() || record.number != number {
+            return Err(format!(
+                "its record takes try {} of task '{}', not try {number} of '{task}'",
+                record.number,
+                record.task.escape_debug()
+            ));
+        }
+        if record.taker.trim().is_empty() || record.nonce.is_empty() {
+            return Err("its try-number record names no taker or has no nonce".into());
+        }
+        Ok(record)
+    }
+}
+
 /// Take `count` try numbers for `task` none of whose traces (see `highest_number`) has used,
 /// each by creating its anchor ref.
 pub fn take_numbers(
@@ -110,8 +143,8 @@ pub fn take_numbers(
         // The anchor's first value is a record unique to this taker: two takers never write
         // the same object, so exactly one create-if-absent wins.
         let record =
-            serde_json::json!({ "task": task.to_string(), "try": n, "taker": taker, "nonce": random_base32(12) });
-        let blob = git::write_blob(&store.repo, record.to_string().as_bytes())?;
+            NumberRecord { nonce: random_base32(12), taker: taker.to_owned(), task: task.to_string(), number: n };
+        let blob = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         let anchor = refs::try_anchor(task, n);
         // With a shared remote the number is taken there, so that two clones never open the
         // same try branch; the local anchor then mirrors the remote's.

@@ -123,6 +123,8 @@ fn done_records_a_completion_note_that_plain_git_reads() {
     assert_eq!(done.stdout, format!("{id} done at {}\n", &head[..12]));
     let note: serde_json::Value =
         serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", "HEAD"])).expect("the note is JSON");
+    assert_eq!(note["version"], 2, "a note of version 2 holds every task the commit completed");
+    let note = &note["completions"][0];
     assert_eq!(
         (note["task"].as_str(), note["state"].as_str(), note["message"].as_str()),
         (Some(id.as_str()), Some("done"), Some("shipped"))

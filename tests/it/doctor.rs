@@ -163,7 +163,7 @@ corrupt: '<GIT>/packed-refs' has a bad line {line}: \"this is garbage\"
   fix: git reads no ref until it is gone: save a copy and delete the line ('cp <GIT>/packed-refs <GIT>/packed-refs.bak && sed -i {line}d <GIT>/packed-refs')
 corrupt: claim record 'refs/loop/claims/node/t-bad' is corrupt: missing field `key` at line 1 column 13
   fix: remove it with 'git loop claim release node:t-bad --force'
-corrupt: journal chain '<CHAIN>' holds an event that cannot be read: event <EVENT> is not valid JSON: expected ident at line 1 column 2
+corrupt: journal chain '<CHAIN>' holds an event that cannot be read: journal commit <EVENT>: its event is not valid: expected ident at line 1 column 2
   fix: every reader skips it and reads the rest of the chain; it stays in the chain's history (a chain only grows)
 corrupt: task record 'refs/loop/tasks/t-blob' is corrupt: it points to a blob (<BLOB>), not a commit
   fix: see its history with 'git log refs/loop/tasks/t-blob' and point it at a good commit with 'git update-ref refs/loop/tasks/t-blob <commit>', or delete it with 'git update-ref -d refs/loop/tasks/t-blob'

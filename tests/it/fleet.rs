@@ -1,5 +1,7 @@
 //! Several clones as one team (issue "A fleet of clones"): clones of one bare remote, served by
-//! a real `git daemon` on 127.0.0.1, each running its own walk over one shared backlog. What
+//! a real `git daemon` on 127.0.0.1 and guarded by git-loop's own pre-receive hook (so
+//! everything a fleet pushes is shown to pass it), each running its own walk over one shared
+//! backlog. What
 //! must hold: every task is worked exactly once, try branches never collide, every clone's
 //! `sync` succeeds afterwards and every clone shows the same board and journal; a walker
 //! killed mid-task loses its task to another clone only after its lease, and its work is kept.
@@ -7,7 +9,7 @@
 //! These tests are long; each one counts.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,14 @@ use crate::harness::{wait_for, Daemon, Repo, Run, TestEnv};
 /// The variables a fleet process runs with: the real clock (leases must be able to run out).
 fn real_clock(cmd: &mut Command) -> &mut Command {
     cmd.env_remove("GIT_LOOP_NOW")
+}
+
+/// The fleet's bare remote, guarded by git-loop's pre-receive hook, and a `git daemon`
+/// serving it on the real clock (the hook judges claims by the server's clock).
+fn guarded(env: &TestEnv) -> (PathBuf, Daemon) {
+    let bare = env.remote("fleet");
+    env.install_receive_hook(&bare);
+    (bare, Daemon::start_on_real_clock(env))
 }
 
 /// `git loop <args>` in `repo`, on the real clock.
@@ -212,25 +222,26 @@ fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) 
     assert_eq!(done, 200, "every task is done");
 }
 
+/// Through a remote guarded by git-loop's pre-receive hook (judging claims by the real
+/// clock, as the clones do): everything the fleet pushes passes it.
 #[test]
 fn four_clones_over_a_git_daemon_do_two_hundred_tasks_exactly_once_and_converge() {
     let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     four_clones_do_two_hundred_tasks_once(&env, &daemon.url(&bare), &bare);
 }
 
 /// A walker killed with SIGKILL in the middle of a session: the other clones finish the
 /// rest and leave its task alone while its lease runs; once the lease has run out unrefreshed
 /// another clone takes the task over and does it, once; the killed session's work is kept on
-/// its try branch once its clone walks again.
+/// its try branch once its clone walks again. The remote is guarded by git-loop's
+/// pre-receive hook, which lets the takeover through once the lease has run out by its clock.
 #[test]
 fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work() {
     let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let clones = fleet(&env, &daemon.url(&bare), 3, 30);
     let agent = one_shot_agent(&env);
     // The victim's agent writes its file and then waits to be killed with its walk.
@@ -320,8 +331,7 @@ fn four_clones_over_smart_http_do_two_hundred_tasks_exactly_once_and_converge() 
 fn a_persons_word_from_another_clone_reaches_a_busy_walk_within_its_sync_interval() {
     let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let url = daemon.url(&bare);
     let clones = fleet(&env, &url, 2, 0);
     let (here, there) = (&clones[0], &clones[1]);
@@ -396,8 +406,7 @@ fn wait_for_within(limit: Duration, what: &str, cond: impl Fn() -> bool) {
 #[test]
 fn a_fresh_clone_follows_a_remote_that_holds_loop_state() {
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let url = daemon.url(&bare);
     let clones = fleet(&env, &url, 1, 3);
     let held = loop_run(&clones[0], &["next", "--claim", "--holder", "agent-a", "--json"]).ok().json();
@@ -420,8 +429,7 @@ fn a_fresh_clone_follows_a_remote_that_holds_loop_state() {
 #[test]
 fn a_task_done_in_one_clone_is_not_worked_again_by_a_clone_that_never_synced() {
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let clones = fleet(&env, &daemon.url(&bare), 2, 6);
     let agent = one_shot_agent(&env);
     let out = finish(start_walk(&clones[0], &agent, &[]), "the first walk");
@@ -445,8 +453,7 @@ fn a_task_done_in_one_clone_is_not_worked_again_by_a_clone_that_never_synced() {
 #[test]
 fn two_clones_tries_of_one_task_reach_every_clone_without_a_conflict() {
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let clones = fleet(&env, &daemon.url(&bare), 2, 1);
     let fail = env.agent("fail", "echo one > one.txt\ngit loop finish failed --message 'not today'");
     let out = finish(start_walk(&clones[0], &fail, &[]), "the failing walk");
@@ -471,8 +478,7 @@ fn two_clones_tries_of_one_task_reach_every_clone_without_a_conflict() {
 #[test]
 fn a_diverged_branch_keeps_both_sides_and_sync_succeeds() {
     let env = TestEnv::new();
-    let bare = env.remote("fleet");
-    let daemon = Daemon::start(&env);
+    let (bare, daemon) = guarded(&env);
     let clones = fleet(&env, &daemon.url(&bare), 2, 1);
     let (a, b) = (&clones[0], &clones[1]);
     let id = board(a)["tasks"][0]["id"].as_str().expect("a task").to_owned();

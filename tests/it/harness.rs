@@ -92,6 +92,17 @@ impl TestEnv {
         bare
     }
 
+    /// Guard bare repository `bare` with git-loop's pre-receive hook (`hooks install --server`).
+    pub fn install_receive_hook(&self, bare: &Path) {
+        let out = self
+            .seal(&mut Command::new(bin()))
+            .args(["hooks", "install", "--server", bare.to_str().expect("utf-8 path")])
+            .current_dir(self.root.path())
+            .output()
+            .expect("run git-loop");
+        assert!(out.status.success(), "hooks install --server: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// A clone of `url` at `<root>/<name>`.
     pub fn clone_of(&self, url: &str, name: &str) -> Repo<'_> {
         let dir = self.path(name);
@@ -246,8 +257,19 @@ pub struct Daemon {
 
 impl Daemon {
     /// Start one on a free port and wait (bounded) until it accepts connections. The
-    /// processes it forks for each connection end with their connection.
+    /// processes it forks for each connection end with their connection. Its clock (what a
+    /// pre-receive hook judges claims by) is the tests' pinned one.
     pub fn start(env: &TestEnv) -> Daemon {
+        Daemon::spawn(env, false)
+    }
+
+    /// `start`, on the real clock: for clones that run on it (a fleet's), whose claims a
+    /// hooked remote judges by its own clock.
+    pub fn start_on_real_clock(env: &TestEnv) -> Daemon {
+        Daemon::spawn(env, true)
+    }
+
+    fn spawn(env: &TestEnv, real_clock: bool) -> Daemon {
         let root = env.root.path().to_str().expect("utf-8 path").to_owned();
         // The daemon itself, not `git daemon`: the `git` wrapper runs it as a child, and
         // killing the wrapper would leave the daemon running.
@@ -260,8 +282,12 @@ impl Daemon {
                 .expect("a free port on 127.0.0.1")
                 .port();
             let log = std::fs::File::create(env.path(&format!("daemon-{port}.log"))).expect("daemon log");
-            let child = env
-                .seal(&mut Command::new(&program))
+            let mut command = Command::new(&program);
+            env.seal(&mut command);
+            if real_clock {
+                command.env_remove("GIT_LOOP_NOW");
+            }
+            let child = command
                 .args([
                     "--reuseaddr",
                     "--listen=127.0.0.1",
@@ -440,6 +466,9 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("TZ", "UTC".to_owned()),
         ("LC_ALL", "C".to_owned()),
+        // The server's clock, which git-loop's pre-receive hook judges claims by, is the
+        // tests' pinned one (as a daemon's: it runs sealed).
+        ("GIT_LOOP_NOW", NOW.to_owned()),
     ];
     if users.is_empty() {
         // receive-pack over HTTP is off unless a user authenticated or the server says so;

@@ -27,7 +27,7 @@ const ADDED: &str = "add \u{1b}[31mred\u{1b}[0m \u{202e}gnp.exe\u{9b}2J\nsecond 
 const BODY: &str = "plan line 1\n\tcode \u{1b}]0;pwned\u{7}\nisolated \u{2066}text\u{2069}";
 const IMPORTED: &str = "import \u{1b}[2J\u{202e}cleared";
 const LABEL: &str = "lab\u{202e}el";
-const HOLDER: &str = "agent\u{1b}[8m\u{202e}evil";
+const HOLDER: &str = "agent\u{202e}\u{2066}evil";
 const REASON: &str = "why \u{1b}[1mbold\rx";
 const DONE: &str = "finished \u{1b}[31mred\u{9b}0m \u{202e}ok";
 const BLOCKED: &str = "blocked \u{1b}[2J\r\u{202e}need\nsecond";
@@ -60,7 +60,7 @@ fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
     let refused = a.run(&["claim", "acquire", "node:imp-1", "--holder", "other"]).code(1);
     assert_escaped("claim acquire, refused", &refused);
     assert!(
-        refused.stderr.starts_with("error: claim 'node:imp-1' is held by agent\\u{1b}[8m\\u{202e}evil"),
+        refused.stderr.starts_with("error: claim 'node:imp-1' is held by agent\\u{202e}\\u{2066}evil"),
         "{}",
         refused.stderr
     );
@@ -122,7 +122,7 @@ fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
     let list = out("list");
     assert_eq!(list.lines().count(), ids.len(), "{list}");
     assert!(list.lines().all(|l| ids.iter().any(|id| l.starts_with(id))), "{list}");
-    assert!(list.contains("(agent\\u{1b}[8m\\u{202e}evil)"), "the holder, escaped: {list}");
+    assert!(list.contains("(agent\\u{202e}\\u{2066}evil)"), "the holder, escaped: {list}");
     let show = out(&format!("show {added}"));
     assert_eq!(
         show.lines().next(),

@@ -21,6 +21,7 @@ mod next_claim;
 mod packs;
 mod people;
 mod race;
+mod receive;
 mod remote;
 mod robustness;
 mod run;

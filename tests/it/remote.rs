@@ -451,7 +451,8 @@ fn c7_a_server_without_atomic_push_is_refused_with_a_clear_error() {
 }
 
 /// C8: a remote whose pre-receive hook rejects everything: taking, refreshing and releasing a
-/// claim each fail naming the refusal (exit 1), and the local claim refs equal the remote's.
+/// claim each fail naming the refusal and quoting the hook (exit 1), and the local claim refs
+/// equal the remote's.
 #[test]
 fn c8_a_remote_that_rejects_leaves_local_claims_equal_to_the_remote() {
     let env = TestEnv::new();
@@ -474,7 +475,7 @@ fn c8_a_remote_that_rejects_leaves_local_claims_equal_to_the_remote() {
         assert_eq!(
             out.stderr,
             format!(
-                "error: remote 'origin' refused the update of '{name}': [remote rejected] (pre-receive hook declined)\n{hint}"
+                "error: remote 'origin' refused the update of '{name}': [remote rejected] (pre-receive hook declined): the remote says: claims are frozen\n{hint}"
             ),
             "{args:?}"
         );

@@ -66,6 +66,7 @@ fn a_done_task_moves_its_branch_gets_a_note_and_releases_its_claim() {
     assert_eq!(repo.git(&["show", &format!("{branch}:hello.txt")]), "hello", "the task branch holds the agent's work");
     let note: serde_json::Value =
         serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &branch])).expect("note");
+    let note = &note["completions"][0];
     assert_eq!((note["task"].as_str(), note["message"].as_str()), (Some(id.as_str()), Some("wrote hello")));
     assert_eq!(note["checks"]["passed"], true, "the checks' verdict is part of the evidence");
     let task = repo.run(&["show", &id, "--json"]).ok().json();

@@ -46,8 +46,19 @@ pub fn run(env: &Env, mut args: AcquireArgs) -> Result<u8> {
     let store = env.open()?;
     // A task's claim names a task that exists, by its full id: a prefix claims the task it
     // means (and `next` then skips it), an unknown id or an ambiguous prefix is refused.
+    // With a remote, a full id this clone has not fetched yet is looked up there first.
     if args.key.kind() == "node" {
-        let id = crate::backlog::resolve(&store, args.key.name())?;
+        let id = match crate::backlog::resolve(&store, args.key.name()) {
+            Ok(id) => id,
+            Err(unknown) => match (args.key.name().parse::<crate::ids::TaskId>(), store.arbiter()) {
+                (Ok(id), Some(remote)) => {
+                    let names = crate::store::sync::task_scope(&store, &id)?;
+                    crate::store::sync::pull(&store, &env.ctx, &remote, names)?;
+                    crate::backlog::resolve(&store, args.key.name()).map_err(|_| unknown)?
+                }
+                _ => return Err(unknown),
+            },
+        };
         args.key = ClaimKey::node(&id);
     }
     let opts =

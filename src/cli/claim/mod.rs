@@ -9,6 +9,7 @@ use clap::Subcommand;
 
 use super::Env;
 use crate::error::usage;
+use crate::store::claim;
 
 /// Claims: one per key, one holder, until released or left unrefreshed for its lease.
 #[derive(Subcommand)]
@@ -28,8 +29,14 @@ pub fn run(env: &Env, cmd: ClaimCommand) -> Result<u8> {
 
 /// The holder from --holder, or the session this runs in.
 fn holder(env: &Env, given: Option<String>) -> Result<String> {
-    given
+    let holder = given
         .or_else(|| env.ctx.session.session.clone())
-        .filter(|h| !h.trim().is_empty() && !h.contains('\n'))
-        .ok_or_else(|| usage("a claim needs a holder").hint("pass --holder <name>").into())
+        .filter(|h| !h.trim().is_empty())
+        .ok_or_else(|| usage("a claim needs a holder").hint("pass --holder <name>"))?;
+    // What a claim record may name (the remote's hook refuses anything else, too).
+    claim::check_holder(&holder).map_err(|why| {
+        usage(format!("holder '{}' {why}", holder.escape_debug()))
+            .hint("pass a printable name, such as --holder agent-7")
+    })?;
+    Ok(holder)
 }
