@@ -10,13 +10,13 @@ use clap::Args;
 
 use super::run::{exit_code, Progress};
 use super::Env;
-use crate::backlog::{self, TaskFields};
-use crate::error::usage;
-use crate::git;
-use crate::ids::Priority;
-use crate::runloop::Limits;
-use crate::session::presets;
-use crate::walk;
+use git_loop::backlog::{self, TaskFields};
+use git_loop::error::usage;
+use git_loop::git;
+use git_loop::ids::Priority;
+use git_loop::runloop::Limits;
+use git_loop::session::presets;
+use git_loop::walk;
 
 /// See it all work: a scratch project walked by the built-in demo agent.
 ///

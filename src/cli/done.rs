@@ -6,7 +6,7 @@ use clap::Args;
 use super::human::{relative, short};
 use super::output::Out;
 use super::Env;
-use crate::backlog::{self, DoneOptions, Redo};
+use git_loop::backlog::{self, DoneOptions, Redo};
 
 /// A commit id as shown to people: its first 12 characters.
 fn short_id(commit: &str) -> &str {
@@ -48,7 +48,7 @@ pub struct DoneArgs {
 pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     let store = env.open()?;
     if let Some(n) = args.try_number {
-        let decided = crate::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
+        let decided = git_loop::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
         let commit = decided.commit.to_string();
         Out::new().line(format!(
             "{} done with try {n} · loop/{} moved to {}",

@@ -6,7 +6,7 @@ use clap::Args;
 use super::add::FieldArgs;
 use super::output::{task_json, Out};
 use super::Env;
-use crate::backlog::{self, Board, Removals};
+use git_loop::backlog::{self, Board, Removals};
 
 /// Change a task's title, priority, dependencies, labels, agents, race or body.
 ///

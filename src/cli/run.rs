@@ -11,13 +11,13 @@ use clap::Args;
 use serde_json::json;
 
 use super::{text, Env};
-use crate::error::usage;
-use crate::ids::Span;
-use crate::mission::AgentChoice;
-use crate::runloop::{Limits, PausePolicy, Stop};
-use crate::session::presets;
-use crate::walk::dispatch::human_duration;
-use crate::walk::{self, Event, Observer};
+use git_loop::error::usage;
+use git_loop::ids::Span;
+use git_loop::mission::AgentChoice;
+use git_loop::runloop::{Limits, PausePolicy, Stop};
+use git_loop::session::presets;
+use git_loop::walk::dispatch::human_duration;
+use git_loop::walk::{self, Event, Observer};
 
 /// Walk the backlog with an agent.
 ///
@@ -52,7 +52,7 @@ pub struct RunArgs {
     /// Also journal how the walk ended under this key, as a 'walk_terminated' event in the
     /// journal chain of that name (what a mission commander waits for).
     #[arg(long, value_name = "KEY")]
-    termination_key: Option<crate::ids::WriterId>,
+    termination_key: Option<git_loop::ids::WriterId>,
     /// Race these agents on every task that does not name its own race (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     together: Vec<String>,
@@ -78,7 +78,7 @@ pub struct AgentArgs {
 impl AgentArgs {
     /// The agent asked for: the options, else loop.agent, else `default` (a race's first
     /// entrant); none at all is a usage error.
-    pub(super) fn choose(self, store: &crate::store::Store, default: Option<&str>) -> Result<AgentChoice> {
+    pub(super) fn choose(self, store: &git_loop::store::Store, default: Option<&str>) -> Result<AgentChoice> {
         if let Some(cmd) = self.agent_cmd {
             return Ok(AgentChoice::Command(cmd));
         }
@@ -167,7 +167,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     let tasks = args
         .task
         .iter()
-        .map(|t| crate::backlog::resolve(&store, t).map(|id| id.to_string()))
+        .map(|t| git_loop::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
     let json = args.walk.json;
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
@@ -187,7 +187,7 @@ impl WalkArgs {
 }
 
 /// A comma-separated list from git config (`loop.fallback = codex,opencode`).
-fn config_list(store: &crate::store::Store, key: &str) -> Vec<String> {
+fn config_list(store: &git_loop::store::Store, key: &str) -> Vec<String> {
     store
         .config(key)
         .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
@@ -196,13 +196,13 @@ fn config_list(store: &crate::store::Store, key: &str) -> Vec<String> {
 
 /// Check that every agent named for racing or falling back exists; a missing program is
 /// exit 77 before anything is claimed.
-fn check_agents(env: &Env, store: &crate::store::Store, names: &[String], what: &str) -> Result<()> {
+fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], what: &str) -> Result<()> {
     for name in names {
-        crate::backlog::check_agent_name(name)?;
+        git_loop::backlog::check_agent_name(name)?;
         let agent = presets::resolve(store, name, None, &env.exe)?;
-        if crate::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
-            return Err(crate::error::Refusal::new(
-                crate::error::Class::AgentMissing,
+        if git_loop::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+            return Err(git_loop::error::Refusal::new(
+                git_loop::error::Class::AgentMissing,
                 format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
             )
             .hint("install it or put it on PATH; see docs/agents.md")
@@ -215,7 +215,7 @@ fn check_agents(env: &Env, store: &crate::store::Store, names: &[String], what: 
 /// The walk options shared by `run` and `race`.
 pub(super) fn walk_options(
     env: &Env,
-    store: &crate::store::Store,
+    store: &git_loop::store::Store,
     agent: presets::Agent,
     together: Vec<String>,
     args: WalkArgs,
@@ -280,10 +280,15 @@ pub(super) fn walk_options(
 }
 
 /// Walk with `opts`, printing progress, and turn how it ended into the exit code.
-pub(super) fn walk_and_report(env: &Env, store: &crate::store::Store, opts: walk::Options, json: bool) -> Result<u8> {
+pub(super) fn walk_and_report(
+    env: &Env,
+    store: &git_loop::store::Store,
+    opts: walk::Options,
+    json: bool,
+) -> Result<u8> {
     let observer = Progress::new(json, env.ctx.clone());
     let cancel = AtomicBool::new(false);
-    let ticked = crate::runloop::StopFlag::default();
+    let ticked = git_loop::runloop::StopFlag::default();
     let ended = std::thread::scope(|scope| {
         scope.spawn(|| {
             observer.tick();
@@ -316,14 +321,14 @@ pub fn exit_code(stop: &Stop) -> u8 {
 /// running sessions; or JSON lines.
 pub struct Progress {
     json: bool,
-    ctx: crate::context::Context,
+    ctx: git_loop::context::Context,
     live: bool,
     running: Mutex<BTreeMap<String, (String, String, Instant)>>,
     drawn: Mutex<bool>,
 }
 
 impl Progress {
-    pub fn new(json: bool, ctx: crate::context::Context) -> Progress {
+    pub fn new(json: bool, ctx: git_loop::context::Context) -> Progress {
         Progress {
             json,
             ctx,

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::error::usage;
-use crate::people;
+use git_loop::error::usage;
+use git_loop::people;
 
 /// Stop a session, or the whole walk.
 ///

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::refs;
-use crate::store::sync::{self, Change};
+use git_loop::refs;
+use git_loop::store::sync::{self, Change};
 
 /// Exchange loop state with a remote.
 ///

@@ -25,6 +25,10 @@ use anyhow::Result;
 
 use super::process::{Exit, Running, Spec};
 
+/// The (internal) subcommand that runs the guard: `git-loop session-guard …`, parsed by the
+/// command line before anything else.
+pub const SUBCOMMAND: &str = "session-guard";
+
 static STOP: AtomicBool = AtomicBool::new(false);
 static INTERRUPT: AtomicBool = AtomicBool::new(false);
 

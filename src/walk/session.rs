@@ -455,7 +455,7 @@ impl GitDispatcher<'_> {
     fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<Exit>)> {
         let Guarded { program, args, cwd, env, stdin, log, marker, timeout } = cmd;
         let mut guard_args = vec![
-            crate::cli::session_guard::NAME.to_owned(),
+            crate::session::guard::SUBCOMMAND.to_owned(),
             "--parent".to_owned(),
             self.walker.ctx.pid.to_string(),
             "--grace-ms".to_owned(),

@@ -7,10 +7,10 @@ use serde_json::json;
 use crate::cli::human::{self, clock, relative};
 use crate::cli::output::{claim_json, Out};
 use crate::cli::Env;
-use crate::error::refused;
-use crate::ids::{ClaimKey, Span};
-use crate::store::claim::{self, Acquire, AcquireOptions};
-use crate::store::lease;
+use git_loop::error::refused;
+use git_loop::ids::{ClaimKey, Span};
+use git_loop::store::claim::{self, Acquire, AcquireOptions};
+use git_loop::store::lease;
 
 /// Take a claim, refresh one you hold, or take over one left unrefreshed for its lease.
 ///
@@ -47,7 +47,7 @@ pub fn run(env: &Env, mut args: AcquireArgs) -> Result<u8> {
     // A task's claim names a task that exists, by its full id: a prefix claims the task it
     // means (and `next` then skips it), an unknown id or an ambiguous prefix is refused.
     if args.key.kind() == "node" {
-        let id = crate::backlog::resolve(&store, args.key.name())?;
+        let id = git_loop::backlog::resolve(&store, args.key.name())?;
         args.key = ClaimKey::node(&id);
     }
     let opts =

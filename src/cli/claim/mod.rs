@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::Env;
-use crate::error::usage;
+use git_loop::error::usage;
 
 /// Claims: one per key, one holder, until released or left unrefreshed for its lease.
 #[derive(Subcommand)]

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use crate::cli::run::AgentArgs;
 use crate::cli::{text, Env};
-use crate::error::usage;
-use crate::ids::Span;
-use crate::mission::record::Status;
-use crate::mission::{self, Event, MissionId, Observer, Stop};
+use git_loop::error::usage;
+use git_loop::ids::Span;
+use git_loop::mission::record::Status;
+use git_loop::mission::{self, Event, MissionId, Observer, Stop};
 
 /// Command a mission: walk each project of the current wave with a child 'git loop run',
 /// wave after wave, until every project is done.
@@ -105,7 +105,7 @@ fn exit_code(stop: &Stop) -> u8 {
 /// with their project; or JSON lines.
 struct Progress {
     json: bool,
-    ctx: crate::context::Context,
+    ctx: git_loop::context::Context,
     /// The longest project name, to align the children's lines.
     width: AtomicUsize,
 }
