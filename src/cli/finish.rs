@@ -43,7 +43,7 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
             .hint("the loop sets it for its agents; to close a task by hand use 'git loop done <id>' or 'git loop park <id>'")
             .into());
     };
-    let writer = git_loop::walk::session_writer(&session)?;
+    let writer = git_loop::ids::session_writer(&session)?;
     let store = env.open()?;
     let word = match args.verdict {
         VerdictArg::Done => "done",

@@ -19,7 +19,6 @@
 //!    release the claim.
 
 pub mod dispatch;
-pub mod ids;
 pub mod plan;
 pub mod queue;
 pub mod record;
@@ -33,7 +32,7 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-pub use ids::{MissionId, ProjectName};
+pub use crate::ids::{MissionId, ProjectName};
 use record::{MissionState, Outcome, Source, Status};
 
 use crate::context::Context;

@@ -14,11 +14,11 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::ids::{MissionId, ProjectName};
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
 use crate::git;
 use crate::ids::TaskId;
+use crate::ids::{MissionId, ProjectName};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
 use crate::store::Store;

@@ -154,15 +154,22 @@ mod tests {
     fn a_task_operation_is_above_every_clock_the_clone_has_seen() {
         let (_dir, store) = store();
         let ctx = Context::for_tests();
-        let fields = crate::backlog::TaskFields { title: Some("t".into()), ..Default::default() };
-        let added = crate::backlog::add(&store, &ctx, fields).expect("add");
+        let id: crate::ids::TaskId = "t-1".parse().expect("id");
+        let create = task::Change {
+            create: Some(task::Create { origin: None, created_at: None }),
+            set: task::Fields { title: Some("t".into()), ..Default::default() },
+            ..Default::default()
+        };
+        let task::Created::Stored(added) = task::create(&store, &ctx, &id, create).expect("create") else {
+            panic!("a new task is created")
+        };
         assert_eq!(added.task.lamport, 1);
         witness(&store, 50).expect("witness");
         let change = task::Change {
             set: task::Fields { priority: Some(crate::ids::Priority::P0), ..Default::default() },
             ..Default::default()
         };
-        let edited = task::update(&store, &ctx, &added.task.task_id(), change, &|_| Ok(())).expect("update");
+        let edited = task::update(&store, &ctx, &id, change, &|_| Ok(())).expect("update");
         assert_eq!(edited.task.lamport, 51);
     }
 

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use chrono::Utc;
 use gix::ObjectId;
 
@@ -612,9 +612,4 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
             }
         }
     }
-}
-
-/// The git-loop journal writer of a session.
-pub fn session_writer(session: &str) -> Result<WriterId> {
-    session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
 }

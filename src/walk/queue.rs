@@ -104,7 +104,7 @@ impl<'a> GitQueue<'a> {
                 if let Some(session) =
                     entry.event.session.as_deref().or(entry.event.data.get("session").and_then(|s| s.as_str()))
                 {
-                    if let Ok(writer) = super::session_writer(session) {
+                    if let Ok(writer) = crate::ids::session_writer(session) {
                         names.insert(refs::journal(&writer));
                     }
                 }

@@ -31,7 +31,7 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         if rec.ended_at.is_some() || rec.walker == walker.key {
             continue;
         }
-        if let Ok(writer) = super::session_writer(&rec.session) {
+        if let Ok(writer) = crate::ids::session_writer(&rec.session) {
             let chains = sessions_of.entry((rec.walker.clone(), rec.task.clone())).or_default();
             chains.push(crate::refs::journal(&writer));
         }

@@ -613,7 +613,7 @@ impl GitDispatcher<'_> {
     /// The session's verdict: its journaled termination, else its result file. Follow-up
     /// tasks in the result file are added either way.
     fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
-        let termination = journal::find_termination(self.store, &super::session_writer(session)?)?;
+        let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
         let from_journal = termination.and_then(|entry| {
             let word = entry.event.data.get("verdict")?.as_str()?.to_owned();
             let message = entry.event.data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
