@@ -382,6 +382,12 @@ impl fmt::Display for ProjectName {
     }
 }
 
+/// The git-loop journal writer of an agent session (its key, e.g. `s-…`).
+pub fn session_writer(session: &str) -> anyhow::Result<WriterId> {
+    use anyhow::Context as _;
+    session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,10 +488,4 @@ mod tests {
             assert!(good.parse::<MissionId>().is_ok(), "{good:?} is a valid mission id");
         }
     }
-}
-
-/// The git-loop journal writer of an agent session (its key, e.g. `s-…`).
-pub fn session_writer(session: &str) -> anyhow::Result<WriterId> {
-    use anyhow::Context as _;
-    session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
 }
