@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::run::{exit_code, Progress};
+use super::run::Progress;
 use super::Env;
 use git_loop::backlog::{self, TaskFields};
 use git_loop::error::usage;
@@ -159,7 +159,7 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
         ids[4],
         ids[4]
     );
-    Ok(exit_code(&ended.stop))
+    Ok(super::exit::of_walk(&ended.stop))
 }
 
 /// `git loop <args>` in the demo repository, output straight through.

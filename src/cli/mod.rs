@@ -9,6 +9,7 @@ mod demo;
 mod demo_agent;
 mod done;
 mod edit;
+mod exit;
 mod finish;
 mod hand_back;
 mod hook;
@@ -210,7 +211,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { 2 } else { 0 };
+            let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
             let _ = err.print();
             return ExitCode::from(code);
         }
@@ -339,7 +340,7 @@ fn report(err: anyhow::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     print_error("error", &err);
-    ExitCode::from(find_refusal(&err).map_or(1, |refusal| refusal.class.exit_code()))
+    ExitCode::from(exit::of_error(find_refusal(&err)))
 }
 
 /// Print an error on one `<level>:` line, with a `hint:` line when it has one. Messages quote

@@ -300,21 +300,11 @@ pub(super) fn walk_and_report(
         ticked.stop();
         ended
     })?;
-    Ok(exit_code(&ended.stop))
+    Ok(super::exit::of_walk(&ended.stop))
 }
 
 fn to_std(span: Span) -> Duration {
     Duration::from_secs(span.0.num_seconds().max(0) as u64)
-}
-
-/// The exit code for how a walk stopped (docs/cli.md).
-pub fn exit_code(stop: &Stop) -> u8 {
-    match stop {
-        Stop::NoWork | Stop::Done => 0,
-        Stop::Budget => 1,
-        Stop::Paused { .. } => 4,
-        Stop::Interrupted => 130,
-    }
 }
 
 /// Prints what the walk does: one line per event, and on a terminal a live line with the
@@ -574,7 +564,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
         Event::Finished { stop, tally } => {
             let mut value = json!({
-                "event": "finished", "stop": walk::stop_word(stop), "exit_code": exit_code(stop),
+                "event": "finished", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
             });
             if let Stop::Paused { policy, units } = stop {

@@ -83,7 +83,7 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     }
     if troubled > 0 {
         eprintln!("warning: {troubled} refs could not be synced; see above");
-        return Ok(1);
+        return Ok(super::exit::FAILED);
     }
     Ok(0)
 }

@@ -88,17 +88,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
             );
         }
     }
-    Ok(exit_code(&ended.stop))
-}
-
-/// The exit code for how a mission run stopped (docs/cli.md).
-fn exit_code(stop: &Stop) -> u8 {
-    match stop {
-        Stop::Complete => 0,
-        Stop::Budget { .. } => 1,
-        Stop::Paused { .. } => 4,
-        Stop::Interrupted | Stop::Cancelled { .. } => 130,
-    }
+    Ok(crate::cli::exit::of_mission(&ended.stop))
 }
 
 /// Prints what the commander does, one line per event, and the children's lines prefixed
@@ -232,7 +222,7 @@ fn event_json(event: &Event) -> serde_json::Value {
                 Stop::Paused { project, .. } => Some(project.clone()),
                 _ => None,
             };
-            json!({ "event": "finished", "stop": stop.word(), "exit_code": exit_code(stop), "reason": reason, "project": project })
+            json!({ "event": "finished", "stop": stop.word(), "exit_code": crate::cli::exit::of_mission(stop), "reason": reason, "project": project })
         }
     }
 }
