@@ -515,7 +515,7 @@ pub fn hand_back(
 
 /// Run the checks in a try's worktree; an error (with the log) if they fail.
 fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Value> {
-    let log = store.loop_dir()?.join(format!("checks-{}-{}.log", try_.task, try_.number));
+    let log = store.layout()?.kept_checks_log(try_.task.as_str(), try_.number);
     let _ = std::fs::remove_file(&log);
     let marker = format!("checks-{}", random_base32(12));
     let spec = process::Spec {

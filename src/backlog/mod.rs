@@ -807,7 +807,7 @@ const CONTENDED_FOR: chrono::Duration = chrono::Duration::seconds(60);
 
 /// `.git/loop/contended`: when a claimer of this clone last lost a task to another claimer.
 fn contended_file(store: &Store) -> Option<std::path::PathBuf> {
-    store.loop_dir().ok().map(|dir| dir.join("contended"))
+    store.layout().ok().map(|layout| layout.contended())
 }
 
 /// Whether a claimer of this clone lost a task to another in the last minute.

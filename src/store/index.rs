@@ -48,8 +48,6 @@ use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 
-const FILE: &str = "index-v3";
-
 /// The bytes rows point into: the mapped cache file, or a line made for a fresh entry.
 #[derive(Debug)]
 enum Text {
@@ -242,10 +240,10 @@ pub struct Loaded {
 
 /// Read every task and node claim, through the cache.
 pub fn load(store: &Store) -> Result<Loaded> {
-    let loop_dir = crate::git::loop_dir(&store.repo);
+    let layout = super::layout::Layout::of(store.repo.common_dir());
     let stamp = stamp(store.repo.common_dir());
     store.fresh_refs();
-    let cached = Mapped::open(&loop_dir.join(FILE)).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
+    let cached = Mapped::open(&layout.index()).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
     if stamp.is_some() && cached.stamp == stamp {
         return Ok(Loaded { tasks: cached.tasks, claims: cached.claims, corrupt: cached.corrupt });
     }
@@ -299,7 +297,7 @@ pub fn load(store: &Store) -> Result<Loaded> {
         || cached.claims.len() != loaded.claims.len()
     {
         // Best effort: a cache that cannot be written only costs speed.
-        let _ = write(&loop_dir, stamp.as_deref(), &loaded);
+        let _ = write(&layout, stamp.as_deref(), &loaded);
     }
     Ok(loaded)
 }
@@ -586,8 +584,9 @@ fn clean(s: &str) -> String {
     s.replace(['\t', '\n'], " ")
 }
 
-fn write(loop_dir: &Path, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
-    std::fs::create_dir_all(loop_dir)?;
+fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
+    std::fs::create_dir_all(layout.root())?;
+    let path = layout.index();
     let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
     let mut records: Vec<u8> = Vec::with_capacity(loaded.tasks.len() * 400);
     let mut record = |json: &[u8]| -> (usize, usize) {
@@ -625,9 +624,9 @@ fn write(loop_dir: &Path, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
     let mut file = format!("stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len()).into_bytes();
     file.extend_from_slice(&rows);
     file.extend_from_slice(&records);
-    let aside = loop_dir.join(format!("{FILE}.tmp-{}", random_base32(6)));
+    let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
     std::fs::write(&aside, &file)?;
-    std::fs::rename(&aside, loop_dir.join(FILE)).inspect_err(|_| {
+    std::fs::rename(&aside, &path).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
     Ok(())

@@ -22,6 +22,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{self, Cas, Expect};
+use super::layout::Layout;
 use super::watch::{Changes, Watch};
 use super::Store;
 use crate::context::Context;
@@ -246,11 +247,9 @@ struct Cache {
     fresh: Vec<(ObjectId, Info)>,
 }
 
-const CACHE: &str = "journal-v1";
-
 impl Cache {
     fn load(repo: &gix::Repository) -> Cache {
-        let text = std::fs::read_to_string(git::loop_dir(repo).join(CACHE)).unwrap_or_default();
+        let text = std::fs::read_to_string(Layout::of(repo.common_dir()).journal_cache()).unwrap_or_default();
         let mut known = std::collections::HashMap::new();
         let opt = |s: &str| (s != "-").then(|| s.to_owned());
         for line in text.lines() {
@@ -286,7 +285,7 @@ impl Cache {
         if self.fresh.is_empty() {
             return;
         }
-        let dir = git::loop_dir(repo);
+        let layout = Layout::of(repo.common_dir());
         let mut out = String::new();
         for (id, info) in &self.fresh {
             let parents: Vec<String> = info.parents.iter().map(ToString::to_string).collect();
@@ -299,8 +298,8 @@ impl Cache {
                 info.json.as_deref().unwrap_or("-")
             ));
         }
-        let _ = std::fs::create_dir_all(&dir);
-        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(CACHE)) {
+        let _ = std::fs::create_dir_all(layout.root());
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(layout.journal_cache()) {
             // One write of whole lines: concurrent appenders do not interleave within it.
             let _ = file.write_all(out.as_bytes());
         }
@@ -463,16 +462,14 @@ mod by_task {
     use gix::ObjectId;
 
     use super::{Entry, Info, Timeline};
-    use crate::git;
     use crate::store::Store;
 
-    const DIR: &str = "journal-tasks";
     const TIPS: &str = "tips";
 
     /// `tips`: every chain and its tip, as `chains` lists them.
     pub fn timeline(store: &Store, task: &str, tips: Vec<(String, ObjectId)>) -> Result<Timeline> {
         let repo = &store.repo;
-        let dir = git::loop_dir(repo).join(DIR);
+        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
         let mut problems = Vec::new();
         catch_up(repo, &dir, tips, &mut problems)?;
         let text = if task.parse::<crate::ids::TaskId>().is_ok() {

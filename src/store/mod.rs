@@ -10,6 +10,7 @@ pub mod flock;
 pub mod index;
 pub mod journal;
 pub mod lamport;
+pub mod layout;
 pub mod lease;
 pub mod locks;
 pub mod maintenance;
@@ -173,15 +174,21 @@ impl Store {
 
     /// `<common-dir>/loop`, machine-local runtime state, created on demand.
     pub fn loop_dir(&self) -> Result<PathBuf> {
-        let dir = git::loop_dir(&self.repo);
-        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-        Ok(dir)
+        Ok(self.layout()?.root().to_owned())
+    }
+
+    /// The files under `<common-dir>/loop` (see [`layout`]); the directory is created on demand.
+    pub fn layout(&self) -> Result<layout::Layout> {
+        let layout = layout::Layout::of(self.repo.common_dir());
+        let dir = layout.root();
+        std::fs::create_dir_all(dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        Ok(layout)
     }
 
     /// This clone's id: random, made once, kept in `.git/loop/clone-id`. It names this clone's
     /// journal writers and breaks ties when operations from two clones are ordered.
     pub fn clone_id(&self) -> Result<String> {
-        let path = self.loop_dir()?.join("clone-id");
+        let path = self.layout()?.clone_id();
         if let Ok(text) = std::fs::read_to_string(&path) {
             let id = text.trim();
             if id.len() == 8 && id.parse::<WriterId>().is_ok() {

@@ -57,7 +57,7 @@ pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
             let dir = PathBuf::from(dir);
             Ok(if dir.is_absolute() { dir } else { store.workdir().join(dir) })
         }
-        None => Ok(store.loop_dir()?.join("worktrees")),
+        None => Ok(store.layout()?.worktrees()),
     }
 }
 
@@ -379,7 +379,7 @@ struct WorktreeLock;
 
 impl WorktreeLock {
     fn take(store: &Store) -> Result<FileLock> {
-        let path = store.loop_dir()?.join("worktree.lock");
+        let path = store.layout()?.worktree_lock();
         FileLock::exclusive(&path, "adding or removing a worktree", Duration::from_secs(60))
     }
 }

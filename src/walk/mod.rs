@@ -37,6 +37,7 @@ use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::journal::{self, NewEvent};
+use crate::store::layout::Layout;
 use crate::store::watch::Watch;
 use crate::store::{index, Store};
 
@@ -364,7 +365,7 @@ impl Walker<'_> {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
             return true;
         }
-        let marker = git::loop_dir(&store.repo).join("cancel");
+        let marker = Layout::of(store.repo.common_dir()).cancel();
         let fresh = std::fs::metadata(&marker)
             .and_then(|m| m.modified())
             .ok()
@@ -513,7 +514,7 @@ pub fn walk(
         journal::append(store, ctx, key, NewEvent { kind: "walk_terminated".into(), task: None, session: None, data })?;
     }
     if stop == Stop::Interrupted {
-        let _ = std::fs::remove_file(git::loop_dir(&store.repo).join("cancel"));
+        let _ = std::fs::remove_file(Layout::of(store.repo.common_dir()).cancel());
     }
     // Units published their results as they closed; this brings the rest (how the walk
     // ended, anything a failed publish left behind) to the remote before the walk ends.

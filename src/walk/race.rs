@@ -673,10 +673,7 @@ fn judge(
         "start": start.map(|s| s.to_string()),
         "tries": entries,
     });
-    let dir = store
-        .loop_dir()?
-        .join("races")
-        .join(format!("{id}-{}", numbers.iter().map(ToString::to_string).collect::<Vec<_>>().join("-")));
+    let dir = store.layout()?.race(id.as_str(), &numbers);
     std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("could not create '{}': {e}", dir.display()))?;
     let input = dir.join("judge-input.json");
     std::fs::write(&input, serde_json::to_vec_pretty(&doc)?)
