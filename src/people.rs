@@ -150,8 +150,7 @@ fn forbidden_by(store: &Store, task: &Task, agent: &str) -> Option<String> {
     if task.forbid.iter().any(|a| a == agent) {
         return Some(format!("the task forbids it (git loop edit {} --remove-forbid {agent})", task.id));
     }
-    let global = store.config("loop.forbid").unwrap_or_default();
-    global.split(',').map(str::trim).any(|a| a == agent).then(|| "loop.forbid names it".to_owned())
+    store.settings().forbid().iter().any(|a| a == agent).then(|| "loop.forbid names it".to_owned())
 }
 
 /// What `reassign` did.
@@ -327,14 +326,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     let try_ = match worked.as_ref().map(|w| w.try_number) {
         Some(n) if git::ref_target(&store.repo, &refs::try_branch(&id, n))?.is_some() => Try::describe(&id, n, &root),
         _ => {
-            let base = match store.config("loop.base").filter(|b| !b.is_empty()) {
-                Some(rev) => git::resolve_commit(&store.repo, &rev)?,
-                None => store
-                    .repo
-                    .head_id()
-                    .map_err(|_| usage("the current branch has no commits to start the task branch from"))?
-                    .detach(),
-            };
+            let base = tries::base(store, None)?;
             let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
             let head = match tries::ensure_task_branch(store, &id, base, &deps)? {
                 tries::TaskBranch::Ready(head) => head,
@@ -488,7 +480,7 @@ pub fn hand_back(
             Ok(HandedBack { task: id, try_, commit, changes, landed: None })
         }
         HandBack::Keep => {
-            let checks_json = match checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()) {
+            let checks_json = match checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty()) {
                 Some(command) => Some(run_checks(store, &try_, &command)?),
                 None => None,
             };

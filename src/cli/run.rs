@@ -82,7 +82,7 @@ impl AgentArgs {
         if let Some(cmd) = self.agent_cmd {
             return Ok(AgentChoice::Command(cmd));
         }
-        let configured = || store.config("loop.agent").filter(|a| !a.is_empty());
+        let configured = || store.settings().agent();
         match self.agent.or_else(configured) {
             Some(name) => Ok(AgentChoice::Named { name, model: self.model }),
             None => match default {
@@ -186,14 +186,6 @@ impl WalkArgs {
     }
 }
 
-/// A comma-separated list from git config (`loop.fallback = codex,opencode`).
-fn config_list(store: &git_loop::store::Store, key: &str) -> Vec<String> {
-    store
-        .config(key)
-        .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
-        .unwrap_or_default()
-}
-
 /// Check that every agent named for racing or falling back exists; a missing program is
 /// exit 77 before anything is claimed.
 fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], what: &str) -> Result<()> {
@@ -232,19 +224,19 @@ pub(super) fn walk_options(
         }
     };
     let pick = parse_pick(args.pick, "pick mode")?;
-    let pick_default = parse_pick(store.config("loop.pick"), "loop.pick")?;
-    let judge = args.judge_cmd.or_else(|| store.config("loop.judge")).filter(|c| !c.trim().is_empty());
+    let pick_default = parse_pick(store.settings().pick(), "loop.pick")?;
+    let judge = args.judge_cmd.or_else(|| store.settings().judge()).filter(|c| !c.trim().is_empty());
     if pick.or(pick_default) == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
         return Err(usage("judge mode needs a judge")
             .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
             .into());
     }
-    let fallback = if args.fallback.is_empty() { config_list(store, "loop.fallback") } else { args.fallback };
+    let fallback = if args.fallback.is_empty() { store.settings().fallback() } else { args.fallback };
     check_agents(env, store, &together, "racing")?;
     check_agents(env, store, &fallback, "fallback")?;
     let mut opts = walk::Options::new(agent);
-    opts.checks = args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty());
-    opts.review = args.review.or_else(|| store.config("loop.review")).filter(|c| !c.trim().is_empty());
+    opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
+    opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = to_std(args.checks_timeout);
     opts.grace = to_std(args.grace);
@@ -262,20 +254,10 @@ pub(super) fn walk_options(
     opts.pick_default = pick_default;
     opts.judge = judge;
     opts.fallback = fallback;
-    if let Some(span) = store.config("loop.unreachableFor") {
-        let span: Span = span
-            .parse()
-            .map_err(|_| usage(format!("loop.unreachableFor '{span}' is not a duration")).hint("e.g. 15m, 1h"))?;
-        opts.unreachable_for = to_std(span);
+    if let Some(span) = store.settings().unreachable_for()? {
+        opts.unreachable_for = span;
     }
-    opts.sync_every =
-        match store.config("loop.syncEvery") {
-            Some(v) if v == "0" || v == "never" => None,
-            Some(v) => Some(to_std(v.parse().map_err(|_| {
-                usage(format!("loop.syncEvery '{v}' is not a duration")).hint("e.g. 30s, 2m, or never")
-            })?)),
-            None => Some(Duration::from_secs(30)),
-        };
+    opts.sync_every = store.settings().sync_every()?;
     Ok(opts)
 }
 

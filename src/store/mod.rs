@@ -16,6 +16,7 @@ pub mod locks;
 pub mod maintenance;
 pub mod notes;
 pub mod remote;
+pub mod settings;
 pub mod sync;
 pub mod task;
 pub mod watch;
@@ -223,7 +224,12 @@ impl Store {
 
     /// The remote that arbitrates claims (`loop.remote`), if one is configured.
     pub fn arbiter(&self) -> Option<String> {
-        self.config("loop.remote").filter(|r| !r.is_empty())
+        self.settings().remote()
+    }
+
+    /// The `loop.*` settings (see [`settings`]).
+    pub fn settings(&self) -> settings::Settings<'_> {
+        settings::Settings::of(self)
     }
 
     /// Set `key` in the repository's own config file (`.git/config`), as `git config` would:

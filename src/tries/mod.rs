@@ -50,9 +50,25 @@ impl Try {
     }
 }
 
+/// The commit task branches start from: `explicit` (`--base`), else `loop.base`, else the
+/// current branch's head.
+pub fn base(store: &Store, explicit: Option<&str>) -> Result<ObjectId> {
+    match explicit.map(ToOwned::to_owned).or_else(|| store.settings().base()) {
+        Some(rev) => git::resolve_commit(&store.repo, &rev),
+        None => Ok(store
+            .repo
+            .head_id()
+            .map_err(|_| {
+                crate::error::usage("the current branch has no commits to start task branches from")
+                    .hint("make a first commit, or pass --base <rev>")
+            })?
+            .detach()),
+    }
+}
+
 /// Where try worktrees live.
 pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
-    match store.config("loop.worktrees").filter(|v| !v.trim().is_empty()) {
+    match store.settings().worktrees() {
         Some(dir) => {
             let dir = PathBuf::from(dir);
             Ok(if dir.is_absolute() { dir } else { store.workdir().join(dir) })

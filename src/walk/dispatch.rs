@@ -413,7 +413,7 @@ pub fn merge_into_base(store: &Store, walker: &Walker<'_>, task: &Task, commit: 
         Some(name) => name.as_bstr().to_string(),
         None => return Ok(BaseMerge::Skipped("the main worktree is not on a branch".into())),
     };
-    let base_branch = store.config("loop.mergeInto").map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
+    let base_branch = store.settings().merge_into().map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
     let Some(base) = git::ref_target(&store.repo, &base_branch)? else {
         return Ok(BaseMerge::Skipped(format!("branch '{}' does not exist", refs::short_branch(&base_branch))));
     };

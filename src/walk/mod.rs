@@ -30,7 +30,6 @@ use gix::ObjectId;
 use crate::backlog::Board;
 use crate::context::Context;
 use crate::error::{Class, Refusal};
-use crate::git;
 use crate::ids::{ClaimKey, WriterId};
 use crate::refs;
 use crate::runloop::{self, Limits, Stop, Tally};
@@ -408,20 +407,7 @@ pub fn walk(
         .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name))
         .into());
     }
-    let base = match &opts.base {
-        Some(rev) => git::resolve_commit(&store.repo, rev)?,
-        None => match store.config("loop.base").filter(|b| !b.is_empty()) {
-            Some(rev) => git::resolve_commit(&store.repo, &rev)?,
-            None => store
-                .repo
-                .head_id()
-                .map_err(|_| {
-                    crate::error::usage("the current branch has no commits to start task branches from")
-                        .hint("make a first commit, or pass --base <rev>")
-                })?
-                .detach(),
-        },
-    };
+    let base = crate::tries::base(store, opts.base.as_deref())?;
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
