@@ -106,8 +106,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
     let by = store.identity.to_string();
     let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
     let mut last = remembered.map(|(tip, seq, lamport)| (Some(tip), seq, lamport));
-    for _attempt in 0..200 {
-        let from_memory = last.is_some();
+    cas::until_settled(&format!("journal '{name}'"), ctx.pid, || {
         let (tip, seq, after) = match last.take() {
             Some((tip, seq, lamport)) => (tip, seq + 1, lamport),
             None => {
@@ -140,21 +139,20 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
         let message = format_message(&event)?;
         let parents: Vec<ObjectId> = tip.into_iter().collect();
         let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
-        match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
+        // Lost: the chain moved since this process last wrote it, or another process of the
+        // same writer appended first; read it again.
+        Ok(match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
             Cas::Applied => {
-                store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).insert(name, (commit, seq, lamport));
-                return Ok(Entry { id: commit, event });
+                store
+                    .journal_tips
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), (commit, seq, lamport));
+                Some(Entry { id: commit, event })
             }
-            // The chain moved since this process last wrote it: read it, and try again at once.
-            Cas::Lost { .. } if from_memory => continue,
-            Cas::Lost { .. } => {
-                // Another process of the same writer appended first: back off a little.
-                std::thread::sleep(std::time::Duration::from_micros(200 + (ctx.pid as u64 % 7) * 150));
-                continue;
-            }
-        }
-    }
-    anyhow::bail!("could not append to journal '{name}': it kept changing (200 attempts)")
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 fn format_message(event: &Event) -> Result<String> {
