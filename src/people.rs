@@ -320,33 +320,22 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         }
     }
     let stopped = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(60))?;
-    let root = tries::worktrees_root(store)?;
-    let mut opened = false;
     let worked = last_worked(store, &id)?;
-    let try_ = match worked.as_ref().map(|w| w.try_number) {
-        Some(n) if git::ref_target(&store.repo, &refs::try_branch(&id, n))?.is_some() => Try::describe(&id, n, &root),
-        _ => {
-            let base = tries::base(store, None)?;
-            let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
-            let head = match tries::ensure_task_branch(store, &id, base, &deps)? {
-                tries::TaskBranch::Ready(head) => head,
-                tries::TaskBranch::Conflict { dependency, paths } => {
-                    return Err(refused(format!(
-                        "the work of '{dependency}' conflicts with the base in: {}",
-                        paths.join(", ")
-                    ))
+    let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
+    let start = || -> Result<gix::ObjectId> {
+        let base = tries::base(store, None)?;
+        let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
+        match tries::ensure_task_branch(store, &id, base, &deps)? {
+            tries::TaskBranch::Ready(head) => Ok(head),
+            tries::TaskBranch::Conflict { dependency, paths } => {
+                Err(refused(format!("the work of '{dependency}' conflicts with the base in: {}", paths.join(", ")))
                     .into())
-                }
-            };
-            let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
-            let n = tries::take_numbers(store, &id, &me, 1, &events)?[0];
-            let try_ = Try::describe(&id, n, &root);
-            crate::store::cas::update(store, &try_.branch, crate::store::cas::Expect::Absent, head, "loop: open try")?;
-            opened = true;
-            try_
+            }
         }
     };
-    tries::add_worktree(store, &try_)?;
+    let tries::Opened { try_, resumed } =
+        tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
+    let opened = !resumed;
     let head = git::ref_target(&store.repo, &try_.branch)?;
     if opened {
         backlog::record(

@@ -280,6 +280,55 @@ pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> 
     Ok(Merged::Commit(commit))
 }
 
+/// A try opened to work in.
+pub struct Opened {
+    pub try_: Try,
+    /// An unfinished try taken up again (its branch, with its work, was there already).
+    pub resumed: bool,
+}
+
+/// Open a try of `task` to work in, with its worktree: the unfinished try `unfinished` if its
+/// branch still exists (its work is kept), else a new one — a number no try of the task has
+/// used, taken by `taker` (`take_numbers`), its branch made from the commit `start` gives.
+/// The one way the walk, races and people open tries.
+pub fn open(
+    store: &Store,
+    task: &TaskId,
+    taker: &str,
+    unfinished: Option<u32>,
+    history: &[journal::Entry],
+    start: impl FnOnce() -> Result<ObjectId>,
+) -> Result<Opened> {
+    let root = worktrees_root(store)?;
+    let resumable = match unfinished {
+        Some(n) if git::ref_target(&store.repo, &refs::try_branch(task, n))?.is_some() => Some(n),
+        _ => None,
+    };
+    let (try_, resumed) = match resumable {
+        Some(n) => (Try::describe(task, n, &root), true),
+        None => {
+            let start = start()?;
+            let n = take_numbers(store, task, taker, 1, history)?[0];
+            let try_ = Try::describe(task, n, &root);
+            open_branch(store, &try_, start)?;
+            (try_, false)
+        }
+    };
+    add_worktree(store, &try_)?;
+    Ok(Opened { try_, resumed })
+}
+
+/// Make `try_`'s branch at `start`, unless it exists: then it holds the try's own work (its
+/// number is the try's alone), made by an earlier attempt that stopped before it said so.
+pub fn open_branch(store: &Store, try_: &Try, start: ObjectId) -> Result<()> {
+    match cas::update(store, &try_.branch, Expect::Absent, start, "loop: open try")? {
+        Cas::Applied | Cas::Lost { actual: Some(_) } => Ok(()),
+        Cas::Lost { actual: None } => {
+            anyhow::bail!("could not make the branch of try {} of {}", try_.number, try_.task)
+        }
+    }
+}
+
 /// Add the worktree for `try_` on its branch (which must exist), serialized across
 /// processes: concurrent `worktree add`s otherwise fail now and then. A leftover registration
 /// whose directory is gone (deleted under the loop) is pruned first.

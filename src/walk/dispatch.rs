@@ -30,7 +30,7 @@ use crate::runloop::{self, Budget, Dispatched, Verdict};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
 use crate::store::Store;
-use crate::tries::{self, Try};
+use crate::tries;
 
 pub struct GitDispatcher<'a> {
     pub(super) store: &'a Store,
@@ -156,25 +156,8 @@ impl<'a> GitDispatcher<'a> {
             Ok(head) => head,
             Err(early) => return Ok(Some(early)),
         };
-        let root = tries::worktrees_root(self.store)?;
-        let (try_, resumed) = match unfinished_try(history) {
-            Some(n) if git::ref_target(&self.store.repo, &refs::try_branch(&id, n))?.is_some() => {
-                (Try::describe(&id, n, &root), true)
-            }
-            _ => {
-                let n = tries::take_numbers(self.store, &id, &self.walker.key, 1, history)?[0];
-                let try_ = Try::describe(&id, n, &root);
-                crate::store::cas::update(
-                    self.store,
-                    &try_.branch,
-                    crate::store::cas::Expect::Absent,
-                    head,
-                    "loop: open try",
-                )?;
-                (try_, false)
-            }
-        };
-        tries::add_worktree(self.store, &try_)?;
+        let tries::Opened { try_, resumed } =
+            tries::open(self.store, &id, &self.walker.key, unfinished_try(history), history, || Ok(head))?;
         self.walker.journal(
             self.store,
             "try_opened",

@@ -34,7 +34,6 @@ use super::{Event, Walker};
 use crate::git;
 use crate::refs;
 use crate::runloop::{Budget, Dispatched, Verdict};
-use crate::store::cas::{self, Cas, Expect};
 use crate::store::journal;
 use crate::store::task::{State, Task};
 use crate::store::Store;
@@ -317,9 +316,7 @@ pub fn run(
             let Some(start) = start else {
                 anyhow::bail!("the race on {id} has no start commit to open try {n} from");
             };
-            match cas::update(store, &try_.branch, Expect::Absent, start, "loop: open race try")? {
-                Cas::Applied | Cas::Lost { .. } => {}
-            }
+            tries::open_branch(store, &try_, start)?;
             walker.journal(
                 store,
                 "try_opened",
