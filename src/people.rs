@@ -21,6 +21,7 @@ use crate::ids::{random_base32, AgentSessionId, ClaimKey, TaskId};
 use crate::refs;
 use crate::session::{presets, process, record};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, Filter};
 use crate::store::task::{self, Assignment, Change, Fields, State, Task};
 use crate::store::Store;
@@ -83,8 +84,8 @@ pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
         }
         for entry in journal::timeline(store, &Filter::default())?.entries.iter().rev() {
             let e = &entry.event;
-            if e.kind == "session_started" && e.data.get("session").and_then(|s| s.as_str()) == Some(target) {
-                if let Some(task) = &e.task {
+            if let (Some(Recorded::SessionStarted(started)), Some(task)) = (Recorded::of(e), &e.task) {
+                if started.session == target {
                     return Ok(task.parse()?);
                 }
             }
@@ -255,19 +256,17 @@ struct Worked {
 fn last_worked(store: &Store, id: &TaskId) -> Result<Option<Worked>> {
     let filter = Filter { task: Some(id.to_string()), session: None };
     let mut last = None;
+    let named = |agent: String| (!agent.is_empty()).then_some(agent);
     for entry in journal::timeline(store, &filter)?.entries {
-        let d = &entry.event.data;
-        let n = d.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).map(ToOwned::to_owned);
-        match (entry.event.kind.as_str(), n) {
-            ("session_ended", Some(n)) => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: text("agent_session") })
+        match Recorded::of(&entry.event) {
+            Some(Recorded::SessionEnded(e)) => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: e.agent_session })
             }
-            ("session_started", Some(n)) => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            Some(Recorded::SessionStarted(e)) => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
-            ("try_opened", Some(n)) if last.is_none() => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            Some(Recorded::TryOpened(e)) if last.is_none() => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
             _ => {}
         }
@@ -338,12 +337,18 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     let opened = !resumed;
     let head = git::ref_target(&store.repo, &try_.branch)?;
     if opened {
-        backlog::record(
+        backlog::record_event(
             store,
             ctx,
-            "try_opened",
             Some(&id),
-            json!({ "try": try_.number, "agent": me, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string() }),
+            Recorded::TryOpened(events::TryOpened {
+                number: try_.number,
+                agent: me.clone(),
+                branch: refs::short_branch(&try_.branch).to_owned(),
+                worktree: try_.worktree.display().to_string(),
+                resumed: false,
+                race: false,
+            }),
         )?;
     }
     backlog::record(
@@ -459,12 +464,17 @@ pub fn hand_back(
     match mode {
         HandBack::Continue => {
             let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
-            transition.kind = Some("handed_back");
             transition.from = vec![State::TakenOver];
-            transition.data = json!({
-                "mode": "continue", "try": number, "commit": commit.map(|c| c.to_string()),
-                "changes": tries::describe_changes(&changes), "message": message,
+            let back = Recorded::HandedBack(events::HandedBack {
+                mode: "continue".into(),
+                number: Some(number),
+                commit: commit.map(|c| c.to_string()),
+                changes: Some(tries::describe_changes(&changes)),
+                message,
+                by: None,
             });
+            transition.kind = Some(back.kind());
+            transition.data = serde_json::Value::Object(back.into_parts().1);
             backlog::transition(store, ctx, &id, transition)?;
             Ok(HandedBack { task: id, try_, commit, changes, landed: None })
         }
@@ -481,12 +491,18 @@ pub fn hand_back(
                 checks: checks_json,
             };
             backlog::done(store, ctx, &id, opts)?;
-            backlog::record(
+            backlog::record_event(
                 store,
                 ctx,
-                "handed_back",
                 Some(&id),
-                json!({ "mode": "keep", "try": number, "commit": landed.to_string(), "changes": tries::describe_changes(&changes), "by": store.identity.to_string() }),
+                Recorded::HandedBack(events::HandedBack {
+                    mode: "keep".into(),
+                    number: Some(number),
+                    commit: Some(landed.to_string()),
+                    changes: Some(tries::describe_changes(&changes)),
+                    message: None,
+                    by: Some(store.identity.to_string()),
+                }),
             )?;
             claim::release(store, ctx, &key, &me, true)?;
             Ok(HandedBack { task: id, try_, commit, changes, landed: Some(landed) })
@@ -644,20 +660,19 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
 pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
     let mut note = None;
     for entry in entries {
-        let e = &entry.event;
-        match e.kind.as_str() {
-            "handed_back" if e.data.get("mode").and_then(|m| m.as_str()) == Some("continue") => {
-                let by = e.data.get("by").and_then(|b| b.as_str()).unwrap_or("a person");
-                let changes = e.data.get("changes").and_then(|c| c.as_str()).unwrap_or("  (no changes)");
+        match Recorded::of(&entry.event) {
+            Some(Recorded::HandedBack(back)) if back.mode == "continue" => {
+                let by = back.by.as_deref().unwrap_or("a person");
+                let changes = back.changes.as_deref().unwrap_or("  (no changes)");
                 let mut text = format!(
                     "{by} took this task over and handed it back to you. What they changed on your branch:\n{changes}\n"
                 );
-                if let Some(m) = e.data.get("message").and_then(|m| m.as_str()) {
+                if let Some(m) = &back.message {
                     text.push_str(&format!("\nTheir note:\n{m}\n"));
                 }
                 note = Some(text);
             }
-            "session_started" => note = None,
+            Some(Recorded::SessionStarted(_)) => note = None,
             _ => {}
         }
     }

@@ -6,6 +6,7 @@
 
 pub mod cas;
 pub mod claim;
+pub mod events;
 pub mod flock;
 pub mod index;
 pub mod journal;

@@ -25,6 +25,7 @@ use crate::git;
 use crate::ids::{random_base32, TaskId};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
+use crate::store::events::Recorded;
 use crate::store::flock::FileLock;
 use crate::store::journal;
 use crate::store::{remote, Store};
@@ -91,17 +92,12 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
         }
     }
     for entry in events {
-        let data = &entry.event.data;
-        let numbers = match entry.event.kind.as_str() {
-            "try_opened" => data.get("try").into_iter().collect::<Vec<_>>(),
-            "race_started" => {
-                data.get("tries").and_then(|t| t.as_array()).map(|t| t.iter().collect()).unwrap_or_default()
-            }
+        let numbers = match Recorded::of(&entry.event) {
+            Some(Recorded::TryOpened(opened)) => vec![opened.number],
+            Some(Recorded::RaceStarted(started)) => started.tries,
             _ => Vec::new(),
         };
-        for n in numbers.into_iter().filter_map(|v| v.as_u64()) {
-            highest = highest.max(n as u32);
-        }
+        highest = numbers.into_iter().fold(highest, u32::max);
     }
     Ok(highest)
 }

@@ -27,6 +27,7 @@ use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
 use crate::runloop::{self, Budget, Dispatched, Verdict};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
 use crate::store::Store;
@@ -158,11 +159,17 @@ impl<'a> GitDispatcher<'a> {
         };
         let tries::Opened { try_, resumed } =
             tries::open(self.store, &id, &self.walker.key, unfinished_try(history), history, || Ok(head))?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "try_opened",
             Some(&unit.task.id),
-            json!({ "try": try_.number, "agent": agent, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string(), "resumed": resumed }),
+            Recorded::TryOpened(events::TryOpened {
+                number: try_.number,
+                agent: agent.to_owned(),
+                branch: refs::short_branch(&try_.branch).to_owned(),
+                worktree: try_.worktree.display().to_string(),
+                resumed,
+                race: false,
+            }),
         )?;
         self.walker.observer.event(&Event::TryOpened {
             task: unit.task.id.clone(),
@@ -370,11 +377,10 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
 pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
     let mut open = None;
     for entry in entries {
-        let data = &entry.event.data;
-        let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-        match entry.event.kind.as_str() {
-            "try_opened" if data.get("race").and_then(|r| r.as_bool()) != Some(true) => open = number,
-            "unit_closed" | "task_done" | "race_started" => open = None,
+        match Recorded::of(&entry.event) {
+            Some(Recorded::TryOpened(opened)) if !opened.race => open = Some(opened.number),
+            Some(Recorded::UnitClosed(_) | Recorded::RaceStarted(_)) => open = None,
+            None if entry.event.kind == State::Done.event_kind() => open = None,
             _ => {}
         }
     }

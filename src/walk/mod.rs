@@ -35,6 +35,7 @@ use crate::refs;
 use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
+use crate::store::events::Recorded;
 use crate::store::journal::{self, NewEvent};
 use crate::store::layout::Layout;
 use crate::store::watch::Watch;
@@ -275,6 +276,12 @@ impl Walker<'_> {
     }
 
     /// Journal a walk event in this walker's chain.
+    /// Journal an event something reads back (see `store::events`).
+    pub fn record(&self, store: &Store, task: Option<&str>, event: Recorded) -> Result<()> {
+        let (kind, data) = event.into_parts();
+        self.journal(store, &kind, task, serde_json::Value::Object(data))
+    }
+
     pub fn journal(&self, store: &Store, kind: &str, task: Option<&str>, data: serde_json::Value) -> Result<()> {
         let data = match data {
             serde_json::Value::Object(map) => map,

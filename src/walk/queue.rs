@@ -21,6 +21,7 @@ use crate::ids::{ClaimKey, Priority, TaskId};
 use crate::refs;
 use crate::runloop::{self, Verdict};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::task::{self, State, Task};
 use crate::store::{sync, Store};
 use crate::tries::{self, Move, Try};
@@ -153,11 +154,15 @@ impl<'a> GitQueue<'a> {
             Err(err) if crate::error::find_refusal(&err).is_some() => {}
             Err(err) => return Err(err),
         }
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "unit_closed",
             Some(&unit.task.id),
-            json!({ "verdict": state.as_str(), "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
+            Recorded::UnitClosed(events::UnitClosed {
+                verdict: state.as_str().to_owned(),
+                reason: Some(reason.to_owned()),
+                commit: None,
+                number: unit.try_.as_ref().map(|t| t.number),
+            }),
         )?;
         let riders = self.riders(unit)?;
         let _one_at_a_time = self.walker.publishing();
@@ -291,11 +296,15 @@ impl<'a> GitQueue<'a> {
                 checks: unit.checks.clone(),
             },
         )?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "unit_closed",
             Some(&unit.task.id),
-            json!({ "verdict": "done", "commit": commit.to_string(), "try": try_.number }),
+            Recorded::UnitClosed(events::UnitClosed {
+                verdict: "done".into(),
+                reason: None,
+                commit: Some(commit.to_string()),
+                number: Some(try_.number),
+            }),
         )?;
         self.release(unit)?;
         self.drop_worktree(unit);

@@ -16,6 +16,7 @@ use super::{Event, Walker};
 use crate::ids::TaskId;
 use crate::session::{process, record};
 use crate::store::claim::{self, Listed};
+use crate::store::events::Recorded;
 use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
@@ -136,10 +137,9 @@ fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path:
             // orphan: the next walk of the task opens a try of its own.
             Some(State::Open) => {
                 let history = walker.task_history(store, task.as_str())?;
-                let opened = history.iter().any(|e| {
-                    e.event.kind == "try_opened"
-                        && e.event.data.get("try").and_then(|t| t.as_u64()) == Some(u64::from(number))
-                });
+                let opened = history.iter().any(
+                    |e| matches!(Recorded::of(&e.event), Some(Recorded::TryOpened(opened)) if opened.number == number),
+                );
                 opened || super::race::unfinished_in(&history).is_some()
             }
             Some(_) => false,

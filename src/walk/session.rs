@@ -33,6 +33,7 @@ use crate::session::process::{Exit, Running, Spec};
 use crate::session::reach;
 use crate::session::record::{self, tail};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
 use crate::tries::{self, commit::Committed, Try};
@@ -208,11 +209,16 @@ impl GitDispatcher<'_> {
             agent_session: agent.presets_session_id().then(|| agent_session.clone()),
         };
         record::write(&loop_dir, &rec)?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "session_started",
             Some(&task.id),
-            json!({ "session": session, "agent": agent.name, "try": try_.number, "attempt": seat.attempt, "worktree": try_.worktree.display().to_string() }),
+            Recorded::SessionStarted(events::SessionStarted {
+                session: session.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                attempt: seat.attempt,
+                worktree: try_.worktree.display().to_string(),
+            }),
         )?;
         self.walker.observer.event(&Event::SessionStarted {
             task: task.id.clone(),
@@ -261,13 +267,17 @@ impl GitDispatcher<'_> {
             });
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "session_ended",
             Some(&task.id),
-            json!({
-                "session": session, "reason": why, "elapsed_ms": elapsed.as_millis() as u64, "commit": commit,
-                "agent": agent.name, "try": try_.number, "agent_session": rec.agent_session,
+            Recorded::SessionEnded(events::SessionEnded {
+                session: session.clone(),
+                reason: why.clone(),
+                elapsed_ms: elapsed.as_millis() as u64,
+                commit: commit.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                agent_session: rec.agent_session.clone(),
             }),
         )?;
         self.walker.observer.event(&Event::SessionEnded {
