@@ -416,6 +416,7 @@ fn taken_try(store: &Store, id: &TaskId) -> Result<Option<(u32, Option<ObjectId>
 pub fn hand_back(
     store: &Store,
     ctx: &Context,
+    exe: &Path,
     target: &str,
     mode: HandBack,
     message: Option<String>,
@@ -480,7 +481,7 @@ pub fn hand_back(
         }
         HandBack::Keep => {
             let checks_json = match checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty()) {
-                Some(command) => Some(run_checks(store, &try_, &command)?),
+                Some(command) => Some(run_checks(store, ctx, exe, &try_, &command)?),
                 None => None,
             };
             let landed = land(store, &id, &try_, head)?;
@@ -510,42 +511,36 @@ pub fn hand_back(
     }
 }
 
-/// Run the checks in a try's worktree; an error (with the log) if they fail.
-fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Value> {
+/// Run the checks in a try's worktree, as the walk does (`tries::checks`): under the guard,
+/// for at most `loop.checksTimeout`; an error (with the log) if they fail.
+fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &str) -> Result<serde_json::Value> {
     let log = store.layout()?.kept_checks_log(try_.task.as_str(), try_.number);
     let _ = std::fs::remove_file(&log);
-    let marker = format!("checks-{}", random_base32(12));
-    let spec = process::Spec {
-        program: "sh".into(),
-        args: vec!["-c".into(), command.into()],
-        cwd: try_.worktree.clone(),
-        env: vec![("GIT_LOOP_TASK".into(), try_.task.to_string())],
-        stdin: None,
-        log: log.clone(),
-        marker,
+    let runner = tries::checks::Runner {
+        exe,
+        parent: ctx.pid,
+        grace: Duration::from_secs(5),
+        timeout: store.settings().checks_timeout()?,
+        cancelled: &|| false,
     };
-    let started = Instant::now();
-    let mut running = process::Running::spawn(&spec)?;
-    let exit = loop {
-        if let Some(exit) = running.wait_for(Duration::from_millis(200))? {
-            running.sweep();
-            break exit;
-        }
-        if started.elapsed() > Duration::from_secs(30 * 60) {
-            break running.stop(Duration::from_secs(5))?;
-        }
-    };
-    if exit != process::Exit::Code(0) {
-        return Err(refused(format!(
-            "the checks failed ({exit}) in {}; the task stays yours",
-            try_.worktree.display()
-        ))
-        .hint(format!("see {}; fix it and hand back again, or use --continue to let the agent go on", log.display()))
-        .into());
+    let env = [("GIT_LOOP_TASK".to_owned(), try_.task.to_string())];
+    let ran = tries::checks::run(&runner, "checks", command, try_, &env, &log)?;
+    if !ran.passed {
+        let how = match ran.exit {
+            _ if ran.elapsed >= runner.timeout => {
+                format!("stopped after {} s, loop.checksTimeout", runner.timeout.as_secs())
+            }
+            Some(exit) => exit.to_string(),
+            None => "stopped".into(),
+        };
+        return Err(refused(format!("the checks failed ({how}) in {}; the task stays yours", try_.worktree.display()))
+            .hint(format!(
+                "see {}; fix it and hand back again, or use --continue to let the agent go on",
+                log.display()
+            ))
+            .into());
     }
-    Ok(
-        json!({ "command": command, "passed": true, "exit": exit.to_string(), "elapsed_ms": started.elapsed().as_millis() as u64, "log": log.display().to_string() }),
-    )
+    Ok(ran.evidence(command))
 }
 
 /// Where the task branch should go to take try `number`'s `head`: the head itself when the

@@ -41,7 +41,7 @@ pub struct HandBackArgs {
 pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
     let store = env.open()?;
     let mode = if args.keep { HandBack::Keep } else { HandBack::Continue };
-    let back = people::hand_back(&store, &env.ctx, &args.id, mode, args.message, args.checks)?;
+    let back = people::hand_back(&store, &env.ctx, &env.exe, &args.id, mode, args.message, args.checks)?;
     let id = &back.task;
     if mode == HandBack::Keep && !env.cwd.starts_with(&back.try_.worktree) {
         // The work has landed; the worktree is not needed (its branch stays).

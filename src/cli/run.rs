@@ -129,9 +129,9 @@ pub struct WalkArgs {
     /// Stop a session after this long.
     #[arg(long, value_name = "DURATION", default_value = "60m")]
     session_timeout: Span,
-    /// Stop the checks (and the review and the judge) after this long.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    checks_timeout: Span,
+    /// Stop the checks (and the review and the judge) after this long [default: loop.checksTimeout, else 10m].
+    #[arg(long, value_name = "DURATION")]
+    checks_timeout: Option<Span>,
     /// Between asking a session to stop (SIGTERM) and killing it (SIGKILL).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     grace: Span,
@@ -238,7 +238,10 @@ pub(super) fn walk_options(
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
-    opts.checks_timeout = to_std(args.checks_timeout);
+    opts.checks_timeout = match args.checks_timeout {
+        Some(span) => to_std(span),
+        None => store.settings().checks_timeout()?,
+    };
     opts.grace = to_std(args.grace);
     opts.wrap_up = to_std(args.wrap_up);
     opts.lease = args.lease.0;

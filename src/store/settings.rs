@@ -35,6 +35,10 @@ pub const KEYS: &[Key] = &[
     },
     Key { key: "loop.forbid", meaning: "agents (comma-separated) no task may be given without `--override`" },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
+    Key {
+        key: "loop.checksTimeout",
+        meaning: "how long the checks (and the review, the judge) may run before they are stopped (default 10m; `run --checks-timeout`)",
+    },
     Key { key: "loop.base", meaning: "where task branches start (default: the current branch)" },
     Key { key: "loop.mergeInto", meaning: "the branch `run --merge` merges into (default: the current branch)" },
     Key { key: "loop.worktrees", meaning: "where try worktrees go (default: `<git-common-dir>/loop/worktrees`)" },
@@ -46,6 +50,9 @@ pub const KEYS: &[Key] = &[
 
 /// How often a walk syncs when `loop.syncEvery` is not set.
 pub const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How long checks may run when `loop.checksTimeout` is not set.
+pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// The settings of one repository, read through its store.
 pub struct Settings<'s> {
@@ -131,6 +138,18 @@ impl<'s> Settings<'s> {
                 })
             }
             None => Ok(Some(SYNC_EVERY)),
+        }
+    }
+
+    /// `loop.checksTimeout`: how long checks may run; [`CHECKS_TIMEOUT`] when unset.
+    pub fn checks_timeout(&self) -> Result<Duration, Refusal> {
+        match self.store.config("loop.checksTimeout") {
+            Some(v) => {
+                v.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).ok_or_else(|| {
+                    usage(format!("loop.checksTimeout '{v}' is not a duration")).hint("e.g. 10m, 30m, 1h")
+                })
+            }
+            None => Ok(CHECKS_TIMEOUT),
         }
     }
 

@@ -12,6 +12,7 @@
 //! - Moving a branch is a compare-and-swap and is refused while the branch is checked out in
 //!   any worktree: git would silently revert the move at that worktree's next commit.
 
+pub mod checks;
 pub mod commit;
 
 use std::path::{Path, PathBuf};
