@@ -543,33 +543,13 @@ fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &st
     Ok(ran.evidence(command))
 }
 
-/// Where the task branch should go to take try `number`'s `head`: the head itself when the
-/// branch has not moved since the try began, else a merge of the two (a conflict refuses).
-fn landing(store: &Store, id: &TaskId, number: u32, head: ObjectId) -> Result<(Option<ObjectId>, ObjectId)> {
-    let branch = refs::task_branch(id);
-    let current = git::ref_target(&store.repo, &branch)?;
-    let target = match current {
-        Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
-            let message = format!("loop: merge {} into try {number} of {id}\n", refs::short_branch(&branch));
-            match tries::merge(store, head, current, &message)? {
-                tries::Merged::Commit(c) => c,
-                tries::Merged::Conflict(paths) => {
-                    return Err(refused(format!(
-                        "{} moved since try {number} began and merging it conflicts in: {}",
-                        refs::short_branch(&branch),
-                        paths.join(", ")
-                    ))
-                    .hint(format!(
-                        "merge it into the try's worktree yourself (git merge {}), then try again",
-                        refs::short_branch(&branch)
-                    ))
-                    .into())
-                }
-            }
-        }
-        _ => head,
-    };
-    Ok((current, target))
+/// The refusal for a landing that conflicts with what the task branch gained since try
+/// `number` began.
+fn conflict(id: &TaskId, number: u32, paths: &[String]) -> anyhow::Error {
+    let branch = refs::short_branch(&refs::task_branch(id)).to_owned();
+    refused(format!("{branch} moved since try {number} began and merging it conflicts in: {}", paths.join(", ")))
+        .hint(format!("merge it into the try's worktree yourself (git merge {branch}), then try again"))
+        .into()
 }
 
 /// The refusal for a task branch checked out in a worktree (moving it would be undone there).
@@ -579,17 +559,12 @@ fn checked_out(branch: &str, path: &Path) -> anyhow::Error {
         .into()
 }
 
-/// Move the task branch to try `try_`'s `head` by compare-and-swap, never while it is checked
-/// out; returns where it points now.
+/// Land your work on the task branch (the walk's way: `tries::land`).
 fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<ObjectId> {
-    let branch = refs::task_branch(id);
-    let (current, target) = landing(store, id, try_.number, head)?;
-    match tries::move_branch(store, &branch, current, target, "loop: task done")? {
-        tries::Move::Moved => Ok(target),
-        tries::Move::CheckedOut(path) => Err(checked_out(&branch, &path)),
-        tries::Move::Lost(_) => {
-            Err(refused(format!("{} moved meanwhile", refs::short_branch(&branch))).hint("try again").into())
-        }
+    match tries::land(store, try_, head, "loop: task done")? {
+        tries::Landed::Moved(commit) => Ok(commit),
+        tries::Landed::Conflict(paths) => Err(conflict(id, try_.number, &paths)),
+        tries::Landed::CheckedOut(path) => Err(checked_out(&refs::task_branch(id), &path)),
     }
 }
 
@@ -622,7 +597,10 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     if let Some(path) = tries::checked_out_in(store, &branch)? {
         return Err(checked_out(&branch, &path));
     }
-    let (current, target) = landing(store, &id, number, head)?;
+    let (current, target) = match tries::landing_target(store, &id, number, head)? {
+        tries::Target::Move { from, to } => (from, to),
+        tries::Target::Conflict(paths) => return Err(conflict(&id, number, &paths)),
+    };
     let opts = DoneOptions {
         commit: Some(target.to_string()),
         message: message.or_else(|| Some(format!("try {number} chosen by {}", store.identity))),

@@ -248,6 +248,61 @@ pub enum Merged {
     Conflict(Vec<String>),
 }
 
+/// Where a task's branch goes to take a try's `head`, as the branch is now.
+pub enum Target {
+    /// Move from `from` (None: the branch does not exist yet) to `to`: the head itself when
+    /// the branch has not moved since the try began, else a merge of the two.
+    Move { from: Option<ObjectId>, to: ObjectId },
+    /// The branch moved meanwhile and merging it into the try conflicts in these paths.
+    Conflict(Vec<String>),
+}
+
+/// Where task `task`'s branch would go to take try `number`'s `head`.
+pub fn landing_target(store: &Store, task: &TaskId, number: u32, head: ObjectId) -> Result<Target> {
+    let branch = refs::task_branch(task);
+    let current = git::ref_target(&store.repo, &branch)?;
+    let to = match current {
+        Some(current) if !is_ancestor(&store.repo, current, head)? => {
+            let message = format!("loop: merge {} into try {number} of {task}\n", refs::short_branch(&branch));
+            match merge(store, head, current, &message)? {
+                Merged::Commit(commit) => commit,
+                Merged::Conflict(paths) => return Ok(Target::Conflict(paths)),
+            }
+        }
+        _ => head,
+    };
+    Ok(Target::Move { from: current, to })
+}
+
+/// How landing a try on its task's branch went.
+pub enum Landed {
+    /// The task branch holds this now.
+    Moved(ObjectId),
+    /// The branch moved since the try began and merging it conflicts in these paths.
+    Conflict(Vec<String>),
+    /// The branch is checked out in this worktree (moving it would be undone there).
+    CheckedOut(PathBuf),
+}
+
+/// Land try `try_` (at `head`) on its task's branch: a fast-forward, or a merge with what the
+/// branch gained meanwhile, moved by compare-and-swap; when another writer moves the branch
+/// first, decided again against where it went (the store's one retry policy). The one way
+/// the walk and a person's `hand-back --keep` land work.
+pub fn land(store: &Store, try_: &Try, head: ObjectId, why: &str) -> Result<Landed> {
+    let branch = refs::task_branch(&try_.task);
+    cas::until_settled(&format!("branch '{}'", refs::short_branch(&branch)), std::process::id(), || {
+        let (from, to) = match landing_target(store, &try_.task, try_.number, head)? {
+            Target::Move { from, to } => (from, to),
+            Target::Conflict(paths) => return Ok(Some(Landed::Conflict(paths))),
+        };
+        Ok(match move_branch(store, &branch, from, to, why)? {
+            Move::Moved => Some(Landed::Moved(to)),
+            Move::CheckedOut(path) => Some(Landed::CheckedOut(path)),
+            Move::Lost(_) => None,
+        })
+    })
+}
+
 /// Merge `theirs` into `ours` as a new commit (no ref is touched).
 pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
     let repo = &store.repo;
