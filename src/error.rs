@@ -1,4 +1,4 @@
-//! Errors the user can act on, and the exit code each class maps to.
+//! Errors the user can act on, classed (the command line maps a class to its exit code).
 //!
 //! Inside the library errors are `anyhow` chains with context. Where the user can do
 //! something about a failure, the library raises a [`Refusal`]: a class (which decides the
@@ -7,10 +7,10 @@
 
 use std::fmt;
 
-/// What kind of failure this is; decides the process exit code.
+/// What kind of failure this is; the command line exits with its code (`cli::exit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// Bad arguments, unknown ids, invalid configuration: exit 2.
+    /// Bad arguments, unknown ids, invalid configuration.
     Usage,
     /// An expected refusal: held by someone else, not the holder, lost a race: exit 1.
     Refused,
@@ -22,18 +22,6 @@ pub enum Class {
     Busy,
     /// The agent's program is not installed: exit 77.
     AgentMissing,
-}
-
-impl Class {
-    /// The exit code this class maps to; part of the command-line contract (docs/cli.md).
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Class::Usage => 2,
-            Class::Refused | Class::Failure => 1,
-            Class::Corrupt | Class::Busy => 3,
-            Class::AgentMissing => 77,
-        }
-    }
 }
 
 /// A failure with a message for people and, where they can do something, a hint.

@@ -21,6 +21,7 @@ use crate::ids::{random_base32, AgentSessionId, ClaimKey, TaskId};
 use crate::refs;
 use crate::session::{presets, process, record};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, Filter};
 use crate::store::task::{self, Assignment, Change, Fields, State, Task};
 use crate::store::Store;
@@ -83,8 +84,8 @@ pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
         }
         for entry in journal::timeline(store, &Filter::default())?.entries.iter().rev() {
             let e = &entry.event;
-            if e.kind == "session_started" && e.data.get("session").and_then(|s| s.as_str()) == Some(target) {
-                if let Some(task) = &e.task {
+            if let (Some(Recorded::SessionStarted(started)), Some(task)) = (Recorded::of(e), &e.task) {
+                if started.session == target {
                     return Ok(task.parse()?);
                 }
             }
@@ -150,8 +151,7 @@ fn forbidden_by(store: &Store, task: &Task, agent: &str) -> Option<String> {
     if task.forbid.iter().any(|a| a == agent) {
         return Some(format!("the task forbids it (git loop edit {} --remove-forbid {agent})", task.id));
     }
-    let global = store.config("loop.forbid").unwrap_or_default();
-    global.split(',').map(str::trim).any(|a| a == agent).then(|| "loop.forbid names it".to_owned())
+    store.settings().forbid().iter().any(|a| a == agent).then(|| "loop.forbid names it".to_owned())
 }
 
 /// What `reassign` did.
@@ -256,19 +256,17 @@ struct Worked {
 fn last_worked(store: &Store, id: &TaskId) -> Result<Option<Worked>> {
     let filter = Filter { task: Some(id.to_string()), session: None };
     let mut last = None;
+    let named = |agent: String| (!agent.is_empty()).then_some(agent);
     for entry in journal::timeline(store, &filter)?.entries {
-        let d = &entry.event.data;
-        let n = d.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).map(ToOwned::to_owned);
-        match (entry.event.kind.as_str(), n) {
-            ("session_ended", Some(n)) => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: text("agent_session") })
+        match Recorded::of(&entry.event) {
+            Some(Recorded::SessionEnded(e)) => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: e.agent_session })
             }
-            ("session_started", Some(n)) => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            Some(Recorded::SessionStarted(e)) => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
-            ("try_opened", Some(n)) if last.is_none() => {
-                last = Some(Worked { try_number: n, agent: text("agent"), agent_session: None })
+            Some(Recorded::TryOpened(e)) if last.is_none() => {
+                last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
             _ => {}
         }
@@ -321,48 +319,36 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         }
     }
     let stopped = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(60))?;
-    let root = tries::worktrees_root(store)?;
-    let mut opened = false;
     let worked = last_worked(store, &id)?;
-    let try_ = match worked.as_ref().map(|w| w.try_number) {
-        Some(n) if git::ref_target(&store.repo, &refs::try_branch(&id, n))?.is_some() => Try::describe(&id, n, &root),
-        _ => {
-            let base = match store.config("loop.base").filter(|b| !b.is_empty()) {
-                Some(rev) => git::resolve_commit(&store.repo, &rev)?,
-                None => store
-                    .repo
-                    .head_id()
-                    .map_err(|_| usage("the current branch has no commits to start the task branch from"))?
-                    .detach(),
-            };
-            let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
-            let head = match tries::ensure_task_branch(store, &id, base, &deps)? {
-                tries::TaskBranch::Ready(head) => head,
-                tries::TaskBranch::Conflict { dependency, paths } => {
-                    return Err(refused(format!(
-                        "the work of '{dependency}' conflicts with the base in: {}",
-                        paths.join(", ")
-                    ))
+    let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
+    let start = || -> Result<gix::ObjectId> {
+        let base = tries::base(store, None)?;
+        let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
+        match tries::ensure_task_branch(store, &id, base, &deps)? {
+            tries::TaskBranch::Ready(head) => Ok(head),
+            tries::TaskBranch::Conflict { dependency, paths } => {
+                Err(refused(format!("the work of '{dependency}' conflicts with the base in: {}", paths.join(", ")))
                     .into())
-                }
-            };
-            let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
-            let n = tries::take_numbers(store, &id, &me, 1, &events)?[0];
-            let try_ = Try::describe(&id, n, &root);
-            crate::store::cas::update(store, &try_.branch, crate::store::cas::Expect::Absent, head, "loop: open try")?;
-            opened = true;
-            try_
+            }
         }
     };
-    tries::add_worktree(store, &try_)?;
+    let tries::Opened { try_, resumed } =
+        tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
+    let opened = !resumed;
     let head = git::ref_target(&store.repo, &try_.branch)?;
     if opened {
-        backlog::record(
+        backlog::record_event(
             store,
             ctx,
-            "try_opened",
             Some(&id),
-            json!({ "try": try_.number, "agent": me, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string() }),
+            Recorded::TryOpened(events::TryOpened {
+                number: try_.number,
+                agent: me.clone(),
+                branch: refs::short_branch(&try_.branch).to_owned(),
+                worktree: try_.worktree.display().to_string(),
+                resumed: false,
+                race: false,
+            }),
         )?;
     }
     backlog::record(
@@ -430,6 +416,7 @@ fn taken_try(store: &Store, id: &TaskId) -> Result<Option<(u32, Option<ObjectId>
 pub fn hand_back(
     store: &Store,
     ctx: &Context,
+    exe: &Path,
     target: &str,
     mode: HandBack,
     message: Option<String>,
@@ -478,18 +465,23 @@ pub fn hand_back(
     match mode {
         HandBack::Continue => {
             let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
-            transition.kind = Some("handed_back");
             transition.from = vec![State::TakenOver];
-            transition.data = json!({
-                "mode": "continue", "try": number, "commit": commit.map(|c| c.to_string()),
-                "changes": tries::describe_changes(&changes), "message": message,
+            let back = Recorded::HandedBack(events::HandedBack {
+                mode: "continue".into(),
+                number: Some(number),
+                commit: commit.map(|c| c.to_string()),
+                changes: Some(tries::describe_changes(&changes)),
+                message,
+                by: None,
             });
+            transition.kind = Some(back.kind());
+            transition.data = serde_json::Value::Object(back.into_parts().1);
             backlog::transition(store, ctx, &id, transition)?;
             Ok(HandedBack { task: id, try_, commit, changes, landed: None })
         }
         HandBack::Keep => {
-            let checks_json = match checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty()) {
-                Some(command) => Some(run_checks(store, &try_, &command)?),
+            let checks_json = match checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty()) {
+                Some(command) => Some(run_checks(store, ctx, exe, &try_, &command)?),
                 None => None,
             };
             let landed = land(store, &id, &try_, head)?;
@@ -500,12 +492,18 @@ pub fn hand_back(
                 checks: checks_json,
             };
             backlog::done(store, ctx, &id, opts)?;
-            backlog::record(
+            backlog::record_event(
                 store,
                 ctx,
-                "handed_back",
                 Some(&id),
-                json!({ "mode": "keep", "try": number, "commit": landed.to_string(), "changes": tries::describe_changes(&changes), "by": store.identity.to_string() }),
+                Recorded::HandedBack(events::HandedBack {
+                    mode: "keep".into(),
+                    number: Some(number),
+                    commit: Some(landed.to_string()),
+                    changes: Some(tries::describe_changes(&changes)),
+                    message: None,
+                    by: Some(store.identity.to_string()),
+                }),
             )?;
             claim::release(store, ctx, &key, &me, true)?;
             Ok(HandedBack { task: id, try_, commit, changes, landed: Some(landed) })
@@ -513,71 +511,45 @@ pub fn hand_back(
     }
 }
 
-/// Run the checks in a try's worktree; an error (with the log) if they fail.
-fn run_checks(store: &Store, try_: &Try, command: &str) -> Result<serde_json::Value> {
-    let log = store.loop_dir()?.join(format!("checks-{}-{}.log", try_.task, try_.number));
+/// Run the checks in a try's worktree, as the walk does (`tries::checks`): under the guard,
+/// for at most `loop.checksTimeout`; an error (with the log) if they fail.
+fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &str) -> Result<serde_json::Value> {
+    let log = store.layout()?.kept_checks_log(try_.task.as_str(), try_.number);
     let _ = std::fs::remove_file(&log);
-    let marker = format!("checks-{}", random_base32(12));
-    let spec = process::Spec {
-        program: "sh".into(),
-        args: vec!["-c".into(), command.into()],
-        cwd: try_.worktree.clone(),
-        env: vec![("GIT_LOOP_TASK".into(), try_.task.to_string())],
-        stdin: None,
-        log: log.clone(),
-        marker,
+    let runner = tries::checks::Runner {
+        exe,
+        parent: ctx.pid,
+        grace: Duration::from_secs(5),
+        timeout: store.settings().checks_timeout()?,
+        cancelled: &|| false,
     };
-    let started = Instant::now();
-    let mut running = process::Running::spawn(&spec)?;
-    let exit = loop {
-        if let Some(exit) = running.wait_for(Duration::from_millis(200))? {
-            running.sweep();
-            break exit;
-        }
-        if started.elapsed() > Duration::from_secs(30 * 60) {
-            break running.stop(Duration::from_secs(5))?;
-        }
-    };
-    if exit != process::Exit::Code(0) {
-        return Err(refused(format!(
-            "the checks failed ({exit}) in {}; the task stays yours",
-            try_.worktree.display()
-        ))
-        .hint(format!("see {}; fix it and hand back again, or use --continue to let the agent go on", log.display()))
-        .into());
+    let env = [("GIT_LOOP_TASK".to_owned(), try_.task.to_string())];
+    let ran = tries::checks::run(&runner, "checks", command, try_, &env, &log)?;
+    if !ran.passed {
+        let how = match ran.exit {
+            _ if ran.elapsed >= runner.timeout => {
+                format!("stopped after {} s, loop.checksTimeout", runner.timeout.as_secs())
+            }
+            Some(exit) => exit.to_string(),
+            None => "stopped".into(),
+        };
+        return Err(refused(format!("the checks failed ({how}) in {}; the task stays yours", try_.worktree.display()))
+            .hint(format!(
+                "see {}; fix it and hand back again, or use --continue to let the agent go on",
+                log.display()
+            ))
+            .into());
     }
-    Ok(
-        json!({ "command": command, "passed": true, "exit": exit.to_string(), "elapsed_ms": started.elapsed().as_millis() as u64, "log": log.display().to_string() }),
-    )
+    Ok(ran.evidence(command))
 }
 
-/// Where the task branch should go to take try `number`'s `head`: the head itself when the
-/// branch has not moved since the try began, else a merge of the two (a conflict refuses).
-fn landing(store: &Store, id: &TaskId, number: u32, head: ObjectId) -> Result<(Option<ObjectId>, ObjectId)> {
-    let branch = refs::task_branch(id);
-    let current = git::ref_target(&store.repo, &branch)?;
-    let target = match current {
-        Some(current) if !tries::is_ancestor(&store.repo, current, head)? => {
-            let message = format!("loop: merge {} into try {number} of {id}\n", refs::short_branch(&branch));
-            match tries::merge(store, head, current, &message)? {
-                tries::Merged::Commit(c) => c,
-                tries::Merged::Conflict(paths) => {
-                    return Err(refused(format!(
-                        "{} moved since try {number} began and merging it conflicts in: {}",
-                        refs::short_branch(&branch),
-                        paths.join(", ")
-                    ))
-                    .hint(format!(
-                        "merge it into the try's worktree yourself (git merge {}), then try again",
-                        refs::short_branch(&branch)
-                    ))
-                    .into())
-                }
-            }
-        }
-        _ => head,
-    };
-    Ok((current, target))
+/// The refusal for a landing that conflicts with what the task branch gained since try
+/// `number` began.
+fn conflict(id: &TaskId, number: u32, paths: &[String]) -> anyhow::Error {
+    let branch = refs::short_branch(&refs::task_branch(id)).to_owned();
+    refused(format!("{branch} moved since try {number} began and merging it conflicts in: {}", paths.join(", ")))
+        .hint(format!("merge it into the try's worktree yourself (git merge {branch}), then try again"))
+        .into()
 }
 
 /// The refusal for a task branch checked out in a worktree (moving it would be undone there).
@@ -587,17 +559,12 @@ fn checked_out(branch: &str, path: &Path) -> anyhow::Error {
         .into()
 }
 
-/// Move the task branch to try `try_`'s `head` by compare-and-swap, never while it is checked
-/// out; returns where it points now.
+/// Land your work on the task branch (the walk's way: `tries::land`).
 fn land(store: &Store, id: &TaskId, try_: &Try, head: ObjectId) -> Result<ObjectId> {
-    let branch = refs::task_branch(id);
-    let (current, target) = landing(store, id, try_.number, head)?;
-    match tries::move_branch(store, &branch, current, target, "loop: task done")? {
-        tries::Move::Moved => Ok(target),
-        tries::Move::CheckedOut(path) => Err(checked_out(&branch, &path)),
-        tries::Move::Lost(_) => {
-            Err(refused(format!("{} moved meanwhile", refs::short_branch(&branch))).hint("try again").into())
-        }
+    match tries::land(store, try_, head, "loop: task done")? {
+        tries::Landed::Moved(commit) => Ok(commit),
+        tries::Landed::Conflict(paths) => Err(conflict(id, try_.number, &paths)),
+        tries::Landed::CheckedOut(path) => Err(checked_out(&refs::task_branch(id), &path)),
     }
 }
 
@@ -630,7 +597,10 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     if let Some(path) = tries::checked_out_in(store, &branch)? {
         return Err(checked_out(&branch, &path));
     }
-    let (current, target) = landing(store, &id, number, head)?;
+    let (current, target) = match tries::landing_target(store, &id, number, head)? {
+        tries::Target::Move { from, to } => (from, to),
+        tries::Target::Conflict(paths) => return Err(conflict(&id, number, &paths)),
+    };
     let opts = DoneOptions {
         commit: Some(target.to_string()),
         message: message.or_else(|| Some(format!("try {number} chosen by {}", store.identity))),
@@ -663,20 +633,19 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
 pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
     let mut note = None;
     for entry in entries {
-        let e = &entry.event;
-        match e.kind.as_str() {
-            "handed_back" if e.data.get("mode").and_then(|m| m.as_str()) == Some("continue") => {
-                let by = e.data.get("by").and_then(|b| b.as_str()).unwrap_or("a person");
-                let changes = e.data.get("changes").and_then(|c| c.as_str()).unwrap_or("  (no changes)");
+        match Recorded::of(&entry.event) {
+            Some(Recorded::HandedBack(back)) if back.mode == "continue" => {
+                let by = back.by.as_deref().unwrap_or("a person");
+                let changes = back.changes.as_deref().unwrap_or("  (no changes)");
                 let mut text = format!(
                     "{by} took this task over and handed it back to you. What they changed on your branch:\n{changes}\n"
                 );
-                if let Some(m) = e.data.get("message").and_then(|m| m.as_str()) {
+                if let Some(m) = &back.message {
                     text.push_str(&format!("\nTheir note:\n{m}\n"));
                 }
                 note = Some(text);
             }
-            "session_started" => note = None,
+            Some(Recorded::SessionStarted(_)) => note = None,
             _ => {}
         }
     }

@@ -20,8 +20,8 @@
 //! Try branches live beside, not below, `refs/heads/loop/<id>`, because git cannot have both
 //! `loop/<id>` and `loop/<id>/...` (a file and a directory of the same name).
 
+use crate::ids::MissionId;
 use crate::ids::{ClaimKey, TaskId, WriterId};
-use crate::mission::MissionId;
 
 pub const LOOP: &str = "refs/loop/";
 pub const TASKS: &str = "refs/loop/tasks/";

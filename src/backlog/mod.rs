@@ -15,6 +15,7 @@ use crate::git;
 use crate::ids::{ClaimKey, Priority, TaskId, WriterId};
 use crate::refs;
 use crate::store::claim::{self, Held};
+use crate::store::events::Recorded;
 use crate::store::index::{ClaimRow, Row};
 use crate::store::journal::{self, NewEvent};
 use crate::store::lease::{self, Lease};
@@ -66,6 +67,12 @@ pub fn writer(store: &Store, ctx: &Context) -> Result<WriterId> {
 }
 
 /// Journal an event, attributing it to this invocation's writer.
+/// Journal an event something reads back (see `store::events`).
+pub fn record_event(store: &Store, ctx: &Context, task: Option<&TaskId>, event: Recorded) -> Result<()> {
+    let (kind, data) = event.into_parts();
+    record(store, ctx, &kind, task, serde_json::Value::Object(data))
+}
+
 pub fn record(store: &Store, ctx: &Context, kind: &str, task: Option<&TaskId>, data: serde_json::Value) -> Result<()> {
     let data = match data {
         serde_json::Value::Object(map) => map,
@@ -807,7 +814,7 @@ const CONTENDED_FOR: chrono::Duration = chrono::Duration::seconds(60);
 
 /// `.git/loop/contended`: when a claimer of this clone last lost a task to another claimer.
 fn contended_file(store: &Store) -> Option<std::path::PathBuf> {
-    store.loop_dir().ok().map(|dir| dir.join("contended"))
+    store.layout().ok().map(|layout| layout.contended())
 }
 
 /// Whether a claimer of this clone lost a task to another in the last minute.

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::backlog::{self, TaskFields};
-use crate::ids::Priority;
+use git_loop::backlog::{self, TaskFields};
+use git_loop::ids::Priority;
 
 /// The fields shared by `add` and `edit`.
 #[derive(Args, Default)]
@@ -58,7 +58,7 @@ impl FieldArgs {
                 Ok(Some(text))
             }
             (None, Some(path)) => std::fs::read_to_string(path).map(Some).map_err(|err| {
-                crate::error::usage(format!("cannot read body file '{}': {err}", path.display())).into()
+                git_loop::error::usage(format!("cannot read body file '{}': {err}", path.display())).into()
             }),
             (None, None) => Ok(None),
         }

@@ -8,15 +8,15 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::run::{exit_code, Progress};
+use super::run::Progress;
 use super::Env;
-use crate::backlog::{self, TaskFields};
-use crate::error::usage;
-use crate::git;
-use crate::ids::Priority;
-use crate::runloop::Limits;
-use crate::session::presets;
-use crate::walk;
+use git_loop::backlog::{self, TaskFields};
+use git_loop::error::usage;
+use git_loop::git;
+use git_loop::ids::Priority;
+use git_loop::runloop::Limits;
+use git_loop::session::presets;
+use git_loop::walk;
 
 /// See it all work: a scratch project walked by the built-in demo agent.
 ///
@@ -159,7 +159,7 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
         ids[4],
         ids[4]
     );
-    Ok(exit_code(&ended.stop))
+    Ok(super::exit::of_walk(&ended.stop))
 }
 
 /// `git loop <args>` in the demo repository, output straight through.

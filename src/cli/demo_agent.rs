@@ -21,8 +21,8 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 
 use super::Env;
-use crate::error::usage;
-use crate::store::task;
+use git_loop::error::usage;
+use git_loop::store::task;
 
 /// The built-in demo agent (used by 'git loop demo' and '--agent demo').
 #[derive(Args)]

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::doctor::{self, Options, Report, Severity};
+use git_loop::doctor::{self, Options, Report, Severity};
 
 /// Check every loop ref and record, and this clone's local state, and say what to repair.
 ///

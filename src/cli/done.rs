@@ -6,8 +6,8 @@ use clap::Args;
 use super::human::{relative, short};
 use super::output::Out;
 use super::Env;
-use crate::backlog::{self, DoneOptions, Redo};
-use crate::store::task;
+use git_loop::backlog::{self, DoneOptions, Redo};
+use git_loop::store::task;
 
 /// A commit id as shown to people: its first 12 characters.
 fn short_id(commit: &str) -> &str {
@@ -51,7 +51,7 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     // A task whose history is damaged is reported (exit 3) before anything is added to it.
     task::read_whole(&store, &backlog::resolve(&store, &args.id)?)?;
     if let Some(n) = args.try_number {
-        let decided = crate::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
+        let decided = git_loop::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
         let commit = decided.commit.to_string();
         Out::new().line(format!(
             "{} done with try {n} · loop/{} moved to {}",

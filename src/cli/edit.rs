@@ -6,8 +6,8 @@ use clap::Args;
 use super::add::FieldArgs;
 use super::output::{task_json, Out};
 use super::Env;
-use crate::backlog::{self, Board, Removals};
-use crate::store::task;
+use git_loop::backlog::{self, Board, Removals};
+use git_loop::store::task;
 
 /// Change a task's title, priority, dependencies, labels, agents, race or body.
 ///

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::error::usage;
-use crate::store::journal::{self, NewEvent};
+use git_loop::error::usage;
+use git_loop::store::journal::{self, NewEvent};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum VerdictArg {
@@ -43,7 +43,7 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
             .hint("the loop sets it for its agents; to close a task by hand use 'git loop done <id>' or 'git loop park <id>'")
             .into());
     };
-    let writer = crate::walk::session_writer(&session)?;
+    let writer = git_loop::ids::session_writer(&session)?;
     let store = env.open()?;
     let word = match args.verdict {
         VerdictArg::Done => "done",

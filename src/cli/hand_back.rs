@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::people::{self, HandBack};
-use crate::refs;
+use git_loop::people::{self, HandBack};
+use git_loop::refs;
 
 /// Hand back a task you took over.
 ///
@@ -41,11 +41,11 @@ pub struct HandBackArgs {
 pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
     let store = env.open()?;
     let mode = if args.keep { HandBack::Keep } else { HandBack::Continue };
-    let back = people::hand_back(&store, &env.ctx, &args.id, mode, args.message, args.checks)?;
+    let back = people::hand_back(&store, &env.ctx, &env.exe, &args.id, mode, args.message, args.checks)?;
     let id = &back.task;
     if mode == HandBack::Keep && !env.cwd.starts_with(&back.try_.worktree) {
         // The work has landed; the worktree is not needed (its branch stays).
-        let _ = crate::tries::remove_worktree(&store, &back.try_);
+        let _ = git_loop::tries::remove_worktree(&store, &back.try_);
     }
     let mut out = Out::new();
     if args.json {

@@ -11,9 +11,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::Env;
-use crate::hooks::agent::{self, AgentEvent, Session, Source};
-use crate::hooks::{push, receive};
-use crate::store::Store;
+use git_loop::hooks::agent::{self, AgentEvent, Session, Source};
+use git_loop::hooks::{push, receive};
+use git_loop::store::Store;
 
 /// What installed hooks run (agent CLIs' and git's).
 ///
@@ -144,7 +144,7 @@ fn read_stdin_bounded() -> Option<Vec<u8>> {
 fn agent_hook(
     env: &Env,
     source: Source,
-    parse: impl FnOnce(&crate::context::Context) -> Result<AgentEvent>,
+    parse: impl FnOnce(&git_loop::context::Context) -> Result<AgentEvent>,
 ) -> Result<u8> {
     let Some(key) = env.ctx.session.session.clone() else {
         // Not in a loop session (the hook is installed for the user's own runs too).

@@ -16,7 +16,7 @@ pub fn span(d: chrono::Duration) -> String {
 /// What this clone has seen of another holder's lease: "unchanged for 12 min of its 30 min
 /// lease" while live, "stale: unchanged for 31 min" once it has seen it unchanged for a whole
 /// lease; "…, its process is gone" for a holder of this machine that no longer runs.
-pub fn lease(lease: &crate::store::lease::Lease) -> String {
+pub fn lease(lease: &git_loop::store::lease::Lease) -> String {
     let length = |d: std::time::Duration| span(chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
     let mut out = if lease.is_stale() {
         format!("stale: unchanged for {}", length(lease.unchanged_for))

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::backlog::import::{self, Format};
-use crate::error::usage;
+use git_loop::backlog::import::{self, Format};
+use git_loop::error::usage;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum FormatArg {

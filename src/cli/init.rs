@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::error::usage;
+use git_loop::error::usage;
 
 /// Prepare this repository for git-loop.
 ///

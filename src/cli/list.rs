@@ -7,9 +7,9 @@ use serde_json::json;
 use super::human::short;
 use super::output::{task_json, warn_corrupt, Out};
 use super::Env;
-use crate::backlog::{Board, Readiness};
-use crate::error::usage;
-use crate::store::task::{Snapshot, State};
+use git_loop::backlog::{Board, Readiness};
+use git_loop::error::usage;
+use git_loop::store::task::{Snapshot, State};
 
 /// List tasks, ready ones first.
 ///

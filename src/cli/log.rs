@@ -9,8 +9,8 @@ use serde_json::json;
 use super::human::clock;
 use super::output::Out;
 use super::Env;
-use crate::backlog;
-use crate::store::journal::{self, Entry, Filter};
+use git_loop::backlog;
+use git_loop::store::journal::{self, Entry, Filter};
 
 /// Show the journal: every clone's and session's events in one timeline.
 ///

@@ -10,6 +10,7 @@ mod demo_agent;
 mod doctor;
 mod done;
 mod edit;
+mod exit;
 mod finish;
 mod hand_back;
 mod hook;
@@ -44,9 +45,9 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::context::{Clock, Context, GitIdentityEnv, SessionEnv};
-use crate::error::find_refusal;
-use crate::store::Store;
+use git_loop::context::{Clock, Context, GitIdentityEnv, SessionEnv};
+use git_loop::error::find_refusal;
+use git_loop::store::Store;
 
 /// Run coding agents over a backlog kept in git refs: tasks, claims, completion and the
 /// journal live in the repository, and clones coordinate through the shared remote.
@@ -107,7 +108,7 @@ pub struct Env {
     /// This program, for the session guard and the demo agent.
     pub exe: PathBuf,
     /// What every store handle the command opened changed: published when it is done.
-    written: std::sync::Mutex<Vec<crate::store::Written>>,
+    written: std::sync::Mutex<Vec<git_loop::store::Written>>,
     /// Whether this command already asked the remote for loop state (`adopt`).
     adopted: std::sync::atomic::AtomicBool,
     /// The common directory of the repository the command opened: its objects are looked
@@ -141,8 +142,8 @@ impl Env {
         if self.adopted.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        match crate::store::sync::adopt(store, &self.ctx) {
-            Ok(crate::store::sync::Adoption::Followed { remote, .. }) => output::stderr_line(format!(
+        match git_loop::store::sync::adopt(store, &self.ctx) {
+            Ok(git_loop::store::sync::Adoption::Followed { remote, .. }) => output::stderr_line(format!(
                 "note: remote '{remote}' holds loop state: this clone now follows it (loop.remote = {remote})"
             )),
             Ok(_) => {}
@@ -173,13 +174,13 @@ impl Env {
         // claim taken or released, `next --claim`) leaves its events for the next publish or
         // sync: the board did not change, and agents calling it in a loop should not pay a
         // round trip to the remote for the record of it.
-        let journal_only = names.iter().all(|n| n.starts_with(crate::refs::JOURNAL));
+        let journal_only = names.iter().all(|n| n.starts_with(git_loop::refs::JOURNAL));
         if journal_only || self.ctx.session.session.is_some() {
             return;
         }
         let Ok(store) = Store::open(&self.ctx, &self.cwd) else { return };
         let Some(remote) = store.arbiter() else { return };
-        if let Err(err) = crate::store::sync::publish(&store, &self.ctx, &remote, names, None) {
+        if let Err(err) = git_loop::store::sync::publish(&store, &self.ctx, &remote, names, None) {
             let text = format!("{err:#}").replace('\n', " ");
             output::stderr_line(format!(
                 "warning: this change is recorded here but could not be sent to '{remote}': {text}"
@@ -193,7 +194,7 @@ impl Env {
     /// outcome is out, so it never delays a claim or a fetch; a failure is only a warning.
     fn maintain(&self) {
         let Some(git_dir) = self.opened.get() else { return };
-        if let Err(err) = crate::store::maintenance::auto(git_dir) {
+        if let Err(err) = git_loop::store::maintenance::auto(git_dir) {
             print_error("warning", &err);
         }
     }
@@ -212,7 +213,7 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let code = if err.use_stderr() { 2 } else { 0 };
+            let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
             let _ = err.print();
             return ExitCode::from(code);
         }
@@ -342,7 +343,7 @@ fn report(err: anyhow::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     print_error("error", &err);
-    ExitCode::from(find_refusal(&err).map_or(1, |refusal| refusal.class.exit_code()))
+    ExitCode::from(exit::of_error(find_refusal(&err)))
 }
 
 /// Print an error on one `<level>:` line, with a `hint:` line when it has one. Messages quote
@@ -378,7 +379,7 @@ fn arm_failpoint() {
     }
     if command.as_deref() == Some(name) {
         if let Ok(at) = at.parse() {
-            crate::failpoint::arm(at);
+            git_loop::failpoint::arm(at);
         }
     }
 }
@@ -389,7 +390,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
     let clock = match std::env::var("GIT_LOOP_NOW") {
         Ok(text) if !text.is_empty() => {
             let at = chrono::DateTime::parse_from_rfc3339(&text).map_err(|_| {
-                crate::error::usage(format!("GIT_LOOP_NOW '{text}' is not an RFC 3339 time"))
+                git_loop::error::usage(format!("GIT_LOOP_NOW '{text}' is not an RFC 3339 time"))
                     .hint("e.g. GIT_LOOP_NOW=2026-01-02T03:04:05Z, or unset it")
             })?;
             Clock::Fixed(at.with_timezone(&chrono::Utc))

@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::output::{claim_json, task_json, warn_corrupt, Out};
 use super::Env;
-use crate::backlog::{self, Board, NextClaimed, Readiness};
-use crate::error::usage;
-use crate::ids::Span;
-use crate::store::claim::AcquireOptions;
-use crate::store::task::Snapshot;
+use git_loop::backlog::{self, Board, NextClaimed, Readiness};
+use git_loop::error::usage;
+use git_loop::ids::Span;
+use git_loop::store::claim::AcquireOptions;
+use git_loop::store::task::Snapshot;
 
 /// Print the task to work on now, optionally claiming it.
 ///
@@ -61,8 +61,8 @@ pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
             NextClaimed::Claimed { task, held } => {
                 if args.json {
                     let mut value = serde_json::to_value(&task)?;
-                    let key = crate::ids::ClaimKey::node(&task.task_id());
-                    value["claim"] = claim_json(&held, &crate::store::lease::judge(&store, &env.ctx, &key, &held));
+                    let key = git_loop::ids::ClaimKey::node(&task.task_id());
+                    value["claim"] = claim_json(&held, &git_loop::store::lease::judge(&store, &env.ctx, &key, &held));
                     out.json(&value)?;
                 } else {
                     out.line(format!("{}  {}  {}", task.id, task.priority, super::human::short(&task.title, 72)))?;

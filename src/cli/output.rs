@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::text;
-use crate::backlog::{Board, Readiness};
-use crate::store::claim::Held;
-use crate::store::lease::Lease;
-use crate::store::task::Snapshot;
+use git_loop::backlog::{Board, Readiness};
+use git_loop::store::claim::Held;
+use git_loop::store::lease::Lease;
+use git_loop::store::task::Snapshot;
 
 /// Locked stdout.
 pub struct Out {

@@ -5,8 +5,8 @@ use clap::Args;
 
 use super::output::Out;
 use super::Env;
-use crate::backlog;
-use crate::store::task::State;
+use git_loop::backlog;
+use git_loop::store::task::State;
 
 /// Park a task: set it aside with a reason; `next` skips it until it is reopened.
 ///
@@ -22,7 +22,7 @@ pub struct ParkArgs {
 
 pub fn run(env: &Env, args: ParkArgs) -> Result<u8> {
     if args.reason.trim().is_empty() {
-        return Err(crate::error::usage("a parked task needs a reason")
+        return Err(git_loop::error::usage("a parked task needs a reason")
             .hint("--reason \"waiting for the API spec\"")
             .into());
     }

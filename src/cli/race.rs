@@ -5,9 +5,9 @@ use clap::Args;
 
 use super::run::{walk_and_report, walk_options, WalkArgs};
 use super::Env;
-use crate::backlog::{self, Board, Readiness};
-use crate::error::{refused, usage};
-use crate::session::presets;
+use git_loop::backlog::{self, Board, Readiness};
+use git_loop::error::{refused, usage};
+use git_loop::session::presets;
 
 /// Race several agents on one task now.
 ///
@@ -37,9 +37,9 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
     let gone = || usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'");
-    let task = crate::store::task::read(&store, &id)?.ok_or_else(gone)?.task;
+    let task = git_loop::store::task::read(&store, &id)?.ok_or_else(gone)?.task;
     let together = if args.together.is_empty() { task.together.clone() } else { args.together };
-    let unfinished = crate::walk::race::unfinished(&store, &task)?;
+    let unfinished = git_loop::walk::race::unfinished(&store, &task)?;
     if together.len() < 2 && unfinished.is_none() {
         return Err(usage(format!("a race needs at least two agents; {id} names {}", together.len()))
             .hint(format!("git loop race {id} --together claude,codex (or set the task's race: git loop edit {id} --together claude,codex)"))
@@ -64,7 +64,7 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
             let held = board.claim(id.as_str());
             let dead = held
                 .as_ref()
-                .is_some_and(|h| crate::ids::is_walker_key(&h.record.holder) && h.record.holder_gone_here(&env.ctx));
+                .is_some_and(|h| git_loop::ids::is_walker_key(&h.record.holder) && h.record.holder_gone_here(&env.ctx));
             if !dead {
                 let holder = held.map(|h| h.record.holder).unwrap_or_default();
                 return Err(refused(format!("{id} is claimed by {holder}"))

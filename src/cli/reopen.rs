@@ -5,8 +5,8 @@ use clap::Args;
 
 use super::output::Out;
 use super::Env;
-use crate::backlog;
-use crate::store::task::State;
+use git_loop::backlog;
+use git_loop::store::task::State;
 
 /// Reopen a done, parked or cancelled task.
 ///

@@ -11,13 +11,13 @@ use clap::Args;
 use serde_json::json;
 
 use super::{text, Env};
-use crate::error::usage;
-use crate::ids::Span;
-use crate::mission::AgentChoice;
-use crate::runloop::{Limits, PausePolicy, Stop};
-use crate::session::presets;
-use crate::walk::dispatch::human_duration;
-use crate::walk::{self, Event, Observer};
+use git_loop::error::usage;
+use git_loop::ids::Span;
+use git_loop::mission::AgentChoice;
+use git_loop::runloop::{Limits, PausePolicy, Stop};
+use git_loop::session::presets;
+use git_loop::walk::dispatch::human_duration;
+use git_loop::walk::{self, Event, Observer};
 
 /// Walk the backlog with an agent.
 ///
@@ -52,7 +52,7 @@ pub struct RunArgs {
     /// Also journal how the walk ended under this key, as a 'walk_terminated' event in the
     /// journal chain of that name (what a mission commander waits for).
     #[arg(long, value_name = "KEY")]
-    termination_key: Option<crate::ids::WriterId>,
+    termination_key: Option<git_loop::ids::WriterId>,
     /// Race these agents on every task that does not name its own race (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     together: Vec<String>,
@@ -78,11 +78,11 @@ pub struct AgentArgs {
 impl AgentArgs {
     /// The agent asked for: the options, else loop.agent, else `default` (a race's first
     /// entrant); none at all is a usage error.
-    pub(super) fn choose(self, store: &crate::store::Store, default: Option<&str>) -> Result<AgentChoice> {
+    pub(super) fn choose(self, store: &git_loop::store::Store, default: Option<&str>) -> Result<AgentChoice> {
         if let Some(cmd) = self.agent_cmd {
             return Ok(AgentChoice::Command(cmd));
         }
-        let configured = || store.config("loop.agent").filter(|a| !a.is_empty());
+        let configured = || store.settings().agent();
         match self.agent.or_else(configured) {
             Some(name) => Ok(AgentChoice::Named { name, model: self.model }),
             None => match default {
@@ -129,9 +129,9 @@ pub struct WalkArgs {
     /// Stop a session after this long.
     #[arg(long, value_name = "DURATION", default_value = "60m")]
     session_timeout: Span,
-    /// Stop the checks (and the review and the judge) after this long.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    checks_timeout: Span,
+    /// Stop the checks (and the review and the judge) after this long [default: loop.checksTimeout, else 10m].
+    #[arg(long, value_name = "DURATION")]
+    checks_timeout: Option<Span>,
     /// Between asking a session to stop (SIGTERM) and killing it (SIGKILL).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     grace: Span,
@@ -167,7 +167,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     let tasks = args
         .task
         .iter()
-        .map(|t| crate::backlog::resolve(&store, t).map(|id| id.to_string()))
+        .map(|t| git_loop::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
     let json = args.walk.json;
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
@@ -186,23 +186,15 @@ impl WalkArgs {
     }
 }
 
-/// A comma-separated list from git config (`loop.fallback = codex,opencode`).
-fn config_list(store: &crate::store::Store, key: &str) -> Vec<String> {
-    store
-        .config(key)
-        .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
-        .unwrap_or_default()
-}
-
 /// Check that every agent named for racing or falling back exists; a missing program is
 /// exit 77 before anything is claimed.
-fn check_agents(env: &Env, store: &crate::store::Store, names: &[String], what: &str) -> Result<()> {
+fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], what: &str) -> Result<()> {
     for name in names {
-        crate::backlog::check_agent_name(name)?;
+        git_loop::backlog::check_agent_name(name)?;
         let agent = presets::resolve(store, name, None, &env.exe)?;
-        if crate::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
-            return Err(crate::error::Refusal::new(
-                crate::error::Class::AgentMissing,
+        if git_loop::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+            return Err(git_loop::error::Refusal::new(
+                git_loop::error::Class::AgentMissing,
                 format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
             )
             .hint("install it or put it on PATH; see docs/agents.md")
@@ -215,7 +207,7 @@ fn check_agents(env: &Env, store: &crate::store::Store, names: &[String], what: 
 /// The walk options shared by `run` and `race`.
 pub(super) fn walk_options(
     env: &Env,
-    store: &crate::store::Store,
+    store: &git_loop::store::Store,
     agent: presets::Agent,
     together: Vec<String>,
     args: WalkArgs,
@@ -232,21 +224,24 @@ pub(super) fn walk_options(
         }
     };
     let pick = parse_pick(args.pick, "pick mode")?;
-    let pick_default = parse_pick(store.config("loop.pick"), "loop.pick")?;
-    let judge = args.judge_cmd.or_else(|| store.config("loop.judge")).filter(|c| !c.trim().is_empty());
+    let pick_default = parse_pick(store.settings().pick(), "loop.pick")?;
+    let judge = args.judge_cmd.or_else(|| store.settings().judge()).filter(|c| !c.trim().is_empty());
     if pick.or(pick_default) == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
         return Err(usage("judge mode needs a judge")
             .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
             .into());
     }
-    let fallback = if args.fallback.is_empty() { config_list(store, "loop.fallback") } else { args.fallback };
+    let fallback = if args.fallback.is_empty() { store.settings().fallback() } else { args.fallback };
     check_agents(env, store, &together, "racing")?;
     check_agents(env, store, &fallback, "fallback")?;
     let mut opts = walk::Options::new(agent);
-    opts.checks = args.checks.or_else(|| store.config("loop.checks")).filter(|c| !c.trim().is_empty());
-    opts.review = args.review.or_else(|| store.config("loop.review")).filter(|c| !c.trim().is_empty());
+    opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
+    opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
-    opts.checks_timeout = to_std(args.checks_timeout);
+    opts.checks_timeout = match args.checks_timeout {
+        Some(span) => to_std(span),
+        None => store.settings().checks_timeout()?,
+    };
     opts.grace = to_std(args.grace);
     opts.wrap_up = to_std(args.wrap_up);
     opts.lease = args.lease.0;
@@ -262,28 +257,23 @@ pub(super) fn walk_options(
     opts.pick_default = pick_default;
     opts.judge = judge;
     opts.fallback = fallback;
-    if let Some(span) = store.config("loop.unreachableFor") {
-        let span: Span = span
-            .parse()
-            .map_err(|_| usage(format!("loop.unreachableFor '{span}' is not a duration")).hint("e.g. 15m, 1h"))?;
-        opts.unreachable_for = to_std(span);
+    if let Some(span) = store.settings().unreachable_for()? {
+        opts.unreachable_for = span;
     }
-    opts.sync_every =
-        match store.config("loop.syncEvery") {
-            Some(v) if v == "0" || v == "never" => None,
-            Some(v) => Some(to_std(v.parse().map_err(|_| {
-                usage(format!("loop.syncEvery '{v}' is not a duration")).hint("e.g. 30s, 2m, or never")
-            })?)),
-            None => Some(Duration::from_secs(30)),
-        };
+    opts.sync_every = store.settings().sync_every()?;
     Ok(opts)
 }
 
 /// Walk with `opts`, printing progress, and turn how it ended into the exit code.
-pub(super) fn walk_and_report(env: &Env, store: &crate::store::Store, opts: walk::Options, json: bool) -> Result<u8> {
+pub(super) fn walk_and_report(
+    env: &Env,
+    store: &git_loop::store::Store,
+    opts: walk::Options,
+    json: bool,
+) -> Result<u8> {
     let observer = Progress::new(json, env.ctx.clone());
     let cancel = AtomicBool::new(false);
-    let ticked = crate::runloop::StopFlag::default();
+    let ticked = git_loop::runloop::StopFlag::default();
     let ended = std::thread::scope(|scope| {
         scope.spawn(|| {
             observer.tick();
@@ -295,35 +285,25 @@ pub(super) fn walk_and_report(env: &Env, store: &crate::store::Store, opts: walk
         ticked.stop();
         ended
     })?;
-    Ok(exit_code(&ended.stop))
+    Ok(super::exit::of_walk(&ended.stop))
 }
 
 fn to_std(span: Span) -> Duration {
     Duration::from_secs(span.0.num_seconds().max(0) as u64)
 }
 
-/// The exit code for how a walk stopped (docs/cli.md).
-pub fn exit_code(stop: &Stop) -> u8 {
-    match stop {
-        Stop::NoWork | Stop::Done => 0,
-        Stop::Budget => 1,
-        Stop::Paused { .. } => 4,
-        Stop::Interrupted => 130,
-    }
-}
-
 /// Prints what the walk does: one line per event, and on a terminal a live line with the
 /// running sessions; or JSON lines.
 pub struct Progress {
     json: bool,
-    ctx: crate::context::Context,
+    ctx: git_loop::context::Context,
     live: bool,
     running: Mutex<BTreeMap<String, (String, String, Instant)>>,
     drawn: Mutex<bool>,
 }
 
 impl Progress {
-    pub fn new(json: bool, ctx: crate::context::Context) -> Progress {
+    pub fn new(json: bool, ctx: git_loop::context::Context) -> Progress {
         Progress {
             json,
             ctx,
@@ -569,7 +549,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
         Event::Finished { stop, tally } => {
             let mut value = json!({
-                "event": "finished", "stop": walk::stop_word(stop), "exit_code": exit_code(stop),
+                "event": "finished", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
             });
             if let Stop::Paused { policy, units } = stop {

@@ -6,9 +6,9 @@ use clap::Args;
 use super::human::{self, relative};
 use super::output::{task_json, Out};
 use super::Env;
-use crate::backlog::{self, Board, Readiness};
-use crate::error::usage;
-use crate::store::task;
+use git_loop::backlog::{self, Board, Readiness};
+use git_loop::error::usage;
+use git_loop::store::task;
 
 /// Show one task: its fields, dependencies, claim, completion and plan.
 ///

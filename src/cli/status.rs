@@ -9,13 +9,13 @@ use serde_json::json;
 use super::human::{relative, short};
 use super::output::{claim_json, Out};
 use super::Env;
-use crate::backlog::{Board, Readiness};
-use crate::mission::record::{self as missions, MissionState};
-use crate::session::record;
-use crate::store::claim::{self, Listed};
-use crate::store::journal::{self, Filter};
-use crate::store::lease::Watcher;
-use crate::store::task::{State, Task};
+use git_loop::backlog::{Board, Readiness};
+use git_loop::mission::record::{self as missions, MissionState};
+use git_loop::session::record;
+use git_loop::store::claim::{self, Listed};
+use git_loop::store::journal::{self, Filter};
+use git_loop::store::lease::Watcher;
+use git_loop::store::task::{State, Task};
 
 /// The board at a glance.
 ///
@@ -48,7 +48,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     for listed in claim::list(&store, "")? {
         if let Listed::Claim { key, held } = listed {
             let lease = watcher.judge(&key, &held);
-            watched.insert(crate::refs::claim(&key));
+            watched.insert(git_loop::refs::claim(&key));
             if lease.is_stale() {
                 continue;
             }
@@ -63,7 +63,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             }
         }
     }
-    watcher.keep_only(crate::refs::CLAIMS, &watched);
+    watcher.keep_only(git_loop::refs::CLAIMS, &watched);
     watcher.save();
     // A task claimed by a walk of this machine that is gone is not being worked either.
     let abandoned_tasks: Vec<&str> =
@@ -110,7 +110,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
-                "log_tail": crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
+                "log_tail": git_loop::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
             "claims": claims.iter().map(|(_, h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
@@ -156,7 +156,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     if !running.is_empty() {
         out.section("sessions:")?;
         for r in &running {
-            let last = crate::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
+            let last = git_loop::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
             out.line(format!(
                 "  {:<11} {:<10} {:<8} try {:<3} {:>9}  {}",
                 r.task,

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::error::usage;
-use crate::people;
+use git_loop::error::usage;
+use git_loop::people;
 
 /// Stop a session, or the whole walk.
 ///
@@ -41,7 +41,7 @@ pub fn run(env: &Env, args: StopArgs) -> Result<u8> {
         if !args.all {
             return Err(usage("say what to stop").hint("git loop stop <session|task>, or git loop stop --all").into());
         }
-        let marker = store.loop_dir()?.join("cancel");
+        let marker = store.layout()?.cancel();
         std::fs::write(&marker, format!("{}\n", env.ctx.now().to_rfc3339()))?;
         out.line("asked the walk to stop; it stops its sessions and commits their work first")?;
         return Ok(0);

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::refs;
-use crate::store::sync::{self, Change};
+use git_loop::refs;
+use git_loop::store::sync::{self, Change};
 
 /// Exchange loop state with a remote.
 ///
@@ -83,7 +83,7 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     }
     if troubled > 0 {
         eprintln!("warning: {troubled} refs could not be synced; see above");
-        return Ok(1);
+        return Ok(super::exit::FAILED);
     }
     Ok(0)
 }

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use crate::people;
-use crate::refs;
+use git_loop::people;
+use git_loop::refs;
 
 /// Take a task over by hand.
 ///

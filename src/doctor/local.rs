@@ -16,6 +16,7 @@ use crate::ids::TaskId;
 use crate::refs;
 use crate::session::record;
 use crate::store::claim::{self, Listed};
+use crate::store::layout::Layout;
 use crate::store::locks::{self, Standing};
 use crate::store::{cas, index, journal, Store};
 use crate::tries;
@@ -187,7 +188,7 @@ fn check_walks(
     out: &mut Vec<Finding>,
     checked: &mut Checked,
 ) -> Result<()> {
-    let loop_dir = git::loop_dir(&store.repo);
+    let loop_dir = Layout::of(store.repo.common_dir()).root().to_owned();
     let root = tries::worktrees_root(store)?;
     let regs = registrations(store);
     checked.worktrees = regs.iter().filter(|r| r.on_try || r.worktree.starts_with(&root)).count();
@@ -379,14 +380,14 @@ fn check_temp_objects(store: &Store, opts: &Options, out: &mut Vec<Finding>) {
 /// The task index and the journal caches: files of an earlier version, half-written ones,
 /// ones that cannot be parsed, and an index that disagrees with what the refs hold now.
 fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Vec<Finding>) {
-    let loop_dir = git::loop_dir(&store.repo);
+    let layout = Layout::of(store.repo.common_dir());
+    let loop_dir = layout.root().to_owned();
     let stale = |path: &Path, why: String| {
         let place = shown(opts, path);
         Finding::leftover(Kind::Cache, &place, format!("cache '{place}' {why}"))
             .fix("'git loop doctor --repair' deletes it; it is rebuilt from the refs when next needed")
     };
-    for old in index::OLD_FILES {
-        let path = loop_dir.join(old);
+    for path in layout.old_indexes() {
         if path.is_file() {
             out.push(
                 stale(&path, "is of an earlier version: nothing reads it".into()).repair(Action::RemoveFile(path)),
@@ -404,9 +405,10 @@ fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Ve
         found.sort();
         found
     };
-    let index_path = loop_dir.join(index::FILE);
-    let journal_tasks = loop_dir.join("journal-tasks");
-    for path in aside(&loop_dir, &format!("{}.tmp-", index::FILE)).into_iter().chain(aside(&journal_tasks, "tips.")) {
+    let index_path = layout.index();
+    let journal_tasks = layout.journal_tasks();
+    let index_name = index_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for path in aside(&loop_dir, &format!("{index_name}.tmp-")).into_iter().chain(aside(&journal_tasks, "tips.")) {
         out.push(stale(&path, "was being written by a process that is gone".into()).repair(Action::RemoveFile(path)));
     }
     match index::cached(&store.repo) {

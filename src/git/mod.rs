@@ -5,7 +5,7 @@
 pub mod packed;
 pub mod program;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
@@ -119,12 +119,6 @@ pub fn write_index(repo: &gix::Repository, tree: ObjectId) -> Result<()> {
     }
     index.write(Default::default()).context("could not write the index")?;
     Ok(())
-}
-
-/// Machine-local runtime state that is not shared: `<common-dir>/loop`. Deleting it loses
-/// nothing that the refs do not hold.
-pub fn loop_dir(repo: &gix::Repository) -> PathBuf {
-    repo.common_dir().join("loop")
 }
 
 /// Who loop writes are made as.

@@ -192,7 +192,7 @@ pub fn session_dir(store: &Store, session: &str) -> Result<PathBuf> {
 
 /// Handle one event of the agent in loop session `session`.
 pub fn handle(store: &Store, ctx: &Context, session: &Session, event: &AgentEvent) -> Result<Outcome> {
-    let writer = crate::walk::session_writer(&session.key)?;
+    let writer = crate::ids::session_writer(&session.key)?;
     let loop_dir = store.loop_dir()?;
     let dir = record::dir(&loop_dir, &session.key);
     anyhow::ensure!(
@@ -264,7 +264,7 @@ pub fn handle(store: &Store, ctx: &Context, session: &Session, event: &AgentEven
 
 /// Journal that a hook failed before it could handle its event (in the session's chain).
 pub fn journal_failure(store: &Store, ctx: &Context, session: &Session, source: Source, error: &str) -> Result<()> {
-    let writer = crate::walk::session_writer(&session.key)?;
+    let writer = crate::ids::session_writer(&session.key)?;
     let mut data = Map::new();
     data.insert("agent".into(), json!(source.name()));
     data.insert("error".into(), json!(error));

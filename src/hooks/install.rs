@@ -20,9 +20,9 @@ use super::json::Json;
 use crate::error::{refused, usage};
 use crate::store::Store;
 
-/// The files users install, as shipped in `hooks/` (they run `git-loop` from PATH).
-pub const CLAUDE_CODE: &str = include_str!("../../hooks/claude-code.json");
-pub const CODEX_NOTIFY: &str = include_str!("../../hooks/codex-notify.toml");
+use crate::session::wiring::{claude_command, claude_session_settings, codex_notify, shell_quote, CODEX_NOTIFY};
+
+/// The git hooks users install, as shipped in `hooks/` (they run `git-loop` from PATH).
 pub const PRE_PUSH: &str = include_str!("../../hooks/pre-push");
 pub const PRE_RECEIVE: &str = include_str!("../../hooks/pre-receive");
 
@@ -164,28 +164,6 @@ pub fn status(target: &Target, exe: &Path) -> Result<State> {
     })
 }
 
-/// The Claude Code settings a loop session passes with `--settings`: the hooks of
-/// `hooks/claude-code.json`, run as `exe`.
-pub fn claude_session_settings(exe: &Path) -> String {
-    CLAUDE_CODE.replace("\"git-loop hook claude-code\"", &json_string(&claude_command(exe)))
-}
-
-/// `exe hook claude-code`, quoted for the shell Claude Code runs hook commands with.
-pub fn claude_command(exe: &Path) -> String {
-    format!("{} hook claude-code", shell_quote(&exe.display().to_string()))
-}
-
-/// The TOML value of Codex's `notify` key for `exe`: `["<exe>", "hook", "codex"]`.
-pub fn codex_notify(exe: &Path) -> String {
-    format!("[{}, \"hook\", \"codex\"]", json_string(&exe.display().to_string()))
-}
-
-/// The TOML value of a Codex `hooks.Stop` that runs `exe hook codex` (JSON on stdin).
-pub fn codex_stop_hook(exe: &Path) -> String {
-    let command = format!("{} hook codex", shell_quote(&exe.display().to_string()));
-    format!("[{{hooks=[{{type=\"command\",command={},timeout=60}}]}}]", json_string(&command))
-}
-
 /// A shipped script with its `git-loop hook` calls made to run `exe`.
 fn script(template: &str, exe: &Path) -> String {
     template.replace("\ngit-loop hook ", &format!("\n{} hook ", shell_quote(&exe.display().to_string())))
@@ -193,19 +171,6 @@ fn script(template: &str, exe: &Path) -> String {
 
 fn codex_block(exe: &Path) -> String {
     CODEX_NOTIFY.replace("notify = [\"git-loop\", \"hook\", \"codex\"]", &format!("notify = {}", codex_notify(exe)))
-}
-
-/// Single-quote `text` for a POSIX shell.
-pub fn shell_quote(text: &str) -> String {
-    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%".contains(c)) {
-        return text.to_owned();
-    }
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// A JSON (and TOML basic) string literal.
-fn json_string(text: &str) -> String {
-    serde_json::to_string(text).expect("a string serializes")
 }
 
 fn read(path: &Path) -> Result<Option<String>> {
@@ -479,11 +444,5 @@ mod tests {
             assert_eq!(ours_in(&root, event), ["/x/git-loop hook claude-code"]);
         }
         assert!(codex_block(Path::new("/x/git-loop")).contains("notify = [\"/x/git-loop\", \"hook\", \"codex\"]"));
-    }
-
-    #[test]
-    fn shell_quoting_keeps_plain_paths_plain() {
-        assert_eq!(shell_quote("/usr/bin/git-loop"), "/usr/bin/git-loop");
-        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
     }
 }

@@ -19,7 +19,6 @@
 //!    release the claim.
 
 pub mod dispatch;
-pub mod ids;
 pub mod plan;
 pub mod queue;
 pub mod record;
@@ -33,7 +32,7 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-pub use ids::{MissionId, ProjectName};
+pub use crate::ids::{MissionId, ProjectName};
 use record::{MissionState, Outcome, Source, Status};
 
 use crate::context::Context;
@@ -43,6 +42,7 @@ use crate::runloop::{self, Limits};
 use crate::session::presets;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::journal::{self, NewEvent};
+use crate::store::layout::Layout;
 use crate::store::Store;
 
 /// Child walks per project per run: the first, and two more when a child ends without
@@ -227,7 +227,7 @@ impl Commander<'_> {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
             return true;
         }
-        let fresh = std::fs::metadata(self.loop_dir.join("cancel"))
+        let fresh = std::fs::metadata(Layout::at(&self.loop_dir).cancel())
             .and_then(|m| m.modified())
             .ok()
             .map(DateTime::<Utc>::from)
@@ -285,7 +285,7 @@ impl Commander<'_> {
 
     /// Where a project known by URL is cloned: `<git-common-dir>/loop/missions/<id>/<name>`.
     pub fn clone_dir(&self, project: &str) -> PathBuf {
-        self.loop_dir.join("missions").join(self.mission.as_str()).join(project)
+        Layout::at(&self.loop_dir).mission_project(self.mission.as_str(), project)
     }
 
     /// The directory a project's child walks run in.
@@ -393,7 +393,7 @@ pub fn run(
     set_state(store, ctx, id, state, reason.clone())?;
     if stop == Stop::Interrupted {
         // `git loop stop --all` asked once; the next run must not see it again.
-        let _ = std::fs::remove_file(commander.loop_dir.join("cancel"));
+        let _ = std::fs::remove_file(Layout::at(&commander.loop_dir).cancel());
     }
     commander.journal(
         store,

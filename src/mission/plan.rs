@@ -5,11 +5,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::ids::{MissionId, ProjectName};
 use super::record::{self, Created, MissionState, Project, Selection, Snapshot, Source, Status};
 use crate::context::Context;
 use crate::error::{refused, usage, Refusal};
 use crate::ids::TaskId;
+use crate::ids::{MissionId, ProjectName};
 use crate::store::Store;
 
 /// Add a mission; refused if one with that id exists.

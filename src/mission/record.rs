@@ -14,11 +14,11 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::ids::{MissionId, ProjectName};
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
 use crate::git;
 use crate::ids::TaskId;
+use crate::ids::{MissionId, ProjectName};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
 use crate::store::Store;
@@ -410,22 +410,21 @@ pub type Change<'a> = &'a dyn Fn(&mut Mission) -> Result<(), Refusal>;
 /// Apply `change` to mission `id` by compare-and-swap; `what` is the commit's subject.
 pub fn update(store: &Store, ctx: &Context, id: &MissionId, what: &str, change: Change<'_>) -> Result<Snapshot> {
     let name = refs::mission(id);
-    for _attempt in 0..64 {
+    cas::until_settled(&format!("mission '{id}'"), ctx.pid, || {
         let current = require(store, id)?;
         let mut mission = current.mission.clone();
         change(&mut mission)?;
         mission.check().map_err(|why| anyhow::anyhow!("this change would make mission '{id}' invalid: {why}"))?;
         if mission == current.mission {
-            return Ok(current);
+            return Ok(Some(current));
         }
         mission.updated_at = ctx.now();
         let commit = write_commit(store, ctx, &mission, what, &[current.tip])?;
-        match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update mission")? {
-            Cas::Applied => return Ok(Snapshot { mission, tip: commit }),
-            Cas::Lost { .. } => continue,
-        }
-    }
-    anyhow::bail!("mission '{id}' kept changing under this update (64 attempts); try again")
+        Ok(match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update mission")? {
+            Cas::Applied => Some(Snapshot { mission, tip: commit }),
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 fn write_commit(store: &Store, ctx: &Context, mission: &Mission, what: &str, parents: &[ObjectId]) -> Result<ObjectId> {

@@ -18,12 +18,84 @@
 //! process group (what an interactive CLI takes as "stop what you are doing"), and goes on
 //! watching; the loop stops the session for good if it has not ended after a while.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
 
 use super::process::{Exit, Running, Spec};
+
+/// The (internal) subcommand that runs the guard: `git-loop session-guard …`, parsed by the
+/// command line before anything else.
+pub const SUBCOMMAND: &str = "session-guard";
+
+/// A command to run under the guard: the guard is `exe session-guard …`, a child of the
+/// process `parent`; it runs `program args` in `cwd` and stops it (SIGTERM, `grace`, SIGKILL)
+/// when told to or when `parent` dies.
+pub struct Guarded<'c> {
+    pub exe: &'c Path,
+    pub parent: u32,
+    pub grace: Duration,
+    pub program: &'c str,
+    pub args: &'c [String],
+    pub cwd: &'c Path,
+    pub env: &'c [(String, String)],
+    /// Fed to the command's standard input.
+    pub stdin: Option<PathBuf>,
+    /// The command's output (and the guard's own complaints, if any).
+    pub log: &'c Path,
+    /// Carried in the environment of every process of the command.
+    pub marker: &'c str,
+}
+
+/// Start `cmd` under the guard.
+pub fn spawn(cmd: &Guarded<'_>) -> Result<Running> {
+    let mut args = vec![
+        SUBCOMMAND.to_owned(),
+        "--parent".to_owned(),
+        cmd.parent.to_string(),
+        "--grace-ms".to_owned(),
+        cmd.grace.as_millis().to_string(),
+        "--log".to_owned(),
+        cmd.log.display().to_string(),
+    ];
+    if let Some(stdin) = &cmd.stdin {
+        args.push("--stdin".into());
+        args.push(stdin.display().to_string());
+    }
+    args.push("--".into());
+    args.push(cmd.program.to_owned());
+    args.extend(cmd.args.iter().cloned());
+    Running::spawn(&Spec {
+        program: cmd.exe.display().to_string(),
+        args,
+        cwd: cmd.cwd.to_owned(),
+        env: cmd.env.to_vec(),
+        stdin: None,
+        log: cmd.log.to_owned(),
+        marker: cmd.marker.to_owned(),
+    })
+}
+
+/// Wait for `running` to end, stopping it (with `grace`) once `timeout` has passed or
+/// `cancelled` says so; how it ended.
+pub fn finish(
+    running: &mut Running,
+    timeout: Duration,
+    grace: Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Option<Exit>> {
+    let deadline = std::time::Instant::now() + timeout;
+    while running.poll()?.is_none() && std::time::Instant::now() < deadline && !cancelled() {
+        running
+            .wait_for(deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(50)))?;
+    }
+    if running.poll()?.is_none() {
+        running.stop(grace)?;
+    }
+    running.poll()
+}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static INTERRUPT: AtomicBool = AtomicBool::new(false);

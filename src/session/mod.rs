@@ -5,3 +5,4 @@ pub mod presets;
 pub mod process;
 pub mod reach;
 pub mod record;
+pub mod wiring;

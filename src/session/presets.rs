@@ -19,6 +19,7 @@
 
 use anyhow::Result;
 
+use super::wiring::shell_quote;
 use crate::error::usage;
 use crate::store::Store;
 
@@ -232,7 +233,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             ))
             .into());
     };
-    let stop_hook = crate::hooks::install::codex_stop_hook(exe);
+    let stop_hook = super::wiring::codex_stop_hook(exe);
     let mut args: Vec<String> = preset.args.iter().map(|s| s.replace("{codex_stop_hook}", &stop_hook)).collect();
     if let Some(model) = model {
         let at = args.len() - preset.trailing;
@@ -253,7 +254,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         env: preset.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         session_files: match preset.hooks {
             Hooks::ClaudeSettings => {
-                vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::hooks::install::claude_session_settings(exe))]
+                vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::session::wiring::claude_session_settings(exe))]
             }
             Hooks::CodexStopHook | Hooks::None => Vec::new(),
         },
@@ -348,17 +349,6 @@ impl Agent {
     }
 }
 
-/// `word` as exactly one word for `sh`: as it is when it holds only characters no shell
-/// treats specially, else in single quotes (a quote inside as `'\''`).
-pub fn shell_quote(word: &str) -> std::borrow::Cow<'_, str> {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+@%:=,".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        std::borrow::Cow::Borrowed(word)
-    } else {
-        std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,7 +408,7 @@ mod tests {
             prompt: PromptVia::Stdin,
             resume: None,
             env: vec![],
-            session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::hooks::install::claude_session_settings(exe))],
+            session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::session::wiring::claude_session_settings(exe))],
         };
         let argv = agent.argv(std::path::Path::new("/s/s-1/prompt.md"), "u-1");
         let at = argv.iter().position(|a| a == "--settings").expect("--settings");
@@ -430,7 +420,7 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join(CLAUDE_SETTINGS_FILE)).expect("read")).expect("JSON");
         assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "/opt/git-loop hook claude-code");
         assert_eq!(
-            crate::hooks::install::codex_stop_hook(exe),
+            crate::session::wiring::codex_stop_hook(exe),
             r#"[{hooks=[{type="command",command="/opt/git-loop hook codex",timeout=60}]}]"#
         );
     }

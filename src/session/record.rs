@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::store::layout::Layout;
+
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -42,7 +44,7 @@ pub struct Record {
 
 /// The directory of one session's files (prompt, log, result, record).
 pub fn dir(loop_dir: &Path, session: &str) -> PathBuf {
-    loop_dir.join("sessions").join(session)
+    Layout::at(loop_dir).session(session)
 }
 
 pub fn write(loop_dir: &Path, record: &Record) -> Result<()> {
@@ -91,7 +93,7 @@ pub fn head(path: &Path, n: usize) -> String {
 
 /// Every readable session record.
 pub fn all(loop_dir: &Path) -> Vec<Record> {
-    let Ok(entries) = std::fs::read_dir(loop_dir.join("sessions")) else {
+    let Ok(entries) = std::fs::read_dir(Layout::at(loop_dir).sessions()) else {
         return Vec::new();
     };
     entries.flatten().filter_map(|e| read(loop_dir, e.file_name().to_str()?)).collect()

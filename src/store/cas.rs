@@ -57,6 +57,30 @@ pub enum Cas {
     Lost { actual: Option<ObjectId> },
 }
 
+/// How many times a read-decide-swap loop ([`until_settled`]) tries before it gives up.
+pub const ATTEMPTS: u32 = 200;
+
+/// Run `attempt` — read a ref, decide, write by compare-and-swap — until it is settled:
+/// `Ok(Some(value))` ends it; `Ok(None)` means the swap was lost (another writer moved the ref
+/// after it was read), so it reads again: at once the first time, then after a short pause
+/// that grows with each loss and differs between processes, so that writers contending for
+/// one ref stop colliding. After [`ATTEMPTS`] losses it gives up, saying `what` kept changing.
+/// The one retry policy of every record the store writes.
+pub fn until_settled<T>(what: &str, pid: u32, mut attempt: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    for lost in 0..ATTEMPTS {
+        if let Some(done) = attempt()? {
+            return Ok(done);
+        }
+        if lost > 0 {
+            let jitter = u64::from(pid % 7) * 150;
+            std::thread::sleep(Duration::from_micros((200 + jitter) * u64::from(lost.min(10))));
+        }
+    }
+    Err(crate::error::refused(format!("{what} kept changing under this write ({ATTEMPTS} attempts)"))
+        .hint("another writer is busy with it; try again")
+        .into())
+}
+
 /// Set `name` to `new` if it holds what `expect` says.
 pub fn update(store: &Store, name: &str, expect: Expect, new: ObjectId, message: &str) -> Result<Cas> {
     let previous = match expect {

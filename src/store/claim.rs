@@ -279,7 +279,7 @@ pub fn acquire_with(
     // takeover needs no such check: it is leased on exactly the record watched, so an old
     // mirror only makes the push fail.)
     let mut confirmed = arbiter.is_none();
-    for _attempt in 0..50 {
+    let acquired = super::cas::until_settled(&format!("claim '{key}'"), ctx.pid, || {
         let raw = read_record(store, key)?;
         let expect = Expect::from_current(raw.as_ref().map(|h| h.oid));
         let seen = raw.as_ref().and_then(|h| h.record.lamport).unwrap_or(0);
@@ -292,12 +292,9 @@ pub fn acquire_with(
             Some(_) if !confirmed && !remote::mirrored_recently(store, &name) => {
                 remote::refresh_mirror(store, arbiter.as_deref().expect("not confirmed only with an arbiter"), &name)?;
                 confirmed = true;
-                continue;
+                return Ok(None);
             }
-            Some(held) => {
-                watcher.save();
-                return Ok(Acquire::HeldByOther(held.clone()));
-            }
+            Some(held) => return Ok(Some(Acquire::HeldByOther(held.clone()))),
         };
         let record = Record {
             version: CLAIM_VERSION,
@@ -353,19 +350,18 @@ pub fn acquire_with(
                 }
                 // This clone has seen our record since it was written.
                 watcher.saw(key, oid);
-                watcher.save();
                 let held = Held { record, oid };
-                return Ok(match (current, previous) {
+                Ok(Some(match (current, previous) {
                     (None, _) => Acquire::Acquired(held),
                     (Some(_), Some(previous)) => Acquire::TookOver { held, previous: Box::new(previous) },
                     (Some(_), None) => Acquire::Refreshed(held),
-                });
+                }))
             }
-            Cas::Lost { .. } => continue,
+            Cas::Lost { .. } => Ok(None),
         }
-    }
+    });
     watcher.save();
-    anyhow::bail!("claim '{key}' kept changing under this attempt (50 tries); try again")
+    acquired
 }
 
 /// How `release` went.
@@ -406,7 +402,7 @@ pub fn release_with(
         // whose outcome we never learned): decide on the remote's current record.
         remote::refresh_mirror(store, arbiter.as_deref().expect("checked"), &name)?;
     }
-    for _attempt in 0..50 {
+    super::cas::until_settled(&format!("claim '{key}'"), ctx.pid, || {
         let current = match read(store, key) {
             Ok(current) => current,
             Err(err)
@@ -414,36 +410,37 @@ pub fn release_with(
                     && crate::error::find_refusal(&err).is_some_and(|r| r.class == crate::error::Class::Corrupt) =>
             {
                 let Some(oid) = git::ref_target(&store.repo, &name).ok().flatten() else {
-                    return remove_unreadable_ref(store, &name);
+                    return remove_unreadable_ref(store, &name).map(Some);
                 };
                 let tombstone = tombstone(store, ctx, key, "(corrupt record)", None)?;
-                match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(oid), Some(tombstone), riders)? {
-                    Cas::Applied => return Ok(Release::RemovedCorrupt),
-                    Cas::Lost { .. } => continue,
-                }
+                return Ok(
+                    match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(oid), Some(tombstone), riders)? {
+                        Cas::Applied => Some(Release::RemovedCorrupt),
+                        Cas::Lost { .. } => None,
+                    },
+                );
             }
             Err(err) => return Err(err),
         };
         let Some(held) = current else {
             publish_riders(store, ctx, arbiter.as_deref(), riders)?;
-            return Ok(Release::NotHeld);
+            return Ok(Some(Release::NotHeld));
         };
         if held.record.holder != holder && !(force && lease::judge(store, ctx, key, &held).is_stale()) {
             publish_riders(store, ctx, arbiter.as_deref(), riders)?;
-            return Ok(Release::HeldByOther(held.record));
+            return Ok(Some(Release::HeldByOther(held.record)));
         }
         let tombstone = tombstone(store, ctx, key, &held.record.holder, Some(&held.record))?;
-        match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone), riders)? {
+        Ok(match swap(store, ctx, arbiter.as_deref(), &name, Expect::Is(held.oid), Some(tombstone), riders)? {
             Cas::Applied => {
                 let mut watcher = lease::Watcher::load(store, ctx);
                 watcher.forget(key);
                 watcher.save();
-                return Ok(Release::Released(held.record));
+                Some(Release::Released(held.record))
             }
-            Cas::Lost { .. } => continue,
-        }
-    }
-    anyhow::bail!("claim '{key}' kept changing under this release (50 tries); try again")
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 /// The remote that decides `key`, if any. Walker singletons are local to a clone: one walker
@@ -528,7 +525,7 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
 
 /// The name this clone's writer has on the shared remote (`loop.user`), for its records.
 fn writer_user(store: &Store) -> Option<String> {
-    store.config("loop.user").map(|u| u.trim().to_owned()).filter(|u| !u.is_empty())
+    store.settings().user()
 }
 
 /// A loose ref file that is not even a ref (empty, garbage): remove the file itself.

@@ -57,12 +57,6 @@ use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 
-/// The cache file, in `<git-common-dir>/loop/`.
-pub const FILE: &str = "index-v4";
-
-/// Cache files of earlier versions, which nothing reads any more.
-pub const OLD_FILES: [&str; 3] = ["index-v1", "index-v2", "index-v3"];
-
 /// What the cache file holds, for `doctor` to hold against the refs: the tip each task row
 /// was checked at, and the refs it lists as unreadable.
 pub struct Cached {
@@ -73,7 +67,7 @@ pub struct Cached {
 /// The cache file's content: `None` when there is none, `Some(None)` when it cannot be parsed
 /// (readers then ignore it and rebuild it).
 pub fn cached(repo: &gix::Repository) -> Option<Option<Cached>> {
-    let path = crate::git::loop_dir(repo).join(FILE);
+    let path = super::layout::Layout::of(repo.common_dir()).index();
     if !path.exists() {
         return None;
     }
@@ -276,10 +270,10 @@ pub struct Loaded {
 
 /// Read every task and node claim, through the cache.
 pub fn load(store: &Store) -> Result<Loaded> {
-    let loop_dir = crate::git::loop_dir(&store.repo);
+    let layout = super::layout::Layout::of(store.repo.common_dir());
     let stamp = stamp(store.repo.common_dir());
     store.fresh_refs();
-    let cached = Mapped::open(&loop_dir.join(FILE)).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
+    let cached = Mapped::open(&layout.index()).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
     if stamp.is_some() && cached.stamp == stamp {
         return Ok(Loaded { tasks: cached.tasks, claims: cached.claims, corrupt: cached.corrupt });
     }
@@ -335,7 +329,7 @@ pub fn load(store: &Store) -> Result<Loaded> {
         || cached.claims.len() != loaded.claims.len()
     {
         // Best effort: a cache that cannot be written only costs speed.
-        let _ = write(&loop_dir, stamp.as_deref(), &loaded);
+        let _ = write(&layout, stamp.as_deref(), &loaded);
     }
     Ok(loaded)
 }
@@ -645,8 +639,9 @@ fn clean(s: &str) -> String {
     s.replace(['\t', '\n'], " ")
 }
 
-fn write(loop_dir: &Path, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
-    std::fs::create_dir_all(loop_dir)?;
+fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
+    std::fs::create_dir_all(layout.root())?;
+    let path = layout.index();
     let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
     let mut records: Vec<u8> = Vec::with_capacity(loaded.tasks.len() * 400);
     let mut record = |json: &[u8]| -> (usize, usize) {
@@ -684,9 +679,9 @@ fn write(loop_dir: &Path, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
     let mut file = format!("stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len()).into_bytes();
     file.extend_from_slice(&rows);
     file.extend_from_slice(&records);
-    let aside = loop_dir.join(format!("{FILE}.tmp-{}", random_base32(6)));
+    let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
     std::fs::write(&aside, &file)?;
-    std::fs::rename(&aside, loop_dir.join(FILE)).inspect_err(|_| {
+    std::fs::rename(&aside, &path).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
     Ok(())

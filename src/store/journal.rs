@@ -22,6 +22,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::cas::{self, Cas, Expect};
+use super::layout::Layout;
 use super::watch::{Changes, Watch};
 use super::Store;
 use crate::context::Context;
@@ -105,8 +106,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
     let by = store.identity.to_string();
     let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
     let mut last = remembered.map(|(tip, seq, lamport)| (Some(tip), seq, lamport));
-    for _attempt in 0..200 {
-        let from_memory = last.is_some();
+    cas::until_settled(&format!("journal '{name}'"), ctx.pid, || {
         let (tip, seq, after) = match last.take() {
             Some((tip, seq, lamport)) => (tip, seq + 1, lamport),
             None => {
@@ -139,21 +139,20 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
         let message = format_message(&event)?;
         let parents: Vec<ObjectId> = tip.into_iter().collect();
         let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
-        match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
+        // Lost: the chain moved since this process last wrote it, or another process of the
+        // same writer appended first; read it again.
+        Ok(match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
             Cas::Applied => {
-                store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).insert(name, (commit, seq, lamport));
-                return Ok(Entry { id: commit, event });
+                store
+                    .journal_tips
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), (commit, seq, lamport));
+                Some(Entry { id: commit, event })
             }
-            // The chain moved since this process last wrote it: read it, and try again at once.
-            Cas::Lost { .. } if from_memory => continue,
-            Cas::Lost { .. } => {
-                // Another process of the same writer appended first: back off a little.
-                std::thread::sleep(std::time::Duration::from_micros(200 + (ctx.pid as u64 % 7) * 150));
-                continue;
-            }
-        }
-    }
-    anyhow::bail!("could not append to journal '{name}': it kept changing (200 attempts)")
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 fn format_message(event: &Event) -> Result<String> {
@@ -259,11 +258,9 @@ struct Cache {
     fresh: Vec<(ObjectId, Info)>,
 }
 
-const CACHE: &str = "journal-v1";
-
 impl Cache {
     fn load(repo: &gix::Repository) -> Cache {
-        let text = std::fs::read_to_string(git::loop_dir(repo).join(CACHE)).unwrap_or_default();
+        let text = std::fs::read_to_string(Layout::of(repo.common_dir()).journal_cache()).unwrap_or_default();
         let mut known = std::collections::HashMap::new();
         let opt = |s: &str| (s != "-").then(|| s.to_owned());
         for line in text.lines() {
@@ -299,7 +296,7 @@ impl Cache {
         if self.fresh.is_empty() {
             return;
         }
-        let dir = git::loop_dir(repo);
+        let layout = Layout::of(repo.common_dir());
         let mut out = String::new();
         for (id, info) in &self.fresh {
             let parents: Vec<String> = info.parents.iter().map(ToString::to_string).collect();
@@ -312,8 +309,8 @@ impl Cache {
                 info.json.as_deref().unwrap_or("-")
             ));
         }
-        let _ = std::fs::create_dir_all(&dir);
-        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(CACHE)) {
+        let _ = std::fs::create_dir_all(layout.root());
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(layout.journal_cache()) {
             // One write of whole lines: concurrent appenders do not interleave within it.
             let _ = file.write_all(out.as_bytes());
         }
@@ -475,16 +472,14 @@ mod by_task {
     use gix::ObjectId;
 
     use super::{Entry, Info, Timeline};
-    use crate::git;
     use crate::store::Store;
 
-    const DIR: &str = "journal-tasks";
     const TIPS: &str = "tips";
 
     /// `tips`: every chain and its tip, as `chains` lists them.
     pub fn timeline(store: &Store, task: &str, tips: Vec<(String, ObjectId)>) -> Result<Timeline> {
         let repo = &store.repo;
-        let dir = git::loop_dir(repo).join(DIR);
+        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
         let mut problems = Vec::new();
         catch_up(repo, &dir, tips, &mut problems)?;
         let text = if task.parse::<crate::ids::TaskId>().is_ok() {

@@ -25,7 +25,6 @@ use gix::ObjectId;
 use super::{journal, task, Store};
 use crate::refs;
 
-const FILE: &str = "lamport";
 /// 20 digits (every u64) and a newline: every write replaces the whole content in place.
 const WIDTH: usize = 21;
 
@@ -86,7 +85,7 @@ fn highest_in_refs(store: &Store) -> u64 {
 
 /// Run `change` on the counter under the file's lock; it returns the new value and a result.
 fn with_counter<T>(store: &Store, change: impl FnOnce(u64) -> (u64, T)) -> Result<T> {
-    let path = store.loop_dir()?.join(FILE);
+    let path = store.layout()?.lamport();
     let held = super::flock::FileLock::exclusive(&path, "counting", std::time::Duration::from_secs(60))?;
     let mut file = held.file();
     let mut text = String::new();
@@ -126,7 +125,7 @@ mod tests {
         witness(&store, 40).expect("witness");
         witness(&store, 3).expect("an older clock changes nothing");
         assert_eq!(tick(&store, 0).expect("tick"), 41, "after seeing another clone's 40");
-        let text = std::fs::read_to_string(store.loop_dir().expect("dir").join(FILE)).expect("read");
+        let text = std::fs::read_to_string(store.layout().expect("dir").lamport()).expect("read");
         assert_eq!(text, "00000000000000000041\n");
     }
 
@@ -154,15 +153,22 @@ mod tests {
     fn a_task_operation_is_above_every_clock_the_clone_has_seen() {
         let (_dir, store) = store();
         let ctx = Context::for_tests();
-        let fields = crate::backlog::TaskFields { title: Some("t".into()), ..Default::default() };
-        let added = crate::backlog::add(&store, &ctx, fields).expect("add");
+        let id: crate::ids::TaskId = "t-1".parse().expect("id");
+        let create = task::Change {
+            create: Some(task::Create { origin: None, created_at: None }),
+            set: task::Fields { title: Some("t".into()), ..Default::default() },
+            ..Default::default()
+        };
+        let task::Created::Stored(added) = task::create(&store, &ctx, &id, create).expect("create") else {
+            panic!("a new task is created")
+        };
         assert_eq!(added.task.lamport, 1);
         witness(&store, 50).expect("witness");
         let change = task::Change {
             set: task::Fields { priority: Some(crate::ids::Priority::P0), ..Default::default() },
             ..Default::default()
         };
-        let edited = task::update(&store, &ctx, &added.task.task_id(), change, &|_| Ok(())).expect("update");
+        let edited = task::update(&store, &ctx, &id, change, &|_| Ok(())).expect("update");
         assert_eq!(edited.task.lamport, 51);
     }
 
@@ -183,7 +189,7 @@ mod tests {
         crate::store::claim::acquire(&store, &ctx, &key, &opts).expect("acquire");
         crate::store::claim::release(&store, &ctx, &key, "h", false).expect("release");
         // Another clone, whose clock is far behind, reads the tombstone.
-        let path = store.loop_dir().expect("dir").join(FILE);
+        let path = store.layout().expect("dir").lamport();
         std::fs::write(&path, format!("{:020}\n", 2)).expect("a clone that has seen little");
         let tombstone = crate::store::claim::read_record(&store, &key).expect("read").expect("a tombstone");
         assert_eq!(tombstone.record.lamport, Some(32), "the releaser's clock: after its acquire at 31");
@@ -199,7 +205,7 @@ mod tests {
             journal::append(&store, &ctx, &writer, journal::NewEvent { kind: "note".into(), ..Default::default() })
                 .expect("append");
         }
-        std::fs::remove_file(store.loop_dir().expect("dir").join(FILE)).expect("lose the counter");
+        std::fs::remove_file(store.layout().expect("dir").lamport()).expect("lose the counter");
         assert_eq!(tick(&store, 0).expect("tick"), 4, "above the chain's last event (3)");
     }
 }

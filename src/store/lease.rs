@@ -51,7 +51,6 @@ use crate::context::{Context, Tick};
 use crate::ids::ClaimKey;
 use crate::refs;
 
-const FILE: &str = "leases";
 const HEADER: &str = "leases v1";
 
 /// What this clone knows of another holder's lease on a claim.
@@ -95,7 +94,7 @@ pub struct Watcher {
 impl Watcher {
     /// Load this clone's observations (none if the file is missing or unreadable).
     pub fn load(store: &Store, ctx: &Context) -> Watcher {
-        let path = crate::git::loop_dir(&store.repo).join(FILE);
+        let path = super::layout::Layout::of(store.repo.common_dir()).leases();
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let mut seen = BTreeMap::new();
         let mut lines = text.lines();
@@ -169,7 +168,7 @@ impl Watcher {
         }
         let Some(dir) = self.path.parent() else { return };
         let _ = std::fs::create_dir_all(dir);
-        let aside = dir.join(format!("{FILE}.tmp-{}", crate::ids::random_base32(8)));
+        let aside = self.path.with_extension(format!("tmp-{}", crate::ids::random_base32(8)));
         if std::fs::write(&aside, text).and_then(|()| std::fs::rename(&aside, &self.path)).is_err() {
             let _ = std::fs::remove_file(&aside);
         }
@@ -224,7 +223,7 @@ mod tests {
         let key: ClaimKey = "node:t-lease".parse().expect("key");
         claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("acquire");
         // This clone has not looked at it yet (the holder's write was on "another clone").
-        std::fs::remove_file(crate::git::loop_dir(&store.repo).join(FILE)).expect("forget the holder's sight");
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
         let held = claim::read(&store, &key).expect("read").expect("held");
         let look = |time: &str| judge(&store, &at(&ours, time), &key, &held);
         let first = look("2026-03-01T14:00:00Z");
@@ -236,7 +235,7 @@ mod tests {
 
         // A refresh (a new record) starts the watch over.
         claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("refresh");
-        std::fs::remove_file(crate::git::loop_dir(&store.repo).join(FILE)).expect("forget the holder's sight");
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
         let refreshed = claim::read(&store, &key).expect("read").expect("held");
         assert_ne!(refreshed.oid, held.oid, "every refresh writes a new record");
         let lease = judge(&store, &at(&ours, "2026-03-01T14:31:00Z"), &key, &refreshed);
@@ -253,7 +252,7 @@ mod tests {
         let slow = Context { pid: 1, ..at(&ours, "2026-03-01T11:00:00Z") };
         let key: ClaimKey = "node:t-slow".parse().expect("key");
         claim::acquire(&store, &slow, &key, &opts("slow", 30)).expect("acquire");
-        std::fs::remove_file(crate::git::loop_dir(&store.repo).join(FILE)).expect("forget the holder's sight");
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
         let try_at = |time: &str| claim::acquire(&store, &at(&ours, time), &key, &opts("taker", 30)).expect("acquire");
         assert!(matches!(try_at("2026-03-01T12:00:00Z"), claim::Acquire::HeldByOther(_)));
         assert!(matches!(try_at("2026-03-01T12:29:00Z"), claim::Acquire::HeldByOther(_)));
@@ -271,7 +270,7 @@ mod tests {
         let key: ClaimKey = "node:t-boot".parse().expect("key");
         claim::acquire(&store, &Context { pid: 1, ..ctx.clone() }, &key, &opts("h", 1)).expect("acquire");
         let held = claim::read(&store, &key).expect("read").expect("held");
-        let path = crate::git::loop_dir(&store.repo).join(FILE);
+        let path = store.layout().expect("dir").leases();
         let text = std::fs::read_to_string(&path).expect("the writer's sight was saved");
         assert!(text.contains("\tpinned\t"), "{text}");
         std::fs::write(&path, text.replace("\tpinned\t", "\tboot:other\t").replace("\t1772366400000000000", "\t0"))

@@ -31,7 +31,7 @@ pub const SETTLED: Duration = Duration::from_secs(1);
 
 /// The file git-loop's transactions hold shared.
 fn writing_path(common_dir: &Path) -> PathBuf {
-    common_dir.join("loop").join("writing")
+    super::layout::Layout::of(common_dir).writing()
 }
 
 /// Held (shared) for the length of one ref or notes transaction of this process.

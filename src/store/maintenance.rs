@@ -179,9 +179,10 @@ pub fn auto(git_dir: &Path) -> Result<Outcome> {
 /// holds it. Closing the file (dropping it) releases the lock. Whoever deletes packs outside
 /// a repack (`remote::fetch`) holds it too, so that no repack is reading them meanwhile.
 pub(super) fn try_lock(git_dir: &Path) -> Result<Option<super::flock::FileLock>> {
-    let dir = git_dir.join("loop");
-    std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-    super::flock::FileLock::try_exclusive(&dir.join("maintenance.lock"))
+    let layout = super::layout::Layout::of(git_dir);
+    let dir = layout.root();
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+    super::flock::FileLock::try_exclusive(&layout.maintenance_lock())
 }
 
 #[cfg(test)]

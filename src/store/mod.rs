@@ -6,15 +6,18 @@
 
 pub mod cas;
 pub mod claim;
+pub mod events;
 pub mod flock;
 pub mod index;
 pub mod journal;
 pub mod lamport;
+pub mod layout;
 pub mod lease;
 pub mod locks;
 pub mod maintenance;
 pub mod notes;
 pub mod remote;
+pub mod settings;
 pub mod sync;
 pub mod task;
 pub mod watch;
@@ -173,15 +176,21 @@ impl Store {
 
     /// `<common-dir>/loop`, machine-local runtime state, created on demand.
     pub fn loop_dir(&self) -> Result<PathBuf> {
-        let dir = git::loop_dir(&self.repo);
-        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-        Ok(dir)
+        Ok(self.layout()?.root().to_owned())
+    }
+
+    /// The files under `<common-dir>/loop` (see [`layout`]); the directory is created on demand.
+    pub fn layout(&self) -> Result<layout::Layout> {
+        let layout = layout::Layout::of(self.repo.common_dir());
+        let dir = layout.root();
+        std::fs::create_dir_all(dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        Ok(layout)
     }
 
     /// This clone's id: random, made once, kept in `.git/loop/clone-id`. It names this clone's
     /// journal writers and breaks ties when operations from two clones are ordered.
     pub fn clone_id(&self) -> Result<String> {
-        let path = self.loop_dir()?.join("clone-id");
+        let path = self.layout()?.clone_id();
         if let Ok(text) = std::fs::read_to_string(&path) {
             let id = text.trim();
             if id.len() == 8 && id.parse::<WriterId>().is_ok() {
@@ -216,7 +225,12 @@ impl Store {
 
     /// The remote that arbitrates claims (`loop.remote`), if one is configured.
     pub fn arbiter(&self) -> Option<String> {
-        self.config("loop.remote").filter(|r| !r.is_empty())
+        self.settings().remote()
+    }
+
+    /// The `loop.*` settings (see [`settings`]).
+    pub fn settings(&self) -> settings::Settings<'_> {
+        settings::Settings::of(self)
     }
 
     /// Set `key` in the repository's own config file (`.git/config`), as `git config` would:

@@ -173,7 +173,8 @@ pub fn holds(store: &Store, commit: ObjectId, task: &str) -> Result<bool> {
 /// other task's stays. A note that is not a completion note is replaced.
 pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()> {
     let repo = &store.repo;
-    for _attempt in 0..50 {
+    // Lost: another writer moved the notes meanwhile; read what it wrote, and add ours to it.
+    cas::until_settled(&format!("the completion notes ('{}')", refs::NOTES), std::process::id(), || {
         let (tip, blob, mut state) = current(store, commit)?;
         let mut completions = match blob {
             Some(blob) => match parse(&git::read_blob(repo, blob)?) {
@@ -191,13 +192,11 @@ pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()>
         let parents: Vec<ObjectId> = tip.into_iter().collect();
         let message = format!("loop: completion of {}\n", completed.task);
         let notes_commit = git::write_commit(repo, tree, &parents, &message, &store.signature())?;
-        match cas::update(store, refs::NOTES, Expect::from_current(tip), notes_commit, "loop: completion note")? {
-            Cas::Applied => return Ok(()),
-            // Another writer moved the notes meanwhile: read what it wrote, and add ours to it.
-            Cas::Lost { .. } => std::thread::sleep(std::time::Duration::from_millis(2)),
-        }
-    }
-    anyhow::bail!("could not write the completion note on {commit}: the notes kept changing (50 attempts); try again")
+        Ok(match cas::update(store, refs::NOTES, Expect::from_current(tip), notes_commit, "loop: completion note")? {
+            Cas::Applied => Some(()),
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 /// The note two clones' notes on one commit merge to: the union of their completions, in the

@@ -293,7 +293,7 @@ const UNPACK_LIMIT: u32 = 100;
 /// `store`'s handle (see `UNPACK_LIMIT`). Opening costs about a millisecond.
 pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
     let _one_at_a_time =
-        super::flock::FileLock::exclusive(&store.loop_dir()?.join("fetch.lock"), "fetching", Duration::from_secs(120))?;
+        super::flock::FileLock::exclusive(&store.layout()?.fetch_lock(), "fetching", Duration::from_secs(120))?;
     let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", refs::mirror(remote, s))).collect();
     let handle = find_remote(store, remote)?;
     let fetched = if needs_git_program(&handle) {
@@ -398,7 +398,7 @@ pub fn mirrored(
 /// (under the fetch lock: only one writer of mirrors at a time).
 pub fn mirror_pushed(store: &Store, remote: &str, pushed: &[PushUpdate]) -> Result<()> {
     let _one_at_a_time =
-        super::flock::FileLock::exclusive(&store.loop_dir()?.join("fetch.lock"), "fetching", Duration::from_secs(120))?;
+        super::flock::FileLock::exclusive(&store.layout()?.fetch_lock(), "fetching", Duration::from_secs(120))?;
     for update in pushed {
         set_local(store, &refs::mirror(remote, &update.dst), update.src)?;
     }

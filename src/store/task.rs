@@ -652,7 +652,7 @@ pub type Precondition<'a> = &'a dyn Fn(&Task) -> Result<(), Refusal>;
 /// `check` decides against the task as it is at that moment (it runs again on each retry).
 pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: Precondition<'_>) -> Result<Snapshot> {
     let name = refs::task(id);
-    for _attempt in 0..64 {
+    cas::until_settled(&format!("task '{id}'"), ctx.pid, || {
         let Some(current) = read(store, id)? else {
             return Err(crate::error::usage(format!("task '{id}' does not exist"))
                 .hint("list tasks with 'git loop list'")
@@ -665,12 +665,11 @@ pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: 
         let mut task = current.task.clone();
         fold(&mut task, &op);
         let commit = write_op_commit(store, ctx, &task, &op, &[current.tip])?;
-        match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update task")? {
-            Cas::Applied => return Ok(Snapshot { task, tip: commit }),
-            Cas::Lost { .. } => continue,
-        }
-    }
-    anyhow::bail!("task '{id}' kept changing under this update (64 attempts); try again")
+        Ok(match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update task")? {
+            Cas::Applied => Some(Snapshot { task, tip: commit }),
+            Cas::Lost { .. } => None,
+        })
+    })
 }
 
 fn new_op(store: &Store, ctx: &Context, lamport: u64, change: Change) -> Result<Op> {

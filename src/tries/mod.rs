@@ -12,6 +12,7 @@
 //! - Moving a branch is a compare-and-swap and is refused while the branch is checked out in
 //!   any worktree: git would silently revert the move at that worktree's next commit.
 
+pub mod checks;
 pub mod commit;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ use crate::git;
 use crate::ids::{random_base32, TaskId};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
+use crate::store::events::Recorded;
 use crate::store::flock::FileLock;
 use crate::store::journal;
 use crate::store::{remote, Store};
@@ -51,14 +53,30 @@ impl Try {
     }
 }
 
+/// The commit task branches start from: `explicit` (`--base`), else `loop.base`, else the
+/// current branch's head.
+pub fn base(store: &Store, explicit: Option<&str>) -> Result<ObjectId> {
+    match explicit.map(ToOwned::to_owned).or_else(|| store.settings().base()) {
+        Some(rev) => git::resolve_commit(&store.repo, &rev),
+        None => Ok(store
+            .repo
+            .head_id()
+            .map_err(|_| {
+                crate::error::usage("the current branch has no commits to start task branches from")
+                    .hint("make a first commit, or pass --base <rev>")
+            })?
+            .detach()),
+    }
+}
+
 /// Where try worktrees live.
 pub fn worktrees_root(store: &Store) -> Result<PathBuf> {
-    match store.config("loop.worktrees").filter(|v| !v.trim().is_empty()) {
+    match store.settings().worktrees() {
         Some(dir) => {
             let dir = PathBuf::from(dir);
             Ok(if dir.is_absolute() { dir } else { store.workdir().join(dir) })
         }
-        None => Ok(store.loop_dir()?.join("worktrees")),
+        None => Ok(store.layout()?.worktrees()),
     }
 }
 
@@ -76,17 +94,12 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
         }
     }
     for entry in events {
-        let data = &entry.event.data;
-        let numbers = match entry.event.kind.as_str() {
-            "try_opened" => data.get("try").into_iter().collect::<Vec<_>>(),
-            "race_started" => {
-                data.get("tries").and_then(|t| t.as_array()).map(|t| t.iter().collect()).unwrap_or_default()
-            }
+        let numbers = match Recorded::of(&entry.event) {
+            Some(Recorded::TryOpened(opened)) => vec![opened.number],
+            Some(Recorded::RaceStarted(started)) => started.tries,
             _ => Vec::new(),
         };
-        for n in numbers.into_iter().filter_map(|v| v.as_u64()) {
-            highest = highest.max(n as u32);
-        }
+        highest = numbers.into_iter().fold(highest, u32::max);
     }
     Ok(highest)
 }
@@ -268,6 +281,61 @@ pub enum Merged {
     Conflict(Vec<String>),
 }
 
+/// Where a task's branch goes to take a try's `head`, as the branch is now.
+pub enum Target {
+    /// Move from `from` (None: the branch does not exist yet) to `to`: the head itself when
+    /// the branch has not moved since the try began, else a merge of the two.
+    Move { from: Option<ObjectId>, to: ObjectId },
+    /// The branch moved meanwhile and merging it into the try conflicts in these paths.
+    Conflict(Vec<String>),
+}
+
+/// Where task `task`'s branch would go to take try `number`'s `head`.
+pub fn landing_target(store: &Store, task: &TaskId, number: u32, head: ObjectId) -> Result<Target> {
+    let branch = refs::task_branch(task);
+    let current = git::ref_target(&store.repo, &branch)?;
+    let to = match current {
+        Some(current) if !is_ancestor(&store.repo, current, head)? => {
+            let message = format!("loop: merge {} into try {number} of {task}\n", refs::short_branch(&branch));
+            match merge(store, head, current, &message)? {
+                Merged::Commit(commit) => commit,
+                Merged::Conflict(paths) => return Ok(Target::Conflict(paths)),
+            }
+        }
+        _ => head,
+    };
+    Ok(Target::Move { from: current, to })
+}
+
+/// How landing a try on its task's branch went.
+pub enum Landed {
+    /// The task branch holds this now.
+    Moved(ObjectId),
+    /// The branch moved since the try began and merging it conflicts in these paths.
+    Conflict(Vec<String>),
+    /// The branch is checked out in this worktree (moving it would be undone there).
+    CheckedOut(PathBuf),
+}
+
+/// Land try `try_` (at `head`) on its task's branch: a fast-forward, or a merge with what the
+/// branch gained meanwhile, moved by compare-and-swap; when another writer moves the branch
+/// first, decided again against where it went (the store's one retry policy). The one way
+/// the walk and a person's `hand-back --keep` land work.
+pub fn land(store: &Store, try_: &Try, head: ObjectId, why: &str) -> Result<Landed> {
+    let branch = refs::task_branch(&try_.task);
+    cas::until_settled(&format!("branch '{}'", refs::short_branch(&branch)), std::process::id(), || {
+        let (from, to) = match landing_target(store, &try_.task, try_.number, head)? {
+            Target::Move { from, to } => (from, to),
+            Target::Conflict(paths) => return Ok(Some(Landed::Conflict(paths))),
+        };
+        Ok(match move_branch(store, &branch, from, to, why)? {
+            Move::Moved => Some(Landed::Moved(to)),
+            Move::CheckedOut(path) => Some(Landed::CheckedOut(path)),
+            Move::Lost(_) => None,
+        })
+    })
+}
+
 /// Merge `theirs` into `ours` as a new commit (no ref is touched).
 pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
     let repo = &store.repo;
@@ -295,6 +363,55 @@ pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> 
     let tree = outcome.tree_merge.tree.write().context("could not write the merged tree")?.detach();
     let commit = git::write_commit(repo, tree, &[ours, theirs], message, &store.signature())?;
     Ok(Merged::Commit(commit))
+}
+
+/// A try opened to work in.
+pub struct Opened {
+    pub try_: Try,
+    /// An unfinished try taken up again (its branch, with its work, was there already).
+    pub resumed: bool,
+}
+
+/// Open a try of `task` to work in, with its worktree: the unfinished try `unfinished` if its
+/// branch still exists (its work is kept), else a new one — a number no try of the task has
+/// used, taken by `taker` (`take_numbers`), its branch made from the commit `start` gives.
+/// The one way the walk, races and people open tries.
+pub fn open(
+    store: &Store,
+    task: &TaskId,
+    taker: &str,
+    unfinished: Option<u32>,
+    history: &[journal::Entry],
+    start: impl FnOnce() -> Result<ObjectId>,
+) -> Result<Opened> {
+    let root = worktrees_root(store)?;
+    let resumable = match unfinished {
+        Some(n) if git::ref_target(&store.repo, &refs::try_branch(task, n))?.is_some() => Some(n),
+        _ => None,
+    };
+    let (try_, resumed) = match resumable {
+        Some(n) => (Try::describe(task, n, &root), true),
+        None => {
+            let start = start()?;
+            let n = take_numbers(store, task, taker, 1, history)?[0];
+            let try_ = Try::describe(task, n, &root);
+            open_branch(store, &try_, start)?;
+            (try_, false)
+        }
+    };
+    add_worktree(store, &try_)?;
+    Ok(Opened { try_, resumed })
+}
+
+/// Make `try_`'s branch at `start`, unless it exists: then it holds the try's own work (its
+/// number is the try's alone), made by an earlier attempt that stopped before it said so.
+pub fn open_branch(store: &Store, try_: &Try, start: ObjectId) -> Result<()> {
+    match cas::update(store, &try_.branch, Expect::Absent, start, "loop: open try")? {
+        Cas::Applied | Cas::Lost { actual: Some(_) } => Ok(()),
+        Cas::Lost { actual: None } => {
+            anyhow::bail!("could not make the branch of try {} of {}", try_.number, try_.task)
+        }
+    }
 }
 
 /// Add the worktree for `try_` on its branch (which must exist), serialized across
@@ -425,7 +542,7 @@ struct WorktreeLock;
 
 impl WorktreeLock {
     fn take(store: &Store) -> Result<FileLock> {
-        let path = store.loop_dir()?.join("worktree.lock");
+        let path = store.layout()?.worktree_lock();
         FileLock::exclusive(&path, "adding or removing a worktree", Duration::from_secs(60))
     }
 }

@@ -27,10 +27,11 @@ use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
 use crate::runloop::{self, Budget, Dispatched, Verdict};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
 use crate::store::Store;
-use crate::tries::{self, Try};
+use crate::tries;
 
 pub struct GitDispatcher<'a> {
     pub(super) store: &'a Store,
@@ -156,30 +157,19 @@ impl<'a> GitDispatcher<'a> {
             Ok(head) => head,
             Err(early) => return Ok(Some(early)),
         };
-        let root = tries::worktrees_root(self.store)?;
-        let (try_, resumed) = match unfinished_try(history) {
-            Some(n) if git::ref_target(&self.store.repo, &refs::try_branch(&id, n))?.is_some() => {
-                (Try::describe(&id, n, &root), true)
-            }
-            _ => {
-                let n = tries::take_numbers(self.store, &id, &self.walker.key, 1, history)?[0];
-                let try_ = Try::describe(&id, n, &root);
-                crate::store::cas::update(
-                    self.store,
-                    &try_.branch,
-                    crate::store::cas::Expect::Absent,
-                    head,
-                    "loop: open try",
-                )?;
-                (try_, false)
-            }
-        };
-        tries::add_worktree(self.store, &try_)?;
-        self.walker.journal(
+        let tries::Opened { try_, resumed } =
+            tries::open(self.store, &id, &self.walker.key, unfinished_try(history), history, || Ok(head))?;
+        self.walker.record(
             self.store,
-            "try_opened",
             Some(&unit.task.id),
-            json!({ "try": try_.number, "agent": agent, "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string(), "resumed": resumed }),
+            Recorded::TryOpened(events::TryOpened {
+                number: try_.number,
+                agent: agent.to_owned(),
+                branch: refs::short_branch(&try_.branch).to_owned(),
+                worktree: try_.worktree.display().to_string(),
+                resumed,
+                race: false,
+            }),
         )?;
         self.walker.observer.event(&Event::TryOpened {
             task: unit.task.id.clone(),
@@ -387,11 +377,10 @@ impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
 pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
     let mut open = None;
     for entry in entries {
-        let data = &entry.event.data;
-        let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-        match entry.event.kind.as_str() {
-            "try_opened" if data.get("race").and_then(|r| r.as_bool()) != Some(true) => open = number,
-            "unit_closed" | "task_done" | "race_started" => open = None,
+        match Recorded::of(&entry.event) {
+            Some(Recorded::TryOpened(opened)) if !opened.race => open = Some(opened.number),
+            Some(Recorded::UnitClosed(_) | Recorded::RaceStarted(_)) => open = None,
+            None if entry.event.kind == State::Done.event_kind() => open = None,
             _ => {}
         }
     }
@@ -413,7 +402,7 @@ pub fn merge_into_base(store: &Store, walker: &Walker<'_>, task: &Task, commit: 
         Some(name) => name.as_bstr().to_string(),
         None => return Ok(BaseMerge::Skipped("the main worktree is not on a branch".into())),
     };
-    let base_branch = store.config("loop.mergeInto").map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
+    let base_branch = store.settings().merge_into().map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
     let Some(base) = git::ref_target(&store.repo, &base_branch)? else {
         return Ok(BaseMerge::Skipped(format!("branch '{}' does not exist", refs::short_branch(&base_branch))));
     };

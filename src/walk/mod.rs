@@ -23,20 +23,21 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use chrono::Utc;
 use gix::ObjectId;
 
 use crate::backlog::Board;
 use crate::context::Context;
 use crate::error::{Class, Refusal};
-use crate::git;
 use crate::ids::{ClaimKey, WriterId};
 use crate::refs;
 use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
+use crate::store::events::Recorded;
 use crate::store::journal::{self, NewEvent};
+use crate::store::layout::Layout;
 use crate::store::watch::Watch;
 use crate::store::{index, Store};
 
@@ -275,6 +276,12 @@ impl Walker<'_> {
     }
 
     /// Journal a walk event in this walker's chain.
+    /// Journal an event something reads back (see `store::events`).
+    pub fn record(&self, store: &Store, task: Option<&str>, event: Recorded) -> Result<()> {
+        let (kind, data) = event.into_parts();
+        self.journal(store, &kind, task, serde_json::Value::Object(data))
+    }
+
     pub fn journal(&self, store: &Store, kind: &str, task: Option<&str>, data: serde_json::Value) -> Result<()> {
         let data = match data {
             serde_json::Value::Object(map) => map,
@@ -364,7 +371,7 @@ impl Walker<'_> {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
             return true;
         }
-        let marker = git::loop_dir(&store.repo).join("cancel");
+        let marker = Layout::of(store.repo.common_dir()).cancel();
         let fresh = std::fs::metadata(&marker)
             .and_then(|m| m.modified())
             .ok()
@@ -407,20 +414,7 @@ pub fn walk(
         .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name))
         .into());
     }
-    let base = match &opts.base {
-        Some(rev) => git::resolve_commit(&store.repo, rev)?,
-        None => match store.config("loop.base").filter(|b| !b.is_empty()) {
-            Some(rev) => git::resolve_commit(&store.repo, &rev)?,
-            None => store
-                .repo
-                .head_id()
-                .map_err(|_| {
-                    crate::error::usage("the current branch has no commits to start task branches from")
-                        .hint("make a first commit, or pass --base <rev>")
-                })?
-                .detach(),
-        },
-    };
+    let base = crate::tries::base(store, opts.base.as_deref())?;
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
@@ -513,7 +507,7 @@ pub fn walk(
         journal::append(store, ctx, key, NewEvent { kind: "walk_terminated".into(), task: None, session: None, data })?;
     }
     if stop == Stop::Interrupted {
-        let _ = std::fs::remove_file(git::loop_dir(&store.repo).join("cancel"));
+        let _ = std::fs::remove_file(Layout::of(store.repo.common_dir()).cancel());
     }
     // Units published their results as they closed; this brings the rest (how the walk
     // ended, anything a failed publish left behind) to the remote before the walk ends.
@@ -540,7 +534,7 @@ pub enum ThisClonesWalk {
 /// Judge the walk of this clone (`git loop doctor`). Reads only: a clone without an id has
 /// never walked.
 pub fn this_clones_walk(store: &Store, ctx: &Context) -> Result<ThisClonesWalk> {
-    if !git::loop_dir(&store.repo).join("clone-id").exists() {
+    if !Layout::of(store.repo.common_dir()).clone_id().exists() {
         return Ok(ThisClonesWalk::None);
     }
     let key = singleton(store)?;
@@ -673,9 +667,4 @@ fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
             }
         }
     }
-}
-
-/// The git-loop journal writer of a session.
-pub fn session_writer(session: &str) -> Result<WriterId> {
-    session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
 }

@@ -21,9 +21,10 @@ use crate::ids::{ClaimKey, Priority, TaskId};
 use crate::refs;
 use crate::runloop::{self, Verdict};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::task::{self, State, Task};
 use crate::store::{sync, Store};
-use crate::tries::{self, Move, Try};
+use crate::tries::{self, Try};
 
 /// A task being worked: its claim and, once the first session starts, its try.
 #[derive(Debug, Clone)]
@@ -104,7 +105,7 @@ impl<'a> GitQueue<'a> {
                 if let Some(session) =
                     entry.event.session.as_deref().or(entry.event.data.get("session").and_then(|s| s.as_str()))
                 {
-                    if let Ok(writer) = super::session_writer(session) {
+                    if let Ok(writer) = crate::ids::session_writer(session) {
                         names.insert(refs::journal(&writer));
                     }
                 }
@@ -153,11 +154,15 @@ impl<'a> GitQueue<'a> {
             Err(err) if crate::error::find_refusal(&err).is_some() => {}
             Err(err) => return Err(err),
         }
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "unit_closed",
             Some(&unit.task.id),
-            json!({ "verdict": state.as_str(), "reason": reason, "try": unit.try_.as_ref().map(|t| t.number) }),
+            Recorded::UnitClosed(events::UnitClosed {
+                verdict: state.as_str().to_owned(),
+                reason: Some(reason.to_owned()),
+                commit: None,
+                number: unit.try_.as_ref().map(|t| t.number),
+            }),
         )?;
         let riders = self.riders(unit)?;
         let _one_at_a_time = self.walker.publishing();
@@ -201,53 +206,26 @@ impl<'a> GitQueue<'a> {
         let branch = refs::task_branch(&id);
         let head = git::ref_target(repo, &try_.branch)?
             .ok_or_else(|| anyhow::anyhow!("try branch '{}' is missing", try_.branch))?;
-        let mut target = None;
-        for _ in 0..3 {
-            let current = git::ref_target(repo, &branch)?;
-            let to = match current {
-                Some(current) if !tries::is_ancestor(repo, current, head)? => {
-                    // The task branch moved since this try began: bring its changes along.
-                    match tries::merge(
-                        self.store,
-                        head,
-                        current,
-                        &format!("loop: merge {} into try {} of {id}\n", refs::short_branch(&branch), try_.number),
-                    )? {
-                        tries::Merged::Commit(commit) => commit,
-                        tries::Merged::Conflict(paths) => {
-                            return self.park(
-                                unit,
-                                &format!(
-                                    "the task branch moved meanwhile and merging it conflicts in: {}",
-                                    paths.join(", ")
-                                ),
-                            );
-                        }
-                    }
-                }
-                _ => head,
-            };
-            match tries::move_branch(self.store, &branch, current, to, "loop: task done")? {
-                Move::Moved => {
-                    target = Some(to);
-                    break;
-                }
-                Move::CheckedOut(path) => {
-                    return self.park(
-                        unit,
-                        &format!(
-                            "its work is on {} but {} is checked out in {}, so it was not moved",
-                            refs::short_branch(&try_.branch),
-                            refs::short_branch(&branch),
-                            path.display()
-                        ),
-                    );
-                }
-                Move::Lost(_) => continue,
+        // The task branch moved since this try began: its changes are brought along.
+        let commit = match tries::land(self.store, &try_, head, "loop: task done")? {
+            tries::Landed::Moved(commit) => commit,
+            tries::Landed::Conflict(paths) => {
+                return self.park(
+                    unit,
+                    &format!("the task branch moved meanwhile and merging it conflicts in: {}", paths.join(", ")),
+                );
             }
-        }
-        let Some(commit) = target else {
-            return self.park(unit, "the task branch kept changing while it was being moved");
+            tries::Landed::CheckedOut(path) => {
+                return self.park(
+                    unit,
+                    &format!(
+                        "its work is on {} but {} is checked out in {}, so it was not moved",
+                        refs::short_branch(&try_.branch),
+                        refs::short_branch(&branch),
+                        path.display()
+                    ),
+                );
+            }
         };
         self.walker.observer.event(&Event::BranchMoved {
             task: unit.task.id.clone(),
@@ -291,11 +269,15 @@ impl<'a> GitQueue<'a> {
                 checks: unit.checks.clone(),
             },
         )?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "unit_closed",
             Some(&unit.task.id),
-            json!({ "verdict": "done", "commit": commit.to_string(), "try": try_.number }),
+            Recorded::UnitClosed(events::UnitClosed {
+                verdict: "done".into(),
+                reason: None,
+                commit: Some(commit.to_string()),
+                number: Some(try_.number),
+            }),
         )?;
         self.release(unit)?;
         self.drop_worktree(unit);

@@ -34,7 +34,7 @@ use super::{Event, Walker};
 use crate::git;
 use crate::refs;
 use crate::runloop::{Budget, Dispatched, Verdict};
-use crate::store::cas::{self, Cas, Expect};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{State, Task};
 use crate::store::Store;
@@ -130,9 +130,11 @@ impl Ended {
     }
 }
 
-/// Journal kinds that end any race in progress: a state change, or the unit's close.
-fn is_boundary(kind: &str) -> bool {
-    matches!(kind, "race_ended" | "unit_closed" | "handed_back") || State::ALL.iter().any(|s| s.event_kind() == kind)
+/// Whether an event ends any race in progress: a state change, the race's end, or the unit's
+/// close.
+fn is_boundary(event: &journal::Event, recorded: Option<&Recorded>) -> bool {
+    matches!(recorded, Some(Recorded::RaceEnded(_) | Recorded::UnitClosed(_) | Recorded::HandedBack(_)))
+        || State::ALL.iter().any(|s| s.event_kind() == event.kind)
 }
 
 /// The race of `task` a killed walk left unfinished, if any.
@@ -145,41 +147,32 @@ pub fn unfinished(store: &Store, task: &Task) -> Result<Option<Unfinished>> {
 pub fn unfinished_in(entries: &[journal::Entry]) -> Option<Unfinished> {
     let mut current: Option<Unfinished> = None;
     for entry in entries {
-        let data = &entry.event.data;
-        let number = data.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-        match entry.event.kind.as_str() {
-            "race_started" => {
-                let list = |key: &str| -> Vec<serde_json::Value> {
-                    data.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default()
-                };
-                let agents: Vec<String> = list("agents").iter().filter_map(|v| v.as_str().map(Into::into)).collect();
-                let tries: Vec<u32> = list("tries").iter().filter_map(|v| v.as_u64().map(|n| n as u32)).collect();
-                current = (agents.len() == tries.len() && !agents.is_empty()).then(|| Unfinished {
-                    agents,
-                    tries,
-                    pick: data.get("pick").and_then(|p| p.as_str()).and_then(Pick::parse).unwrap_or(Pick::First),
-                    start: data.get("start").and_then(|s| s.as_str()).and_then(|s| s.parse().ok()),
-                    ended: HashMap::new(),
-                    won: None,
-                });
+        let recorded = Recorded::of(&entry.event);
+        match recorded {
+            Some(Recorded::RaceStarted(started)) => {
+                current =
+                    (started.agents.len() == started.tries.len() && !started.agents.is_empty()).then(|| Unfinished {
+                        pick: Pick::parse(&started.pick).unwrap_or(Pick::First),
+                        start: started.start.as_deref().and_then(|s| s.parse().ok()),
+                        agents: started.agents,
+                        tries: started.tries,
+                        ended: HashMap::new(),
+                        won: None,
+                    });
             }
-            "entrant_ended" => {
-                if let (Some(race), Some(n)) = (current.as_mut(), number) {
-                    let outcome = data.get("outcome").and_then(|o| o.as_str()).and_then(Outcome::parse);
-                    if let Some(outcome) = outcome {
-                        let message = data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
-                        let mut ended = Ended::new(outcome, message);
-                        ended.checks = data.get("checks").cloned().filter(|c| !c.is_null());
-                        race.ended.insert(n, ended);
-                    }
+            Some(Recorded::EntrantEnded(e)) => {
+                if let (Some(race), Some(outcome)) = (current.as_mut(), Outcome::parse(&e.outcome)) {
+                    let mut ended = Ended::new(outcome, e.message);
+                    ended.checks = e.checks.filter(|c| !c.is_null());
+                    race.ended.insert(e.number, ended);
                 }
             }
-            "race_won" => {
+            Some(Recorded::RaceWon(won)) => {
                 if let Some(race) = current.as_mut() {
-                    race.won = number;
+                    race.won = Some(won.number);
                 }
             }
-            kind if is_boundary(kind) => current = None,
+            ref other if is_boundary(&entry.event, other.as_ref()) => current = None,
             _ => {}
         }
     }
@@ -262,11 +255,16 @@ pub fn run(
                 },
             };
             let numbers = tries::take_numbers(store, &id, &walker.key, agents.len(), history)?;
-            walker.journal(
+            walker.record(
                 store,
-                "race_started",
                 Some(&task.id),
-                json!({ "agents": agents, "tries": numbers, "pick": pick.as_str(), "start": start.to_string(), "from_try": unit.try_.as_ref().map(|t| t.number) }),
+                Recorded::RaceStarted(events::RaceStarted {
+                    agents: agents.clone(),
+                    tries: numbers.clone(),
+                    pick: pick.as_str().to_owned(),
+                    start: Some(start.to_string()),
+                    from_try: unit.try_.as_ref().map(|t| t.number),
+                }),
             )?;
             if !unit.announced {
                 walker.observer.event(&Event::RaceStarted {
@@ -317,14 +315,18 @@ pub fn run(
             let Some(start) = start else {
                 anyhow::bail!("the race on {id} has no start commit to open try {n} from");
             };
-            match cas::update(store, &try_.branch, Expect::Absent, start, "loop: open race try")? {
-                Cas::Applied | Cas::Lost { .. } => {}
-            }
-            walker.journal(
+            tries::open_branch(store, &try_, start)?;
+            walker.record(
                 store,
-                "try_opened",
                 Some(&task.id),
-                json!({ "try": n, "agent": race.agents[i], "branch": refs::short_branch(&try_.branch), "worktree": try_.worktree.display().to_string(), "race": true }),
+                Recorded::TryOpened(events::TryOpened {
+                    number: *n,
+                    agent: race.agents[i].clone(),
+                    branch: refs::short_branch(&try_.branch).to_owned(),
+                    worktree: try_.worktree.display().to_string(),
+                    resumed: false,
+                    race: true,
+                }),
             )?;
         }
         if !race.ended.contains_key(n) {
@@ -387,7 +389,11 @@ pub fn run(
                     summary: None,
                 };
                 if let Withdrawal::Reassigned { .. } = w {
-                    walker.journal(store, "race_ended", Some(&task.id), json!({ "outcome": "reassigned" }))?;
+                    walker.record(
+                        store,
+                        Some(&task.id),
+                        Recorded::RaceEnded(events::RaceEnded { outcome: "reassigned".into() }),
+                    )?;
                 }
                 return d.withdrawn(unit, w.clone(), &race.agents[*i], &ran);
             }
@@ -414,11 +420,14 @@ pub fn run(
                     let ended = passing.iter().find(|(j, _)| *j == i).map(|(_, e)| e.clone()).expect("passing");
                     let line =
                         format!("{} · the judge picked {} ({} passed)", task.id, tries_of(&names[i]), passing.len());
-                    walker.journal(
+                    walker.record(
                         store,
-                        "race_won",
                         Some(&task.id),
-                        json!({ "try": n, "agent": race.agents[i], "how": "judge" }),
+                        Recorded::RaceWon(events::RaceWon {
+                            number: n,
+                            agent: race.agents[i].clone(),
+                            how: "judge".into(),
+                        }),
                     )?;
                     walker.observer.event(&Event::RaceDecided { task: task.id.clone(), winner: Some(n), line });
                     win(d, unit, &race, &names, n, ended, Some(&outcomes))
@@ -455,7 +464,11 @@ pub fn run(
     walker.observer.event(&Event::RaceDecided { task: task.id.clone(), winner: None, line });
     drop_worktrees(store, walker, &id, &race, &root, None);
     if outcomes.iter().all(|(_, e)| e.outcome == Outcome::Unreachable) {
-        walker.journal(store, "race_ended", Some(&task.id), json!({ "outcome": "unreachable" }))?;
+        walker.record(
+            store,
+            Some(&task.id),
+            Recorded::RaceEnded(events::RaceEnded { outcome: "unreachable".into() }),
+        )?;
         return Ok(Dispatched::Continue {
             note: format!("Every agent of the race was unreachable: {}.", said.join("; ")),
         });
@@ -483,13 +496,16 @@ fn entrant(
     let mut carry = carry.map(ToOwned::to_owned);
     let mut attempt = 0;
     let journal_end = |ended: &Ended| -> Result<()> {
-        walker.journal(
+        walker.record(
             &store,
-            "entrant_ended",
             Some(&task.id),
-            json!({
-                "try": try_.number, "agent": agent_name, "outcome": ended.outcome.word(), "message": ended.message,
-                "checks": ended.checks, "head": git::ref_target(&store.repo, &try_.branch)?.map(|h| h.to_string()),
+            Recorded::EntrantEnded(events::EntrantEnded {
+                number: try_.number,
+                agent: agent_name.to_owned(),
+                outcome: ended.outcome.word().to_owned(),
+                message: ended.message.clone(),
+                checks: ended.checks.clone(),
+                head: git::ref_target(&store.repo, &try_.branch)?.map(|h| h.to_string()),
             }),
         )
     };
@@ -525,11 +541,14 @@ fn entrant(
                     let mut winner = shared.winner.lock().unwrap_or_else(|p| p.into_inner());
                     if winner.is_none() {
                         *winner = Some(try_.number);
-                        walker.journal(
+                        walker.record(
                             &store,
-                            "race_won",
                             Some(&task.id),
-                            json!({ "try": try_.number, "agent": agent_name, "how": "first" }),
+                            Recorded::RaceWon(events::RaceWon {
+                                number: try_.number,
+                                agent: agent_name.to_owned(),
+                                how: "first".into(),
+                            }),
                         )?;
                         shared.halt.store(true, Ordering::SeqCst);
                     }
@@ -673,10 +692,7 @@ fn judge(
         "start": start.map(|s| s.to_string()),
         "tries": entries,
     });
-    let dir = store
-        .loop_dir()?
-        .join("races")
-        .join(format!("{id}-{}", numbers.iter().map(ToString::to_string).collect::<Vec<_>>().join("-")));
+    let dir = store.layout()?.race(id.as_str(), &numbers);
     std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("could not create '{}': {e}", dir.display()))?;
     let input = dir.join("judge-input.json");
     std::fs::write(&input, serde_json::to_vec_pretty(&doc)?)

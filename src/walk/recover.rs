@@ -16,6 +16,7 @@ use super::{Event, Walker};
 use crate::ids::TaskId;
 use crate::session::{process, record};
 use crate::store::claim::{self, Listed};
+use crate::store::events::Recorded;
 use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
@@ -31,7 +32,7 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         if rec.ended_at.is_some() || rec.walker == walker.key {
             continue;
         }
-        if let Ok(writer) = super::session_writer(&rec.session) {
+        if let Ok(writer) = crate::ids::session_writer(&rec.session) {
             let chains = sessions_of.entry((rec.walker.clone(), rec.task.clone())).or_default();
             chains.push(crate::refs::journal(&writer));
         }
@@ -188,10 +189,9 @@ pub fn left_over(
         None | Some(State::TakenOver) => None,
         Some(State::Open) => {
             let history = history()?;
-            let opened = history.iter().any(|e| {
-                e.event.kind == "try_opened"
-                    && e.event.data.get("try").and_then(|t| t.as_u64()) == Some(u64::from(try_.number))
-            });
+            let opened = history.iter().any(
+                |e| matches!(Recorded::of(&e.event), Some(Recorded::TryOpened(opened)) if opened.number == try_.number),
+            );
             (!opened && super::race::unfinished_in(&history).is_none())
                 .then(|| "its try was never journaled as opened".to_owned())
         }

@@ -28,13 +28,16 @@ use crate::git;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 use crate::runloop::Verdict;
+use crate::session::guard;
 use crate::session::presets::{Agent, PromptVia};
-use crate::session::process::{Exit, Running, Spec};
+use crate::session::process::{Exit, Running};
 use crate::session::reach;
 use crate::session::record::{self, tail};
 use crate::store::claim::{self, Acquire, AcquireOptions};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
+use crate::tries::checks;
 use crate::tries::{self, commit::Committed, Try};
 
 /// One agent on one try.
@@ -208,11 +211,16 @@ impl GitDispatcher<'_> {
             agent_session: agent.presets_session_id().then(|| agent_session.clone()),
         };
         record::write(&loop_dir, &rec)?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "session_started",
             Some(&task.id),
-            json!({ "session": session, "agent": agent.name, "try": try_.number, "attempt": seat.attempt, "worktree": try_.worktree.display().to_string() }),
+            Recorded::SessionStarted(events::SessionStarted {
+                session: session.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                attempt: seat.attempt,
+                worktree: try_.worktree.display().to_string(),
+            }),
         )?;
         self.walker.observer.event(&Event::SessionStarted {
             task: task.id.clone(),
@@ -261,13 +269,17 @@ impl GitDispatcher<'_> {
             });
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "session_ended",
             Some(&task.id),
-            json!({
-                "session": session, "reason": why, "elapsed_ms": elapsed.as_millis() as u64, "commit": commit,
-                "agent": agent.name, "try": try_.number, "agent_session": rec.agent_session,
+            Recorded::SessionEnded(events::SessionEnded {
+                session: session.clone(),
+                reason: why.clone(),
+                elapsed_ms: elapsed.as_millis() as u64,
+                commit: commit.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                agent_session: rec.agent_session.clone(),
             }),
         )?;
         self.walker.observer.event(&Event::SessionEnded {
@@ -454,45 +466,25 @@ impl GitDispatcher<'_> {
     /// Run a command under the session guard; with `timeout`, to its end or until then.
     fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<Exit>)> {
         let Guarded { program, args, cwd, env, stdin, log, marker, timeout } = cmd;
-        let mut guard_args = vec![
-            crate::cli::session_guard::NAME.to_owned(),
-            "--parent".to_owned(),
-            self.walker.ctx.pid.to_string(),
-            "--grace-ms".to_owned(),
-            self.walker.opts.grace.as_millis().to_string(),
-            "--log".to_owned(),
-            log.display().to_string(),
-        ];
-        if let Some(stdin) = &stdin {
-            guard_args.push("--stdin".into());
-            guard_args.push(stdin.display().to_string());
-        }
-        guard_args.push("--".into());
-        guard_args.push(program.to_owned());
-        guard_args.extend(args.iter().cloned());
-        let spec = Spec {
-            program: self.walker.exe.display().to_string(),
-            args: guard_args,
-            cwd: cwd.to_owned(),
-            env: env.to_vec(),
-            stdin: None,
-            // The guard's own complaints, if any, go to the same log as the agent's output.
-            log: log.to_owned(),
-            marker: marker.to_owned(),
+        let mut running = guard::spawn(&guard::Guarded {
+            exe: &self.walker.exe,
+            parent: self.walker.ctx.pid,
+            grace: self.walker.opts.grace,
+            program,
+            args,
+            cwd,
+            env,
+            stdin,
+            log,
+            marker,
+        })?;
+        let exit = match timeout {
+            Some(timeout) => {
+                guard::finish(&mut running, timeout, self.walker.opts.grace, &|| self.walker.cancelled(self.store))?
+            }
+            None => None,
         };
-        let mut running = Running::spawn(&spec)?;
-        if let Some(timeout) = timeout {
-            let deadline = Instant::now() + timeout;
-            while running.poll()?.is_none() && Instant::now() < deadline && !self.walker.cancelled(self.store) {
-                running.wait_for(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)))?;
-            }
-            if running.poll()?.is_none() {
-                running.stop(self.walker.opts.grace)?;
-            }
-            let exit = running.poll()?;
-            return Ok((running, exit));
-        }
-        Ok((running, None))
+        Ok((running, exit))
     }
 
     /// The environment every session gets (the agent contract, docs/agents.md).
@@ -545,11 +537,22 @@ impl GitDispatcher<'_> {
     }
 
     /// Run a command of the walk's (checks, review) in the try's worktree.
-    fn run_step(&self, name: &str, command: &str, try_: &Try, dir: &Path, env: &[(String, String)]) -> Result<StepRun> {
-        let log = dir.join(format!("{name}.log"));
-        let started = Instant::now();
-        let exit = self.run_command(name, command, &try_.worktree, env, None, &log)?;
-        Ok(StepRun { passed: exit == Some(Exit::Code(0)), exit, elapsed: started.elapsed(), log })
+    fn run_step(
+        &self,
+        name: &str,
+        command: &str,
+        try_: &Try,
+        dir: &Path,
+        env: &[(String, String)],
+    ) -> Result<checks::Ran> {
+        let runner = checks::Runner {
+            exe: &self.walker.exe,
+            parent: self.walker.ctx.pid,
+            grace: self.walker.opts.grace,
+            timeout: self.walker.opts.checks_timeout,
+            cancelled: &|| self.walker.cancelled(self.store),
+        };
+        checks::run(&runner, name, command, try_, env, &dir.join(format!("{name}.log")))
     }
 
     /// Run the checks in the worktree; `None` when there are none.
@@ -558,13 +561,7 @@ impl GitDispatcher<'_> {
             return Ok(None);
         };
         let run = self.run_step("checks", &command, try_, dir, env)?;
-        let json = json!({
-            "command": command,
-            "passed": run.passed,
-            "exit": run.exit.map(|e| e.to_string()),
-            "elapsed_ms": run.elapsed.as_millis() as u64,
-            "log": run.log.display().to_string(),
-        });
+        let json = run.evidence(&command);
         self.walker.journal(
             self.store,
             "checks",
@@ -613,7 +610,7 @@ impl GitDispatcher<'_> {
     /// The session's verdict: its journaled termination, else its result file. Follow-up
     /// tasks in the result file are added either way.
     fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
-        let termination = journal::find_termination(self.store, &super::session_writer(session)?)?;
+        let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
         let from_journal = termination.and_then(|entry| {
             let word = entry.event.data.get("verdict")?.as_str()?.to_owned();
             let message = entry.event.data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
@@ -699,13 +696,6 @@ impl GitDispatcher<'_> {
 }
 
 /// How a checks or review command went.
-struct StepRun {
-    passed: bool,
-    exit: Option<Exit>,
-    elapsed: Duration,
-    log: PathBuf,
-}
-
 /// What the checks said.
 struct Checked {
     passed: bool,

@@ -349,6 +349,24 @@ fn hand_back_keep_lands_your_work_only_when_the_checks_pass() {
     assert!(failed.stderr.starts_with("error: the checks failed (exit 1) in"), "{}", failed.stderr);
     assert!(failed.stderr.contains("the task stays yours"), "{}", failed.stderr);
     assert_eq!(show(&repo, &id)["state"], "taken-over");
+    // The checks run as the walk's do: under the guard, stopped after loop.checksTimeout, and
+    // nothing they started is left running.
+    repo.git(&["config", "loop.checksTimeout", "1s"]);
+    let started = std::time::Instant::now();
+    let slow = live(&repo, &["hand-back", &id, "--keep", "--checks", "sleep 600 & sleep 600"]).code(1);
+    assert!(
+        slow.stderr.starts_with("error: the checks failed (stopped after 1 s, loop.checksTimeout) in"),
+        "{}",
+        slow.stderr
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "stopped after its timeout ({:?})",
+        started.elapsed()
+    );
+    let sleeping = std::process::Command::new("pgrep").args(["-f", "sleep 600"]).output().expect("pgrep");
+    assert!(sleeping.stdout.is_empty(), "no process of the checks outlives them");
+    repo.git(&["config", "--unset", "loop.checksTimeout"]);
     std::fs::write(worktree.join("kept.txt"), "kept\n").expect("write");
     let out = live(&repo, &["hand-back", &id, "--keep", "--checks", "test -f kept.txt"]).ok();
     assert!(out.stdout.contains(&format!("{id} done · loop/{id} moved to")), "{}", out.stdout);

@@ -7,10 +7,10 @@ use serde_json::json;
 use crate::cli::human::{self, clock, relative};
 use crate::cli::output::{claim_json, Out};
 use crate::cli::Env;
-use crate::error::refused;
-use crate::ids::{ClaimKey, Span};
-use crate::store::claim::{self, Acquire, AcquireOptions};
-use crate::store::lease;
+use git_loop::error::refused;
+use git_loop::ids::{ClaimKey, Span};
+use git_loop::store::claim::{self, Acquire, AcquireOptions};
+use git_loop::store::lease;
 
 /// Take a claim, refresh one you hold, or take over one left unrefreshed for its lease.
 ///
@@ -48,13 +48,13 @@ pub fn run(env: &Env, mut args: AcquireArgs) -> Result<u8> {
     // means (and `next` then skips it), an unknown id or an ambiguous prefix is refused.
     // With a remote, a full id this clone has not fetched yet is looked up there first.
     if args.key.kind() == "node" {
-        let id = match crate::backlog::resolve(&store, args.key.name()) {
+        let id = match git_loop::backlog::resolve(&store, args.key.name()) {
             Ok(id) => id,
-            Err(unknown) => match (args.key.name().parse::<crate::ids::TaskId>(), store.arbiter()) {
+            Err(unknown) => match (args.key.name().parse::<git_loop::ids::TaskId>(), store.arbiter()) {
                 (Ok(id), Some(remote)) => {
-                    let names = crate::store::sync::task_scope(&store, &id)?;
-                    crate::store::sync::pull(&store, &env.ctx, &remote, names)?;
-                    crate::backlog::resolve(&store, args.key.name()).map_err(|_| unknown)?
+                    let names = git_loop::store::sync::task_scope(&store, &id)?;
+                    git_loop::store::sync::pull(&store, &env.ctx, &remote, names)?;
+                    git_loop::backlog::resolve(&store, args.key.name()).map_err(|_| unknown)?
                 }
                 _ => return Err(unknown),
             },

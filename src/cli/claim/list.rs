@@ -9,8 +9,8 @@ use std::collections::HashSet;
 use crate::cli::human::{self, relative};
 use crate::cli::output::{claim_json, Out};
 use crate::cli::Env;
-use crate::store::claim::{self, Listed};
-use crate::store::lease::{ref_prefix, Watcher};
+use git_loop::store::claim::{self, Listed};
+use git_loop::store::lease::{ref_prefix, Watcher};
 
 /// List claims with holder, reason, when taken and how long each was seen unchanged.
 ///
@@ -44,7 +44,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         match item {
             Listed::Claim { key, held } => {
                 let lease = watcher.judge(&key, &held);
-                watched.insert(crate::refs::claim(&key));
+                watched.insert(git_loop::refs::claim(&key));
                 if args.include_stale || !lease.is_stale() {
                     rows.push((key, *held, lease));
                 }

@@ -8,8 +8,8 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::Env;
-use crate::error::usage;
-use crate::store::claim;
+use git_loop::error::usage;
+use git_loop::store::claim;
 
 /// Claims: one per key, one holder, until released or left unrefreshed for its lease.
 #[derive(Subcommand)]

@@ -6,9 +6,9 @@ use serde_json::json;
 
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::error::refused;
-use crate::ids::ClaimKey;
-use crate::store::claim::{self, Release};
+use git_loop::error::refused;
+use git_loop::ids::ClaimKey;
+use git_loop::store::claim::{self, Release};
 
 /// Release a claim you hold (exit 1 if someone else holds it).
 ///
@@ -38,7 +38,7 @@ pub fn run(env: &Env, mut args: ReleaseArgs) -> Result<u8> {
     // As `acquire` takes a task's claim by a unique prefix, so does release; a key that names
     // no task (a claim made before acquire checked) is released as it is given.
     if args.key.kind() == "node" {
-        if let Ok(id) = crate::backlog::resolve(&store, args.key.name()) {
+        if let Ok(id) = git_loop::backlog::resolve(&store, args.key.name()) {
             args.key = ClaimKey::node(&id);
         }
     }

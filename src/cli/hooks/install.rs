@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{label, Selection};
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::hooks::install::{self, Installed};
+use git_loop::hooks::install::{self, Installed};
 
 /// Install hooks: agent CLIs' (so sessions you start yourself report too), this clone's
 /// pre-push, or a remote's pre-receive.

@@ -10,8 +10,8 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::Env;
-use crate::error::usage;
-use crate::hooks::install::{self as files, Target};
+use git_loop::error::usage;
+use git_loop::hooks::install::{self as files, Target};
 
 /// Install, remove and show hooks: agent CLIs', git's pre-push, a remote's pre-receive.
 #[derive(Subcommand)]

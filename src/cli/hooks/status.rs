@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{claude_settings, codex_config};
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::hooks::install::{self, State, Target};
+use git_loop::hooks::install::{self, State, Target};
 
 /// Say which hooks are installed where: the agent CLIs' user configuration, this clone's
 /// pre-push (when run in a clone), and a remote's pre-receive (with --server).

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{label, Selection};
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::hooks::install::{self, Removed};
+use git_loop::hooks::install::{self, Removed};
 
 /// Remove what 'git loop hooks install' added, and nothing else.
 ///

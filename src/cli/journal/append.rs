@@ -4,11 +4,11 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use crate::backlog;
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::error::usage;
-use crate::store::journal::{self, NewEvent};
+use git_loop::backlog;
+use git_loop::error::usage;
+use git_loop::store::journal::{self, NewEvent};
 
 /// Append one event to the journal (plumbing for sessions and hooks).
 ///

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::mission::{plan, MissionId};
+use git_loop::mission::{plan, MissionId};
 
 /// Add a mission: a goal worked across repositories, project by project, in waves.
 ///

@@ -5,7 +5,7 @@ use clap::Args;
 
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::mission::{plan, MissionId};
+use git_loop::mission::{plan, MissionId};
 
 /// Cancel a mission: it will not be run again.
 ///

@@ -8,7 +8,7 @@ use super::{commander, mission_json};
 use crate::cli::human::short;
 use crate::cli::output::{warn_corrupt, Out};
 use crate::cli::Env;
-use crate::mission::record::{self, Listed, Status};
+use git_loop::mission::record::{self, Listed, Status};
 
 /// List missions: each one's state, waves and projects at a glance.
 ///

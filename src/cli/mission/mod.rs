@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 
 use super::human::relative;
 use super::Env;
-use crate::mission::record::{Mission, Project};
-use crate::store::claim::{self, Held};
-use crate::store::Store;
+use git_loop::mission::record::{Mission, Project};
+use git_loop::store::claim::{self, Held};
+use git_loop::store::Store;
 
 /// Missions: one walk per project, in waves, across repositories.
 #[derive(Subcommand)]
@@ -48,12 +48,12 @@ pub fn run(env: &Env, cmd: MissionCommand) -> Result<u8> {
 
 /// The live commander of a mission, if one runs (one whose claim this clone has not seen
 /// unchanged for a whole lease).
-pub fn commander(store: &Store, ctx: &crate::context::Context, mission: &Mission) -> Option<Held> {
-    let key = crate::refs::fleet_claim(&mission.mission_id());
+pub fn commander(store: &Store, ctx: &git_loop::context::Context, mission: &Mission) -> Option<Held> {
+    let key = git_loop::refs::fleet_claim(&mission.mission_id());
     claim::read(store, &key)
         .ok()
         .flatten()
-        .filter(|held| !crate::store::lease::judge(store, ctx, &key, held).is_stale())
+        .filter(|held| !git_loop::store::lease::judge(store, ctx, &key, held).is_stale())
 }
 
 /// "commanded by m-4f2a9k3m (pid 4121 on builder-3) since 3 min ago".

@@ -6,10 +6,10 @@ use serde_json::json;
 
 use crate::cli::output::Out;
 use crate::cli::Env;
-use crate::error::usage;
-use crate::mission::plan::{self, ProjectSpec, SetProject};
-use crate::mission::record::{Selection, Source};
-use crate::mission::{MissionId, ProjectName};
+use git_loop::error::usage;
+use git_loop::mission::plan::{self, ProjectSpec, SetProject};
+use git_loop::mission::record::{Selection, Source};
+use git_loop::mission::{MissionId, ProjectName};
 
 /// Add a project to a mission, or change one: a repository, its wave, and which of its tasks
 /// belong to the mission.

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use crate::cli::run::AgentArgs;
 use crate::cli::{text, Env};
-use crate::error::usage;
-use crate::ids::Span;
-use crate::mission::record::Status;
-use crate::mission::{self, Event, MissionId, Observer, Stop};
+use git_loop::error::usage;
+use git_loop::ids::Span;
+use git_loop::mission::record::Status;
+use git_loop::mission::{self, Event, MissionId, Observer, Stop};
 
 /// Command a mission: walk each project of the current wave with a child 'git loop run',
 /// wave after wave, until every project is done.
@@ -88,24 +88,14 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
             );
         }
     }
-    Ok(exit_code(&ended.stop))
-}
-
-/// The exit code for how a mission run stopped (docs/cli.md).
-fn exit_code(stop: &Stop) -> u8 {
-    match stop {
-        Stop::Complete => 0,
-        Stop::Budget { .. } => 1,
-        Stop::Paused { .. } => 4,
-        Stop::Interrupted | Stop::Cancelled { .. } => 130,
-    }
+    Ok(crate::cli::exit::of_mission(&ended.stop))
 }
 
 /// Prints what the commander does, one line per event, and the children's lines prefixed
 /// with their project; or JSON lines.
 struct Progress {
     json: bool,
-    ctx: crate::context::Context,
+    ctx: git_loop::context::Context,
     /// The longest project name, to align the children's lines.
     width: AtomicUsize,
 }
@@ -232,7 +222,7 @@ fn event_json(event: &Event) -> serde_json::Value {
                 Stop::Paused { project, .. } => Some(project.clone()),
                 _ => None,
             };
-            json!({ "event": "finished", "stop": stop.word(), "exit_code": exit_code(stop), "reason": reason, "project": project })
+            json!({ "event": "finished", "stop": stop.word(), "exit_code": crate::cli::exit::of_mission(stop), "reason": reason, "project": project })
         }
     }
 }

@@ -1,0 +1,32 @@
+//! `git-loop`, the library: runs autonomous coding agents over a backlog whose whole state —
+//! tasks, claims, completion, the journal — lives in the repository as refs and notes.
+//!
+//! The command line (`src/main.rs` and `src/cli/`) is a separate crate target built on this
+//! one, so nothing here can reach it: no module below prints, reads the process environment
+//! or decides an exit code. The layers, from the top (docs/architecture.md draws them, and
+//! says which module may import which):
+//!
+//! - `walk` (the loop over a backlog), `mission`, `people` (a person's verbs on tries),
+//!   `hooks` (what git and the agent CLIs call back into);
+//! - `tries` (one try's lifecycle), `backlog` (the task verbs), `session` (one agent process);
+//! - `store` (the only writer of refs, objects and the files under `.git/loop/`);
+//! - `git` (gix helpers, and the one module that runs the `git` program), `refs` (every ref
+//!   name), `ids`;
+//! - `runloop` (the engine, behind traits), `context`, `error`, `failpoint`.
+
+pub mod backlog;
+pub mod context;
+pub mod doctor;
+pub mod error;
+pub mod failpoint;
+pub mod git;
+pub mod hooks;
+pub mod ids;
+pub mod mission;
+pub mod people;
+pub mod refs;
+pub mod runloop;
+pub mod session;
+pub mod store;
+pub mod tries;
+pub mod walk;

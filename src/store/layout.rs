@@ -1,0 +1,125 @@
+//! Every file and directory git-loop keeps under `.git/loop/` (a clone's machine-local state:
+//! caches, locks, sessions, worktrees), named in one place. docs/storage.md ("Files under
+//! `.git/loop/`") says what each holds; nothing else formats these names.
+
+use std::path::{Path, PathBuf};
+
+/// The `.git/loop/` directory of one clone (shared by its worktrees).
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    /// The layout under the repository's common directory (`.git`).
+    pub fn of(common_dir: &Path) -> Layout {
+        Layout { root: common_dir.join("loop") }
+    }
+
+    /// The layout whose root is `root` (a `.git/loop` directory).
+    pub fn at(root: &Path) -> Layout {
+        Layout { root: root.to_owned() }
+    }
+
+    /// `.git/loop` itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The marker `git loop stop --all` leaves for a running walk or mission to stop.
+    pub fn cancel(&self) -> PathBuf {
+        self.root.join("cancel")
+    }
+
+    /// When `next --claim` last lost a claim (its claimers spread out for a while).
+    pub fn contended(&self) -> PathBuf {
+        self.root.join("contended")
+    }
+
+    /// Held exclusively while this clone fetches into its mirrors.
+    pub fn fetch_lock(&self) -> PathBuf {
+        self.root.join("fetch.lock")
+    }
+
+    /// Held shared by every ref and notes transaction of git-loop (`store::locks`).
+    pub fn writing(&self) -> PathBuf {
+        self.root.join("writing")
+    }
+
+    /// Held while the repository is repacked (`store::maintenance`).
+    pub fn maintenance_lock(&self) -> PathBuf {
+        self.root.join("maintenance.lock")
+    }
+
+    /// The clone's Lamport clock (`store::lamport`).
+    pub fn lamport(&self) -> PathBuf {
+        self.root.join("lamport")
+    }
+
+    /// When this clone first saw each claim record (`store::lease`: leases are measured by the
+    /// watcher's own clock).
+    pub fn leases(&self) -> PathBuf {
+        self.root.join("leases")
+    }
+
+    /// This clone's random id.
+    pub fn clone_id(&self) -> PathBuf {
+        self.root.join("clone-id")
+    }
+
+    /// The derived task index (`store::index`).
+    pub fn index(&self) -> PathBuf {
+        self.root.join("index-v4")
+    }
+
+    /// Task indexes of earlier versions, which nothing reads any more.
+    pub fn old_indexes(&self) -> [PathBuf; 3] {
+        ["index-v1", "index-v2", "index-v3"].map(|name| self.root.join(name))
+    }
+
+    /// The cache of journal commits already read (`store::journal`).
+    pub fn journal_cache(&self) -> PathBuf {
+        self.root.join("journal-v1")
+    }
+
+    /// One task's events, indexed (`store::journal`).
+    pub fn journal_tasks(&self) -> PathBuf {
+        self.root.join("journal-tasks")
+    }
+
+    /// The default root of try worktrees (`loop.worktrees` overrides it).
+    pub fn worktrees(&self) -> PathBuf {
+        self.root.join("worktrees")
+    }
+
+    /// Held while worktrees are added or removed.
+    pub fn worktree_lock(&self) -> PathBuf {
+        self.root.join("worktree.lock")
+    }
+
+    /// Every session's directory.
+    pub fn sessions(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// One session's files (prompt, log, result, record).
+    pub fn session(&self, session: &str) -> PathBuf {
+        self.sessions().join(session)
+    }
+
+    /// A race's files: the judge's prompt and verdict, by task and the tries racing.
+    pub fn race(&self, task: &str, tries: &[u32]) -> PathBuf {
+        let tries: Vec<String> = tries.iter().map(ToString::to_string).collect();
+        self.root.join("races").join(format!("{task}-{}", tries.join("-")))
+    }
+
+    /// The log of the checks `hand-back --keep` ran on a try.
+    pub fn kept_checks_log(&self, task: &str, try_number: u32) -> PathBuf {
+        self.root.join(format!("checks-{task}-{try_number}.log"))
+    }
+
+    /// One project's files of a mission (its child walk's output).
+    pub fn mission_project(&self, mission: &str, project: &str) -> PathBuf {
+        self.root.join("missions").join(mission).join(project)
+    }
+}

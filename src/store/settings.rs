@@ -1,0 +1,208 @@
+//! Every `loop.*` setting: its key, its default and its meaning in one table ([`KEYS`], the
+//! source of the table in docs/storage.md, "Configuration", which a test keeps in step), read
+//! from the repository's configuration in one place, behind typed accessors.
+//!
+//! A server guarded by the pre-receive hook reads two more from its own repository
+//! (`loop.maxLease`, `loop.bindHolders`: `hooks::receive`, docs/hooks.md).
+//!
+//! Settings are read when asked for, not all at once when a store is opened: a bad
+//! `loop.syncEvery` must stop a walk, not `git loop list`.
+
+use std::time::Duration;
+
+use super::Store;
+use crate::error::{usage, Refusal};
+use crate::ids::Span;
+
+/// One documented setting.
+pub struct Key {
+    /// The key, as `git config` takes it (`<name>` stands for an agent's name).
+    pub key: &'static str,
+    /// What it means, with its default.
+    pub meaning: &'static str,
+}
+
+/// Every setting git-loop reads, in the order docs/storage.md lists them.
+pub const KEYS: &[Key] = &[
+    Key { key: "loop.remote", meaning: "the remote that decides claims (`git loop init --remote`)" },
+    Key { key: "loop.agent", meaning: "the default agent for `run`" },
+    Key { key: "loop.agent.<name>.command` / `.resume` / `.env", meaning: "a named agent of your own" },
+    Key { key: "loop.checks", meaning: "the default checks command" },
+    Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
+    Key { key: "loop.pick` / `loop.judge", meaning: "how races pick a winner; the judge command for `judge`" },
+    Key { key: "loop.fallback", meaning: "agents (comma-separated) for tasks whose agent is unreachable" },
+    Key { key: "loop.unreachableFor", meaning: "how long an unreachable agent is left alone (default 15m)" },
+    Key {
+        key: "loop.agent.<name>.unreachable",
+        meaning: "a phrase that means a named agent cannot be reached (repeatable)",
+    },
+    Key { key: "loop.forbid", meaning: "agents (comma-separated) no task may be given without `--override`" },
+    Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
+    Key {
+        key: "loop.checksTimeout",
+        meaning: "how long the checks (and the review, the judge) may run before they are stopped (default 10m; `run --checks-timeout`)",
+    },
+    Key { key: "loop.base", meaning: "where task branches start (default: the current branch)" },
+    Key { key: "loop.mergeInto", meaning: "the branch `run --merge` merges into (default: the current branch)" },
+    Key { key: "loop.worktrees", meaning: "where try worktrees go (default: `<git-common-dir>/loop/worktrees`)" },
+    Key {
+        key: "loop.holder",
+        meaning: "a holder the `pre-push` hook counts as this clone's, besides its own (repeatable)",
+    },
+    Key {
+        key: "loop.user",
+        meaning: "the name the shared remote authenticates this clone's pushes as, written into its claim records (`user`) for a server with `loop.bindHolders`",
+    },
+];
+
+/// How often a walk syncs when `loop.syncEvery` is not set.
+pub const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How long checks may run when `loop.checksTimeout` is not set.
+pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The settings of one repository, read through its store.
+pub struct Settings<'s> {
+    store: &'s Store,
+}
+
+impl<'s> Settings<'s> {
+    pub fn of(store: &'s Store) -> Settings<'s> {
+        Settings { store }
+    }
+
+    /// A setting's value, if set and not blank.
+    fn text(&self, key: &str) -> Option<String> {
+        self.store.config(key).filter(|v| !v.trim().is_empty())
+    }
+
+    /// A comma-separated list (empty when unset).
+    fn list(&self, key: &str) -> Vec<String> {
+        self.text(key)
+            .map(|v| v.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default()
+    }
+
+    /// `loop.remote`: the remote that decides claims.
+    pub fn remote(&self) -> Option<String> {
+        self.text("loop.remote")
+    }
+
+    /// `loop.agent`: the default agent.
+    pub fn agent(&self) -> Option<String> {
+        self.text("loop.agent")
+    }
+
+    /// `loop.checks`: the default checks command.
+    pub fn checks(&self) -> Option<String> {
+        self.text("loop.checks")
+    }
+
+    /// `loop.review`: the review command.
+    pub fn review(&self) -> Option<String> {
+        self.text("loop.review")
+    }
+
+    /// `loop.pick`, unparsed (the walk's layer knows the words).
+    pub fn pick(&self) -> Option<String> {
+        self.store.config("loop.pick")
+    }
+
+    /// `loop.judge`: the judge command.
+    pub fn judge(&self) -> Option<String> {
+        self.text("loop.judge")
+    }
+
+    /// `loop.fallback`: agents for tasks whose agent is unreachable.
+    pub fn fallback(&self) -> Vec<String> {
+        self.list("loop.fallback")
+    }
+
+    /// `loop.forbid`: agents no task may be given without `--override`.
+    pub fn forbid(&self) -> Vec<String> {
+        self.list("loop.forbid")
+    }
+
+    /// `loop.unreachableFor`, if set.
+    pub fn unreachable_for(&self) -> Result<Option<Duration>, Refusal> {
+        self.store
+            .config("loop.unreachableFor")
+            .map(|span| {
+                span.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).ok_or_else(|| {
+                    usage(format!("loop.unreachableFor '{span}' is not a duration")).hint("e.g. 15m, 1h")
+                })
+            })
+            .transpose()
+    }
+
+    /// `loop.syncEvery`: None for `never` (or 0); [`SYNC_EVERY`] when unset.
+    pub fn sync_every(&self) -> Result<Option<Duration>, Refusal> {
+        match self.store.config("loop.syncEvery") {
+            Some(v) if v == "0" || v == "never" => Ok(None),
+            Some(v) => {
+                v.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).map(Some).ok_or_else(|| {
+                    usage(format!("loop.syncEvery '{v}' is not a duration")).hint("e.g. 30s, 2m, or never")
+                })
+            }
+            None => Ok(Some(SYNC_EVERY)),
+        }
+    }
+
+    /// `loop.checksTimeout`: how long checks may run; [`CHECKS_TIMEOUT`] when unset.
+    pub fn checks_timeout(&self) -> Result<Duration, Refusal> {
+        match self.store.config("loop.checksTimeout") {
+            Some(v) => {
+                v.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).ok_or_else(|| {
+                    usage(format!("loop.checksTimeout '{v}' is not a duration")).hint("e.g. 10m, 30m, 1h")
+                })
+            }
+            None => Ok(CHECKS_TIMEOUT),
+        }
+    }
+
+    /// `loop.base`: where task branches start, as a revision.
+    pub fn base(&self) -> Option<String> {
+        self.text("loop.base")
+    }
+
+    /// `loop.mergeInto`: the branch `run --merge` merges into.
+    pub fn merge_into(&self) -> Option<String> {
+        self.text("loop.mergeInto")
+    }
+
+    /// `loop.user`: the name the shared remote authenticates this clone's pushes as.
+    pub fn user(&self) -> Option<String> {
+        self.text("loop.user").map(|u| u.trim().to_owned())
+    }
+
+    /// `loop.worktrees`: where try worktrees go.
+    pub fn worktrees(&self) -> Option<String> {
+        self.text("loop.worktrees")
+    }
+}
+
+/// The table docs/storage.md lists the settings in.
+pub fn table() -> String {
+    let mut out = String::from("| key | meaning |\n|---|---|\n");
+    for key in KEYS {
+        out.push_str(&format!("| `{}` | {} |\n", key.key, key.meaning));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/storage.md lists every setting, as [`super::KEYS`] says.
+    #[test]
+    fn the_docs_list_every_setting() {
+        let doc = include_str!("../../docs/storage.md");
+        let section = doc.split("## Configuration\n").nth(1).expect("a Configuration section");
+        let table: String = section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(table, super::table(), "docs/storage.md's settings table is made from settings::KEYS");
+    }
+}

@@ -1,0 +1,81 @@
+//! Running a try's checks — and the review, a command of the same kind — in the try's
+//! worktree, under the session guard (so nothing it starts outlives the process that asked),
+//! to its end or the configured timeout (`--checks-timeout`, `loop.checksTimeout`). The one
+//! way the walk and a person's `hand-back --keep` run them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::Try;
+use crate::ids::random_base32;
+use crate::session::guard;
+use crate::session::process::Exit;
+
+/// Who runs the commands, and for how long.
+pub struct Runner<'r> {
+    /// This program, which runs the guard.
+    pub exe: &'r Path,
+    /// The process the guard watches: it stops the command if that one dies.
+    pub parent: u32,
+    /// Between SIGTERM and SIGKILL when the command is stopped.
+    pub grace: Duration,
+    /// How long the command may run.
+    pub timeout: Duration,
+    /// Asked while the command runs: true stops it.
+    pub cancelled: &'r dyn Fn() -> bool,
+}
+
+/// How one run went.
+pub struct Ran {
+    /// Exited with 0.
+    pub passed: bool,
+    /// How it ended (`None`: it had to be stopped and would not say).
+    pub exit: Option<Exit>,
+    pub elapsed: Duration,
+    /// Its output.
+    pub log: PathBuf,
+}
+
+impl Ran {
+    /// The checks' verdict as evidence (a completion note's `checks`).
+    pub fn evidence(&self, command: &str) -> serde_json::Value {
+        serde_json::json!({
+            "command": command,
+            "passed": self.passed,
+            "exit": self.exit.map(|e| e.to_string()),
+            "elapsed_ms": self.elapsed.as_millis() as u64,
+            "log": self.log.display().to_string(),
+        })
+    }
+}
+
+/// Run `sh -c command` (its kind: `name`, e.g. `checks`) in `try_`'s worktree with `env`, its
+/// output to `log`.
+pub fn run(
+    runner: &Runner<'_>,
+    name: &str,
+    command: &str,
+    try_: &Try,
+    env: &[(String, String)],
+    log: &Path,
+) -> Result<Ran> {
+    let started = Instant::now();
+    let marker = format!("{name}-{}", random_base32(12));
+    let args = vec!["-c".to_owned(), command.to_owned()];
+    let mut running = guard::spawn(&guard::Guarded {
+        exe: runner.exe,
+        parent: runner.parent,
+        grace: runner.grace,
+        program: "sh",
+        args: &args,
+        cwd: &try_.worktree,
+        env,
+        stdin: None,
+        log,
+        marker: &marker,
+    })?;
+    let exit = guard::finish(&mut running, runner.timeout, runner.grace, runner.cancelled)?;
+    Ok(Ran { passed: exit == Some(Exit::Code(0)), exit, elapsed: started.elapsed(), log: log.to_owned() })
+}
