@@ -16,7 +16,7 @@ use git_loop::ids::Span;
 use git_loop::mission::AgentChoice;
 use git_loop::runloop::{Limits, PausePolicy, Stop};
 use git_loop::session::presets;
-use git_loop::walk::dispatch::human_duration;
+use git_loop::walk::unit::human_duration;
 use git_loop::walk::{self, Event, Observer};
 
 /// Walk the backlog with an agent.
@@ -215,9 +215,9 @@ pub(super) fn walk_options(
     if args.per_unit_dispatches == 0 {
         return Err(usage("--per-unit-dispatches must be at least 1").into());
     }
-    let parse_pick = |word: Option<String>, what: &str| -> Result<Option<walk::dispatch::Pick>> {
+    let parse_pick = |word: Option<String>, what: &str| -> Result<Option<walk::unit::Pick>> {
         match word {
-            Some(word) => Ok(Some(walk::dispatch::Pick::parse(&word).ok_or_else(|| {
+            Some(word) => Ok(Some(walk::unit::Pick::parse(&word).ok_or_else(|| {
                 usage(format!("{what} '{}' is not valid", word.escape_debug())).hint("use 'first' or 'judge'")
             })?)),
             None => Ok(None),
@@ -226,7 +226,7 @@ pub(super) fn walk_options(
     let pick = parse_pick(args.pick, "pick mode")?;
     let pick_default = parse_pick(store.settings().pick(), "loop.pick")?;
     let judge = args.judge_cmd.or_else(|| store.settings().judge()).filter(|c| !c.trim().is_empty());
-    if pick.or(pick_default) == Some(walk::dispatch::Pick::Judge) && judge.is_none() {
+    if pick.or(pick_default) == Some(walk::unit::Pick::Judge) && judge.is_none() {
         return Err(usage("judge mode needs a judge")
             .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
             .into());

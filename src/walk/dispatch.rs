@@ -14,15 +14,12 @@
 //! racing from its work; new tasks go back to it once that time is up. With no fallback, the
 //! walk pauses.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use gix::ObjectId;
 use serde_json::json;
 
-use super::queue::WorkUnit;
-use super::session::{Ran, Seat, Step, Withdrawal};
-use super::{handoff, race, Event, Walker};
+use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
+use super::{handoff, race, Event};
 use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
@@ -30,52 +27,9 @@ use crate::runloop::{self, Budget, Dispatched, Verdict};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
-use crate::store::Store;
 use crate::tries;
 
-pub struct GitDispatcher<'a> {
-    pub(super) store: &'a Store,
-    pub(super) walker: &'a Walker<'a>,
-}
-
-/// How a race picks its winner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pick {
-    /// The first try to pass wins; the others are stopped at once.
-    First,
-    /// Every try runs to its end; a judge command picks among those that passed.
-    Judge,
-}
-
-impl Pick {
-    pub fn parse(word: &str) -> Option<Pick> {
-        match word {
-            "first" => Some(Pick::First),
-            "judge" => Some(Pick::Judge),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Pick::First => "first",
-            Pick::Judge => "judge",
-        }
-    }
-}
-
-/// Who works a unit next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    Single { agent: String },
-    Race { agents: Vec<String>, pick: Pick },
-}
-
-impl<'a> GitDispatcher<'a> {
-    pub fn new(store: &'a Store, walker: &'a Walker<'a>) -> GitDispatcher<'a> {
-        GitDispatcher { store, walker }
-    }
-
+impl GitDispatcher<'_> {
     /// Who should work `task` now (see the module docs); `Err` says why nobody can.
     fn plan(&self, unit: &WorkUnit) -> Result<Plan, String> {
         let task = &unit.task;
@@ -385,75 +339,4 @@ pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
         }
     }
     open
-}
-
-/// What `--merge` did with a done task's branch.
-pub enum BaseMerge {
-    Merged(ObjectId),
-    Conflict(Vec<String>),
-    Skipped(String),
-}
-
-/// Merge a done task branch into the base branch by compare-and-swap. Never a half-merged
-/// base: a conflict changes nothing. The base branch is not moved while it is checked out
-/// (the worktree would revert it); the walk says so and the task branch stays ready.
-pub fn merge_into_base(store: &Store, walker: &Walker<'_>, task: &Task, commit: ObjectId) -> Result<BaseMerge> {
-    let base_branch = match store.repo.head_name().ok().flatten() {
-        Some(name) => name.as_bstr().to_string(),
-        None => return Ok(BaseMerge::Skipped("the main worktree is not on a branch".into())),
-    };
-    let base_branch = store.settings().merge_into().map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
-    let Some(base) = git::ref_target(&store.repo, &base_branch)? else {
-        return Ok(BaseMerge::Skipped(format!("branch '{}' does not exist", refs::short_branch(&base_branch))));
-    };
-    if tries::is_ancestor(&store.repo, commit, base)? {
-        return Ok(BaseMerge::Merged(base));
-    }
-    let target = if tries::is_ancestor(&store.repo, base, commit)? {
-        commit
-    } else {
-        let message = format!(
-            "loop: merge {} ({})\n",
-            refs::short_branch(&refs::task_branch(&task.task_id())),
-            first_line(&task.title)
-        );
-        match tries::merge(store, base, commit, &message)? {
-            tries::Merged::Commit(c) => c,
-            tries::Merged::Conflict(paths) => return Ok(BaseMerge::Conflict(paths)),
-        }
-    };
-    let result = match tries::move_branch(store, &base_branch, Some(base), target, "loop: merge task branch")? {
-        tries::Move::Moved => BaseMerge::Merged(target),
-        tries::Move::CheckedOut(path) => BaseMerge::Skipped(format!(
-            "{} is checked out in {}; merge it there with 'git merge {}'",
-            refs::short_branch(&base_branch),
-            path.display(),
-            refs::short_branch(&refs::task_branch(&task.task_id()))
-        )),
-        tries::Move::Lost(_) => {
-            BaseMerge::Skipped(format!("{} moved meanwhile; merge by hand", refs::short_branch(&base_branch)))
-        }
-    };
-    if let BaseMerge::Merged(c) = &result {
-        walker.observer.event(&Event::Merged {
-            task: task.id.clone(),
-            base: refs::short_branch(&base_branch).to_owned(),
-            commit: c.to_string(),
-        });
-    }
-    Ok(result)
-}
-
-pub fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
-}
-
-/// "42 s", "3 min 20 s", "1 h 5 min".
-pub fn human_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {} s", s / 60, s % 60),
-        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
-    }
 }

@@ -18,6 +18,7 @@ pub mod queue;
 pub mod race;
 pub mod recover;
 pub mod session;
+pub mod unit;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,9 +70,9 @@ pub struct Options {
     /// `together` wins over the task's own race (`git loop race --together`).
     pub together_first: bool,
     /// How races pick their winner, said on the command line: wins over the task's pick.
-    pub pick: Option<dispatch::Pick>,
+    pub pick: Option<unit::Pick>,
     /// How races pick their winner when neither the command line nor the task says (`loop.pick`).
-    pub pick_default: Option<dispatch::Pick>,
+    pub pick_default: Option<unit::Pick>,
     /// The command that picks among passing tries in `judge` mode.
     pub judge: Option<String>,
     /// A command that must approve a try (exit 0) for it to pass.
@@ -459,7 +460,7 @@ pub fn walk(
                     let outcome = (|| -> Result<()> {
                         let store = Store::open(&walker.ctx, &walker.cwd)?;
                         let mut queue = queue::GitQueue::new(&store, &walker);
-                        let mut dispatcher = dispatch::GitDispatcher::new(&store, &walker);
+                        let mut dispatcher = unit::GitDispatcher::new(&store, &walker);
                         runloop::work(&run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store))
                     })();
                     if let Err(err) = outcome {

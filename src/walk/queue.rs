@@ -13,54 +13,19 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 use serde_json::json;
 
+use super::unit::{first_line, WorkUnit};
 use super::{Event, Walker};
 use crate::backlog::{self, DoneOptions};
 use crate::context::{Context, SessionEnv};
 use crate::git;
-use crate::ids::{ClaimKey, Priority, TaskId};
+use crate::ids::{ClaimKey, TaskId};
 use crate::refs;
 use crate::runloop::{self, Verdict};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
-use crate::store::task::{self, State, Task};
+use crate::store::task::{self, State};
 use crate::store::{sync, Store};
-use crate::tries::{self, Try};
-
-/// A task being worked: its claim and, once the first session starts, its try.
-#[derive(Debug, Clone)]
-pub struct WorkUnit {
-    pub task: Task,
-    pub try_: Option<Try>,
-    /// The most recent session's key.
-    pub last_session: Option<String>,
-    /// What the checks said, for the completion note.
-    pub checks: Option<serde_json::Value>,
-    /// Set when the claim turned out to be someone else's.
-    pub lost: bool,
-    /// Who works it since its agent became unreachable (kept for the rest of this unit).
-    pub plan: Option<super::dispatch::Plan>,
-    /// The transcript of the agent it was taken from, for the next agent's worktree.
-    pub handoff: Option<std::path::PathBuf>,
-    /// The next race was announced already (as part of a handover line).
-    pub announced: bool,
-    /// The agent of the most recent session.
-    pub last_agent: Option<String>,
-}
-
-impl WorkUnit {
-    pub fn id(&self) -> TaskId {
-        self.task.task_id()
-    }
-}
-
-impl runloop::Unit for WorkUnit {
-    fn id(&self) -> String {
-        self.task.id.clone()
-    }
-    fn is_p0(&self) -> bool {
-        self.task.priority == Priority::P0
-    }
-}
+use crate::tries::{self};
 
 pub struct GitQueue<'a> {
     store: &'a Store,
@@ -233,9 +198,16 @@ impl<'a> GitQueue<'a> {
             commit: commit.to_string(),
         });
         if self.walker.opts.merge {
-            match super::dispatch::merge_into_base(self.store, self.walker, &unit.task, commit)? {
-                super::dispatch::BaseMerge::Merged(_) => {}
-                super::dispatch::BaseMerge::Conflict(paths) => {
+            match tries::merge_into_base(self.store, &id, &unit.task.title, commit)? {
+                tries::BaseMerge::Merged { base, commit, moved: true } => {
+                    self.walker.observer.event(&Event::Merged {
+                        task: unit.task.id.clone(),
+                        base,
+                        commit: commit.to_string(),
+                    });
+                }
+                tries::BaseMerge::Merged { .. } => {}
+                tries::BaseMerge::Conflict(paths) => {
                     return self.park(
                         unit,
                         &format!(
@@ -244,7 +216,7 @@ impl<'a> GitQueue<'a> {
                         ),
                     );
                 }
-                super::dispatch::BaseMerge::Skipped(reason) => {
+                tries::BaseMerge::Skipped(reason) => {
                     self.walker.journal(
                         self.store,
                         "merge_skipped",
@@ -284,10 +256,6 @@ impl<'a> GitQueue<'a> {
         self.walker.observer.event(&Event::Done { task: unit.task.id.clone(), message: message.to_owned() });
         Ok(true)
     }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }
 
 impl runloop::Queue for GitQueue<'_> {

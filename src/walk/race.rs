@@ -27,9 +27,7 @@ use anyhow::Result;
 use gix::ObjectId;
 use serde_json::json;
 
-use super::dispatch::{first_line, GitDispatcher, Pick};
-use super::queue::WorkUnit;
-use super::session::{Seat, Step, Withdrawal};
+use super::unit::{first_line, GitDispatcher, Pick, Seat, Step, Withdrawal, WorkUnit};
 use super::{Event, Walker};
 use crate::git;
 use crate::refs;
@@ -382,12 +380,8 @@ pub fn run(
                 return Ok(Dispatched::Lost { reason: reason.clone() });
             }
             Some(Abort::Withdrawn(w, session)) => {
-                let ran = super::session::Ran {
-                    session: session.clone(),
-                    step: Step::Interrupted,
-                    checks: None,
-                    summary: None,
-                };
+                let ran =
+                    super::unit::Ran { session: session.clone(), step: Step::Interrupted, checks: None, summary: None };
                 if let Withdrawal::Reassigned { .. } = w {
                     walker.record(
                         store,

@@ -14,14 +14,14 @@
 //! could not be reached at all.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::dispatch::{first_line, human_duration, GitDispatcher};
+use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
 use crate::backlog::{self, TaskFields};
 use crate::git;
@@ -39,75 +39,6 @@ use crate::store::journal;
 use crate::store::task::{self, State, Task};
 use crate::tries::checks;
 use crate::tries::{self, commit::Committed, Try};
-
-/// One agent on one try.
-pub struct Seat<'s> {
-    pub task: &'s Task,
-    pub try_: &'s Try,
-    pub agent: &'s Agent,
-    /// Which session on this unit this is (1 for the first), for the prompt.
-    pub attempt: u32,
-    /// What the previous session left, or what the next agent should know.
-    pub carry: Option<&'s str>,
-    /// Set when the race this seat is in is over: stop at once.
-    pub halt: Option<&'s AtomicBool>,
-    /// The transcript of the agent this seat takes over from, to copy into its worktree.
-    pub handoff: Option<&'s Path>,
-}
-
-/// A person's word on the task, seen while a session ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Withdrawal {
-    /// The task left the open state: stopped (needs-decision), taken over, parked, cancelled
-    /// or closed by hand.
-    Closed { state: State, reason: Option<String> },
-    /// It was assigned to an agent (perhaps the same one: a restart).
-    Reassigned { agent: String },
-}
-
-impl Withdrawal {
-    /// How the session's end reads.
-    pub fn describe(&self) -> String {
-        match self {
-            Withdrawal::Closed { state: State::NeedsDecision, .. } => "you stopped it".to_owned(),
-            Withdrawal::Closed { state: State::TakenOver, .. } => "a person took the task over".to_owned(),
-            Withdrawal::Closed { state, .. } => format!("the task was marked {}", state.as_str()),
-            Withdrawal::Reassigned { agent } => format!("the task was reassigned to {agent}"),
-        }
-    }
-}
-
-/// What one session came to.
-#[derive(Debug, Clone)]
-pub enum Step {
-    /// Done, the checks passed and the review approved.
-    Passed { message: String },
-    /// No verdict, failing checks or a rejecting review: another session should go on.
-    Continue { note: String },
-    /// Blocked or failed, in the agent's own words.
-    Verdict { verdict: Verdict, message: String },
-    /// The agent could not be reached (rate or usage limit, service down, login expired).
-    Unreachable { reason: &'static str },
-    /// The claim is someone else's now.
-    Lost { reason: String },
-    /// A person stopped, took over or reassigned the task.
-    Withdrawn(Withdrawal),
-    /// The walk was interrupted.
-    Interrupted,
-    /// The race was decided while this session ran.
-    Halted,
-}
-
-/// A finished session.
-#[derive(Debug, Clone)]
-pub struct Ran {
-    pub session: String,
-    pub step: Step,
-    /// What the checks said, for the completion note.
-    pub checks: Option<serde_json::Value>,
-    /// The agent's own summary (its verdict message), if it gave one.
-    pub summary: Option<String>,
-}
 
 /// A command to run under the session guard.
 struct Guarded<'c> {

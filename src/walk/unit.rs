@@ -1,0 +1,181 @@
+//! The walk's vocabulary, shared by its queue, its dispatcher, its races and its sessions:
+//! the unit of work, who works it (`Plan`, `Pick`), one agent on one try (`Seat`) and what its
+//! session came to (`Ran`, `Step`, `Withdrawal`), and the dispatcher itself, whose methods are
+//! written in `dispatch` (planning), `race` (several agents) and `session` (one agent).
+//! Nothing here imports the files that use it.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::Walker;
+use crate::ids::{Priority, TaskId};
+use crate::runloop::{self, Verdict};
+use crate::session::presets::Agent;
+use crate::store::task::{State, Task};
+use crate::store::Store;
+use crate::tries::Try;
+
+/// The walk's dispatcher: its methods are in `dispatch`, `race` and `session`.
+pub struct GitDispatcher<'a> {
+    pub(super) store: &'a Store,
+    pub(super) walker: &'a Walker<'a>,
+}
+
+/// How a race picks its winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The first try to pass wins; the others are stopped at once.
+    First,
+    /// Every try runs to its end; a judge command picks among those that passed.
+    Judge,
+}
+
+impl Pick {
+    pub fn parse(word: &str) -> Option<Pick> {
+        match word {
+            "first" => Some(Pick::First),
+            "judge" => Some(Pick::Judge),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pick::First => "first",
+            Pick::Judge => "judge",
+        }
+    }
+}
+
+/// Who works a unit next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    Single { agent: String },
+    Race { agents: Vec<String>, pick: Pick },
+}
+
+impl<'a> GitDispatcher<'a> {
+    pub fn new(store: &'a Store, walker: &'a Walker<'a>) -> GitDispatcher<'a> {
+        GitDispatcher { store, walker }
+    }
+}
+
+/// A task being worked: its claim and, once the first session starts, its try.
+#[derive(Debug, Clone)]
+pub struct WorkUnit {
+    pub task: Task,
+    pub try_: Option<Try>,
+    /// The most recent session's key.
+    pub last_session: Option<String>,
+    /// What the checks said, for the completion note.
+    pub checks: Option<serde_json::Value>,
+    /// Set when the claim turned out to be someone else's.
+    pub lost: bool,
+    /// Who works it since its agent became unreachable (kept for the rest of this unit).
+    pub plan: Option<Plan>,
+    /// The transcript of the agent it was taken from, for the next agent's worktree.
+    pub handoff: Option<std::path::PathBuf>,
+    /// The next race was announced already (as part of a handover line).
+    pub announced: bool,
+    /// The agent of the most recent session.
+    pub last_agent: Option<String>,
+}
+
+impl WorkUnit {
+    pub fn id(&self) -> TaskId {
+        self.task.task_id()
+    }
+}
+
+impl runloop::Unit for WorkUnit {
+    fn id(&self) -> String {
+        self.task.id.clone()
+    }
+    fn is_p0(&self) -> bool {
+        self.task.priority == Priority::P0
+    }
+}
+
+/// One agent on one try.
+pub struct Seat<'s> {
+    pub task: &'s Task,
+    pub try_: &'s Try,
+    pub agent: &'s Agent,
+    /// Which session on this unit this is (1 for the first), for the prompt.
+    pub attempt: u32,
+    /// What the previous session left, or what the next agent should know.
+    pub carry: Option<&'s str>,
+    /// Set when the race this seat is in is over: stop at once.
+    pub halt: Option<&'s AtomicBool>,
+    /// The transcript of the agent this seat takes over from, to copy into its worktree.
+    pub handoff: Option<&'s Path>,
+}
+
+/// A person's word on the task, seen while a session ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// The task left the open state: stopped (needs-decision), taken over, parked, cancelled
+    /// or closed by hand.
+    Closed { state: State, reason: Option<String> },
+    /// It was assigned to an agent (perhaps the same one: a restart).
+    Reassigned { agent: String },
+}
+
+impl Withdrawal {
+    /// How the session's end reads.
+    pub fn describe(&self) -> String {
+        match self {
+            Withdrawal::Closed { state: State::NeedsDecision, .. } => "you stopped it".to_owned(),
+            Withdrawal::Closed { state: State::TakenOver, .. } => "a person took the task over".to_owned(),
+            Withdrawal::Closed { state, .. } => format!("the task was marked {}", state.as_str()),
+            Withdrawal::Reassigned { agent } => format!("the task was reassigned to {agent}"),
+        }
+    }
+}
+
+/// What one session came to.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Done, the checks passed and the review approved.
+    Passed { message: String },
+    /// No verdict, failing checks or a rejecting review: another session should go on.
+    Continue { note: String },
+    /// Blocked or failed, in the agent's own words.
+    Verdict { verdict: Verdict, message: String },
+    /// The agent could not be reached (rate or usage limit, service down, login expired).
+    Unreachable { reason: &'static str },
+    /// The claim is someone else's now.
+    Lost { reason: String },
+    /// A person stopped, took over or reassigned the task.
+    Withdrawn(Withdrawal),
+    /// The walk was interrupted.
+    Interrupted,
+    /// The race was decided while this session ran.
+    Halted,
+}
+
+/// A finished session.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub session: String,
+    pub step: Step,
+    /// What the checks said, for the completion note.
+    pub checks: Option<serde_json::Value>,
+    /// The agent's own summary (its verdict message), if it gave one.
+    pub summary: Option<String>,
+}
+
+pub fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// "42 s", "3 min 20 s", "1 h 5 min".
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
