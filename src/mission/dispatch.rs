@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-use super::queue::ProjectUnit;
+use super::queue::{ProjectUnit, Terminated};
 use super::record::{self, Selection, Status};
 use super::{verify, AgentChoice, Commander, Event, Observer};
 use crate::context::Context;
@@ -36,19 +36,6 @@ use crate::store::Store;
 /// Variables that would point a child at the commander's repository instead of its project.
 const REPOSITORY_VARS: &[&str] =
     &["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE"];
-
-/// How a child walk ended, as it journaled it (`walk_terminated`), with the sessions it ran
-/// (from its walker's `walk_ended`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Terminated {
-    pub stop: String,
-    pub walker: Option<String>,
-    pub closed: u32,
-    pub succeeded: u32,
-    pub failed: u32,
-    pub error: Option<String>,
-    pub sessions: Option<u32>,
-}
 
 /// Runs child walks.
 pub struct ChildDispatcher<'a> {

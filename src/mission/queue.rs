@@ -8,13 +8,25 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::dispatch::Terminated;
 use super::record::{self, Outcome, Selection, Status};
 use super::verify::Check;
 use super::{Commander, Event};
 use crate::error::Refusal;
 use crate::runloop::{self, Verdict};
 use crate::store::Store;
+
+/// How a child walk ended, as it journaled it (`walk_terminated`), with the sessions it ran
+/// (from its walker's `walk_ended`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminated {
+    pub stop: String,
+    pub walker: Option<String>,
+    pub closed: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    pub error: Option<String>,
+    pub sessions: Option<u32>,
+}
 
 /// One project being worked, and what its dispatches came to so far.
 #[derive(Debug, Clone)]

@@ -24,73 +24,19 @@
 use std::collections::BTreeSet;
 
 use anyhow::{Context as _, Result};
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use gix::ObjectId;
-use serde::{Deserialize, Serialize};
 
 use super::cas::{Cas, Expect};
+pub use super::claim_record::{
+    check_holder, corrupt_claim, decode, parse, read_at, symbolic, Held, Record, CLAIM_VERSION, LOCAL_KIND, MAX_HOLDER,
+    TASK_KIND,
+};
 use super::{lamport, lease, remote, Store};
 use crate::context::Context;
-use crate::error::{corrupt, Refusal};
 use crate::git;
 use crate::ids::{random_base32, ClaimKey};
 use crate::refs;
-
-/// Version of a claim record; readers refuse newer ones.
-pub const CLAIM_VERSION: u32 = 1;
-
-/// A claim record: the content of the blob a claim ref points to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    pub version: u32,
-    pub key: String,
-    pub holder: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub host: String,
-    pub pid: u32,
-    pub boot_id: String,
-    /// Unique per attempt: no two attempts write the same object.
-    pub nonce: String,
-    /// The holder's times, by the holder's clock: only their difference (the lease,
-    /// `expires_at − refreshed_at`) decides anything (see `lease`).
-    pub acquired_at: DateTime<Utc>,
-    pub refreshed_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    /// The holder this record took the claim over from, when it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub took_over_from: Option<String>,
-    /// Set on a tombstone: the claim was released then (by `holder`, who held it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub released_at: Option<DateTime<Utc>>,
-    /// The writer's Lamport clock when written (a tombstone: what its releaser had seen), so
-    /// the next holder's events sort after the previous one's. Added to version 1; absent on
-    /// records written before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lamport: Option<u64>,
-    /// Who wrote it, as the shared remote knows them (`loop.user`): a server that binds claims
-    /// to the people who push them (`loop.bindHolders`, docs/hooks.md) checks it. Added to
-    /// version 1; absent where `loop.user` is not set, and on records written before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-}
-
-impl Record {
-    /// A tombstone: released, held by nobody.
-    pub fn is_released(&self) -> bool {
-        self.released_at.is_some()
-    }
-
-    /// Whether the holder was a process of this machine (this host, this boot) that no
-    /// longer exists: it will never refresh or release the claim.
-    pub fn holder_gone_here(&self, ctx: &Context) -> bool {
-        self.host == ctx.host
-            && self.boot_id == ctx.boot_id
-            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
-    }
-}
 
 /// A claim held for the life of one process — a clone's walker, a mission's commander —
 /// and released however that process's work ends (it is released when dropped, so errors
@@ -130,13 +76,6 @@ pub fn take_singleton<'s>(
     Ok(Ok(Singleton { store, ctx, key: key.clone(), opts }))
 }
 
-/// A claim as found: its record and the object id the ref held.
-#[derive(Debug, Clone)]
-pub struct Held {
-    pub record: Record,
-    pub oid: ObjectId,
-}
-
 /// How `acquire` went.
 #[derive(Debug, Clone)]
 pub enum Acquire {
@@ -157,65 +96,6 @@ pub struct AcquireOptions {
     pub ttl: Duration,
     pub reason: Option<String>,
     pub session: Option<String>,
-}
-
-/// The refusal for an unreadable claim record, naming its ref and the repair.
-pub fn corrupt_claim(key: &ClaimKey, why: impl std::fmt::Display) -> Refusal {
-    corrupt(format!("claim record '{}' is corrupt: {why}", refs::claim(key)))
-        .hint(format!("remove it with 'git loop claim release {key} --force'"))
-}
-
-/// Why a symbolic claim ref is corrupt: a claim ref holds its record, never another ref.
-pub fn symbolic(to: impl std::fmt::Display) -> String {
-    format!("it is a symbolic ref (to '{to}'), not a record")
-}
-
-/// Parse a claim record blob.
-pub fn parse(key: &ClaimKey, bytes: &[u8]) -> Result<Record, Refusal> {
-    decode(key, bytes).map_err(|why| corrupt_claim(key, why))
-}
-
-/// Decode the record of claim `key` and check it: its version is known and it records that
-/// key. `Err` says what is wrong. The one definition of a readable claim record (the server's
-/// pre-receive hook uses it too, and adds its policy: docs/hooks.md).
-pub fn decode(key: &ClaimKey, bytes: &[u8]) -> Result<Record, String> {
-    let record: Record = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
-    if record.version > CLAIM_VERSION {
-        return Err(format!("record version {} was written by a newer git-loop", record.version));
-    }
-    if record.key != key.to_string() {
-        return Err(format!("it records key '{}'", record.key.escape_debug()));
-    }
-    check_holder(&record.holder).map_err(|why| format!("its holder '{}' {why}", record.holder.escape_debug()))?;
-    Ok(record)
-}
-
-/// The longest holder name, in bytes.
-pub const MAX_HOLDER: usize = 256;
-
-/// Whether `holder` can name a claim's holder: not blank, no control characters (it is shown
-/// to people and compared by clients), at most [`MAX_HOLDER`] bytes. `Err` says what is wrong
-/// with it ("is empty").
-pub fn check_holder(holder: &str) -> Result<(), String> {
-    if holder.trim().is_empty() {
-        return Err("is empty".into());
-    }
-    if holder.chars().any(char::is_control) {
-        return Err("contains a control character".into());
-    }
-    if holder.len() > MAX_HOLDER {
-        return Err(format!("is longer than {MAX_HOLDER} bytes"));
-    }
-    Ok(())
-}
-
-/// Read the record behind object `oid` of claim `key`.
-pub fn read_at(repo: &gix::Repository, key: &ClaimKey, oid: ObjectId) -> Result<Held, Refusal> {
-    let object = repo.find_object(oid).map_err(|_| corrupt_claim(key, format!("object {oid} is missing")))?;
-    if object.kind != gix::object::Kind::Blob {
-        return Err(corrupt_claim(key, format!("it points to a {}, not a blob", object.kind)));
-    }
-    Ok(Held { record: parse(key, &object.data)?, oid })
 }
 
 /// Read claim `key`: `None` when nobody holds it (never claimed, or released).
@@ -453,12 +333,6 @@ pub fn arbiter_for(store: &Store, key: &ClaimKey) -> Option<String> {
     }
 }
 
-/// The claim kind of a task (`node:<task id>`).
-pub const TASK_KIND: &str = "node";
-
-/// The claim kind that stays in its clone.
-pub const LOCAL_KIND: &str = "walker";
-
 /// Take over the claim `held` (as read) whatever its lease says, by compare-and-swap against
 /// exactly that record: for a holder known to be dead (its process is gone).
 pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts: &AcquireOptions) -> Result<Acquire> {
@@ -635,29 +509,120 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // The lease rule, through the claims it judges (`lease`): a claim is stale only once this
+    // clone has watched it unchanged for its whole lease by its own clock.
+    use std::time::Duration;
 
+    use super::lease::judge;
+    use super::*;
+    use crate::context::Clock;
+    use crate::store::claim;
+
+    fn repo() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(dir.path()).output().expect("git");
+        assert!(out.status.success());
+        let store = Store::open(&Context::for_tests(), dir.path()).expect("open");
+        (dir, store)
+    }
+
+    fn at(ctx: &Context, time: &str) -> Context {
+        Context { clock: Clock::Fixed(time.parse().expect("a time")), ..ctx.clone() }
+    }
+
+    fn opts(holder: &str, minutes: i64) -> AcquireOptions {
+        AcquireOptions { holder: holder.into(), ttl: chrono::Duration::minutes(minutes), reason: None, session: None }
+    }
+
+    /// The lease rule: another holder's record is stale only once this clone has seen it
+    /// unchanged for its whole lease by its own clock. The holder's own times (an hour off)
+    /// play no part; a refresh starts the watch over.
     #[test]
-    fn a_record_is_readable_only_with_a_printable_holder() {
-        let key: ClaimKey = "node:t-1".parse().expect("a key");
-        let record = |holder: &str| {
-            serde_json::json!({
-                "version": 1, "key": "node:t-1", "holder": holder, "host": "h", "pid": 1, "boot_id": "b",
-                "nonce": "n", "acquired_at": "2026-03-01T12:00:00Z", "refreshed_at": "2026-03-01T12:00:00Z",
-                "expires_at": "2026-03-01T13:00:00Z",
-            })
-            .to_string()
-        };
-        assert_eq!(decode(&key, record("agent-7").as_bytes()).map(|r| r.holder), Ok("agent-7".into()));
-        for (holder, why) in [
-            ("", "its holder '' is empty"),
-            (" \t", "its holder ' \\t' is empty"),
-            ("a\u{1b}[2Jb", "its holder 'a\\u{1b}[2Jb' contains a control character"),
-            ("a\nb", "its holder 'a\\nb' contains a control character"),
-        ] {
-            assert_eq!(decode(&key, record(holder).as_bytes()).map(|r| r.holder), Err(why.into()), "{holder:?}");
+    fn a_claim_is_stale_only_after_being_seen_unchanged_for_its_whole_lease() {
+        let (_dir, store) = repo();
+        let ours = Context::for_tests();
+        // The holder's clock runs an hour fast: its record "expires" at 13:30 by its clock.
+        let fast = Context { pid: 1, ..at(&ours, "2026-03-01T13:00:00Z") };
+        let key: ClaimKey = "node:t-lease".parse().expect("key");
+        claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("acquire");
+        // This clone has not looked at it yet (the holder's write was on "another clone").
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
+        let held = claim::read(&store, &key).expect("read").expect("held");
+        let look = |time: &str| judge(&store, &at(&ours, time), &key, &held);
+        let first = look("2026-03-01T14:00:00Z");
+        assert_eq!((first.length, first.unchanged_for), (Duration::from_secs(1800), Duration::ZERO));
+        assert!(!first.is_stale(), "first seen now: live, though 14:00 is past its 13:30 expiry");
+        assert!(!look("2026-03-01T14:29:59Z").is_stale(), "a second short of a lease: live");
+        let stale = look("2026-03-01T14:30:00Z");
+        assert_eq!((stale.unchanged_for, stale.is_stale()), (Duration::from_secs(1800), true));
+
+        // A refresh (a new record) starts the watch over.
+        claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("refresh");
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
+        let refreshed = claim::read(&store, &key).expect("read").expect("held");
+        assert_ne!(refreshed.oid, held.oid, "every refresh writes a new record");
+        let lease = judge(&store, &at(&ours, "2026-03-01T14:31:00Z"), &key, &refreshed);
+        assert_eq!((lease.unchanged_for, lease.is_stale()), (Duration::ZERO, false));
+    }
+
+    /// A holder whose clock runs an hour slow wrote a record that "expired" an hour before it
+    /// was written by ours: it is live all the same, and taking it over is refused until a
+    /// lease has passed here.
+    #[test]
+    fn a_slow_holders_claim_is_not_taken_over_before_its_lease_has_passed_here() {
+        let (_dir, store) = repo();
+        let ours = Context::for_tests();
+        let slow = Context { pid: 1, ..at(&ours, "2026-03-01T11:00:00Z") };
+        let key: ClaimKey = "node:t-slow".parse().expect("key");
+        claim::acquire(&store, &slow, &key, &opts("slow", 30)).expect("acquire");
+        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
+        let try_at = |time: &str| claim::acquire(&store, &at(&ours, time), &key, &opts("taker", 30)).expect("acquire");
+        assert!(matches!(try_at("2026-03-01T12:00:00Z"), claim::Acquire::HeldByOther(_)));
+        assert!(matches!(try_at("2026-03-01T12:29:00Z"), claim::Acquire::HeldByOther(_)));
+        match try_at("2026-03-01T12:30:00Z") {
+            claim::Acquire::TookOver { previous, .. } => assert_eq!(previous.holder, "slow"),
+            other => panic!("a lease after the first sight, it is stale: {other:?}"),
         }
-        let long = "x".repeat(MAX_HOLDER + 1);
-        assert!(decode(&key, record(&long).as_bytes()).expect_err("too long").ends_with("is longer than 256 bytes"));
+    }
+
+    /// Observations from another clock source (another boot, a pinned clock) do not count.
+    #[test]
+    fn a_sight_on_another_clock_counts_as_none() {
+        let (_dir, store) = repo();
+        let ctx = Context::for_tests();
+        let key: ClaimKey = "node:t-boot".parse().expect("key");
+        claim::acquire(&store, &Context { pid: 1, ..ctx.clone() }, &key, &opts("h", 1)).expect("acquire");
+        let held = claim::read(&store, &key).expect("read").expect("held");
+        let path = store.layout().expect("dir").leases();
+        let text = std::fs::read_to_string(&path).expect("the writer's sight was saved");
+        assert!(text.contains("\tpinned\t"), "{text}");
+        std::fs::write(&path, text.replace("\tpinned\t", "\tboot:other\t").replace("\t1772366400000000000", "\t0"))
+            .expect("write");
+        let lease = judge(&store, &at(&ctx, "2026-03-01T13:00:00Z"), &key, &held);
+        assert_eq!(lease.unchanged_for, Duration::ZERO, "seen on another clock: first sight now");
+    }
+
+    /// A claim record carries its writer's clock (a tombstone, its releaser's): whoever reads
+    /// it next writes after it.
+    #[test]
+    fn reading_a_claim_record_witnesses_its_writers_clock() {
+        let (_dir, store) = crate::store::scratch();
+        let ctx = Context::for_tests();
+        let key: crate::ids::ClaimKey = "node:t-1".parse().expect("key");
+        let opts = crate::store::claim::AcquireOptions {
+            holder: "h".into(),
+            ttl: chrono::Duration::minutes(1),
+            reason: None,
+            session: None,
+        };
+        crate::store::lamport::witness(&store, 30).expect("the releaser's clone has seen 30");
+        crate::store::claim::acquire(&store, &ctx, &key, &opts).expect("acquire");
+        crate::store::claim::release(&store, &ctx, &key, "h", false).expect("release");
+        // Another clone, whose clock is far behind, reads the tombstone.
+        let path = store.layout().expect("dir").lamport();
+        std::fs::write(&path, format!("{:020}\n", 2)).expect("a clone that has seen little");
+        let tombstone = crate::store::claim::read_record(&store, &key).expect("read").expect("a tombstone");
+        assert_eq!(tombstone.record.lamport, Some(32), "the releaser's clock: after its acquire at 31");
+        assert_eq!(crate::store::lamport::tick(&store, 0).expect("tick"), 33);
     }
 }

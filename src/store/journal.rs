@@ -620,4 +620,16 @@ mod tests {
         let ids: Vec<u8> = entries.iter().map(|e| e.id.as_bytes()[0]).collect();
         assert_eq!(ids, [5, 4, 3, 2, 6, 1], "old by time; then by clock, then writer");
     }
+
+    #[test]
+    fn a_lost_counter_starts_again_above_the_refs() {
+        let (_dir, store) = crate::store::scratch();
+        let ctx = Context::for_tests();
+        let writer: crate::ids::WriterId = "c-test".parse().expect("writer");
+        for _ in 0..3 {
+            append(&store, &ctx, &writer, NewEvent { kind: "note".into(), ..Default::default() }).expect("append");
+        }
+        std::fs::remove_file(store.layout().expect("dir").lamport()).expect("lose the counter");
+        assert_eq!(crate::store::lamport::tick(&store, 0).expect("tick"), 4, "above the chain's last event (3)");
+    }
 }

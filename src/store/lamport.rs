@@ -22,8 +22,7 @@ use std::os::unix::fs::FileExt as _;
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
 
-use super::{journal, task, Store};
-use crate::refs;
+use super::Store;
 
 /// 20 digits (every u64) and a newline: every write replaces the whole content in place.
 const WIDTH: usize = 21;
@@ -57,30 +56,9 @@ pub fn witness_fetched(
     let highest = theirs
         .iter()
         .filter(|(name, tip)| ours.get(*name) != Some(*tip))
-        .filter_map(|(name, tip)| clock_of_tip(&store.repo, name, *tip))
+        .filter_map(|(name, tip)| store.clock_of_tip(name, *tip))
         .max();
     highest.map_or(Ok(()), |seen| witness(store, seen))
-}
-
-/// The highest clock of a journal chain's or a task's tip, if `name` is either.
-fn clock_of_tip(repo: &gix::Repository, name: &str, tip: ObjectId) -> Option<u64> {
-    if name.starts_with(refs::JOURNAL) {
-        journal::tip_lamport(repo, tip)
-    } else if name.starts_with(refs::TASKS) {
-        task::read_at(repo, name, tip).ok().map(|t| t.lamport)
-    } else {
-        None
-    }
-}
-
-/// The highest clock the refs hold: where a lost counter starts again.
-fn highest_in_refs(store: &Store) -> u64 {
-    let repo = &store.repo;
-    let chains = journal::chains(repo).unwrap_or_default();
-    let tasks = task::list_refs(repo).unwrap_or_default();
-    let chain_clocks = chains.into_iter().filter_map(|(name, tip)| clock_of_tip(repo, &name, tip));
-    let task_clocks = tasks.into_iter().filter_map(|t| clock_of_tip(repo, &t.name, t.tip.ok()?));
-    chain_clocks.chain(task_clocks).max().unwrap_or(0)
 }
 
 /// Run `change` on the counter under the file's lock; it returns the new value and a result.
@@ -91,7 +69,7 @@ fn with_counter<T>(store: &Store, change: impl FnOnce(u64) -> (u64, T)) -> Resul
     let mut text = String::new();
     let current = match file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse::<u64>().ok()) {
         Some(current) => current,
-        None => highest_in_refs(store),
+        None => store.highest_clock_in_refs(),
     };
     let (next, out) = change(current);
     if next != current || text.len() != WIDTH {
@@ -145,67 +123,5 @@ mod tests {
         });
         let distinct: std::collections::HashSet<u64> = clocks.iter().copied().collect();
         assert_eq!((clocks.len(), distinct.len(), clocks.iter().max()), (400, 400, Some(&400)));
-    }
-
-    /// An operation on a task made after seeing another clone's clock 50 (say, a fetched
-    /// event) sorts after it, though the task's own operations were at 1.
-    #[test]
-    fn a_task_operation_is_above_every_clock_the_clone_has_seen() {
-        let (_dir, store) = store();
-        let ctx = Context::for_tests();
-        let id: crate::ids::TaskId = "t-1".parse().expect("id");
-        let create = task::Change {
-            create: Some(task::Create { origin: None, created_at: None }),
-            set: task::Fields { title: Some("t".into()), ..Default::default() },
-            ..Default::default()
-        };
-        let task::Created::Stored(added) = task::create(&store, &ctx, &id, create).expect("create") else {
-            panic!("a new task is created")
-        };
-        assert_eq!(added.task.lamport, 1);
-        witness(&store, 50).expect("witness");
-        let change = task::Change {
-            set: task::Fields { priority: Some(crate::ids::Priority::P0), ..Default::default() },
-            ..Default::default()
-        };
-        let edited = task::update(&store, &ctx, &id, change, &|_| Ok(())).expect("update");
-        assert_eq!(edited.task.lamport, 51);
-    }
-
-    /// A claim record carries its writer's clock (a tombstone, its releaser's): whoever reads
-    /// it next writes after it.
-    #[test]
-    fn reading_a_claim_record_witnesses_its_writers_clock() {
-        let (_dir, store) = store();
-        let ctx = Context::for_tests();
-        let key: crate::ids::ClaimKey = "node:t-1".parse().expect("key");
-        let opts = crate::store::claim::AcquireOptions {
-            holder: "h".into(),
-            ttl: chrono::Duration::minutes(1),
-            reason: None,
-            session: None,
-        };
-        witness(&store, 30).expect("the releaser's clone has seen 30");
-        crate::store::claim::acquire(&store, &ctx, &key, &opts).expect("acquire");
-        crate::store::claim::release(&store, &ctx, &key, "h", false).expect("release");
-        // Another clone, whose clock is far behind, reads the tombstone.
-        let path = store.layout().expect("dir").lamport();
-        std::fs::write(&path, format!("{:020}\n", 2)).expect("a clone that has seen little");
-        let tombstone = crate::store::claim::read_record(&store, &key).expect("read").expect("a tombstone");
-        assert_eq!(tombstone.record.lamport, Some(32), "the releaser's clock: after its acquire at 31");
-        assert_eq!(tick(&store, 0).expect("tick"), 33);
-    }
-
-    #[test]
-    fn a_lost_counter_starts_again_above_the_refs() {
-        let (_dir, store) = store();
-        let ctx = Context::for_tests();
-        let writer: crate::ids::WriterId = "c-test".parse().expect("writer");
-        for _ in 0..3 {
-            journal::append(&store, &ctx, &writer, journal::NewEvent { kind: "note".into(), ..Default::default() })
-                .expect("append");
-        }
-        std::fs::remove_file(store.layout().expect("dir").lamport()).expect("lose the counter");
-        assert_eq!(tick(&store, 0).expect("tick"), 4, "above the chain's last event (3)");
     }
 }

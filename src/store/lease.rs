@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use gix::ObjectId;
 
-use super::claim::Held;
+use super::claim_record::Held;
 use super::Store;
 use crate::context::{Context, Tick};
 use crate::ids::ClaimKey;
@@ -128,7 +128,7 @@ impl Watcher {
         // A singleton (a clone's walker, a mission's commander) is held by the process that
         // wrote it, as is a walk's claim on a task.
         let own_process =
-            matches!(key.kind(), super::claim::LOCAL_KIND | "fleet") || crate::ids::is_walker_key(&r.holder);
+            matches!(key.kind(), super::claim_record::LOCAL_KIND | "fleet") || crate::ids::is_walker_key(&r.holder);
         Lease { length, unchanged_for, holder_gone: own_process && r.holder_gone_here(&self.ctx) }
     }
 
@@ -187,95 +187,4 @@ pub fn judge(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held) -> Lease
 /// `refs/loop/claims/node/`).
 pub fn ref_prefix(key_prefix: &str) -> String {
     format!("{}{}", refs::CLAIMS, key_prefix.replacen(':', "/", 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::context::Clock;
-    use crate::store::claim::{self, AcquireOptions};
-
-    fn repo() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(dir.path()).output().expect("git");
-        assert!(out.status.success());
-        let store = Store::open(&Context::for_tests(), dir.path()).expect("open");
-        (dir, store)
-    }
-
-    fn at(ctx: &Context, time: &str) -> Context {
-        Context { clock: Clock::Fixed(time.parse().expect("a time")), ..ctx.clone() }
-    }
-
-    fn opts(holder: &str, minutes: i64) -> AcquireOptions {
-        AcquireOptions { holder: holder.into(), ttl: chrono::Duration::minutes(minutes), reason: None, session: None }
-    }
-
-    /// The lease rule: another holder's record is stale only once this clone has seen it
-    /// unchanged for its whole lease by its own clock. The holder's own times (an hour off)
-    /// play no part; a refresh starts the watch over.
-    #[test]
-    fn a_claim_is_stale_only_after_being_seen_unchanged_for_its_whole_lease() {
-        let (_dir, store) = repo();
-        let ours = Context::for_tests();
-        // The holder's clock runs an hour fast: its record "expires" at 13:30 by its clock.
-        let fast = Context { pid: 1, ..at(&ours, "2026-03-01T13:00:00Z") };
-        let key: ClaimKey = "node:t-lease".parse().expect("key");
-        claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("acquire");
-        // This clone has not looked at it yet (the holder's write was on "another clone").
-        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
-        let held = claim::read(&store, &key).expect("read").expect("held");
-        let look = |time: &str| judge(&store, &at(&ours, time), &key, &held);
-        let first = look("2026-03-01T14:00:00Z");
-        assert_eq!((first.length, first.unchanged_for), (Duration::from_secs(1800), Duration::ZERO));
-        assert!(!first.is_stale(), "first seen now: live, though 14:00 is past its 13:30 expiry");
-        assert!(!look("2026-03-01T14:29:59Z").is_stale(), "a second short of a lease: live");
-        let stale = look("2026-03-01T14:30:00Z");
-        assert_eq!((stale.unchanged_for, stale.is_stale()), (Duration::from_secs(1800), true));
-
-        // A refresh (a new record) starts the watch over.
-        claim::acquire(&store, &fast, &key, &opts("fast", 30)).expect("refresh");
-        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
-        let refreshed = claim::read(&store, &key).expect("read").expect("held");
-        assert_ne!(refreshed.oid, held.oid, "every refresh writes a new record");
-        let lease = judge(&store, &at(&ours, "2026-03-01T14:31:00Z"), &key, &refreshed);
-        assert_eq!((lease.unchanged_for, lease.is_stale()), (Duration::ZERO, false));
-    }
-
-    /// A holder whose clock runs an hour slow wrote a record that "expired" an hour before it
-    /// was written by ours: it is live all the same, and taking it over is refused until a
-    /// lease has passed here.
-    #[test]
-    fn a_slow_holders_claim_is_not_taken_over_before_its_lease_has_passed_here() {
-        let (_dir, store) = repo();
-        let ours = Context::for_tests();
-        let slow = Context { pid: 1, ..at(&ours, "2026-03-01T11:00:00Z") };
-        let key: ClaimKey = "node:t-slow".parse().expect("key");
-        claim::acquire(&store, &slow, &key, &opts("slow", 30)).expect("acquire");
-        std::fs::remove_file(store.layout().expect("dir").leases()).expect("forget the holder's sight");
-        let try_at = |time: &str| claim::acquire(&store, &at(&ours, time), &key, &opts("taker", 30)).expect("acquire");
-        assert!(matches!(try_at("2026-03-01T12:00:00Z"), claim::Acquire::HeldByOther(_)));
-        assert!(matches!(try_at("2026-03-01T12:29:00Z"), claim::Acquire::HeldByOther(_)));
-        match try_at("2026-03-01T12:30:00Z") {
-            claim::Acquire::TookOver { previous, .. } => assert_eq!(previous.holder, "slow"),
-            other => panic!("a lease after the first sight, it is stale: {other:?}"),
-        }
-    }
-
-    /// Observations from another clock source (another boot, a pinned clock) do not count.
-    #[test]
-    fn a_sight_on_another_clock_counts_as_none() {
-        let (_dir, store) = repo();
-        let ctx = Context::for_tests();
-        let key: ClaimKey = "node:t-boot".parse().expect("key");
-        claim::acquire(&store, &Context { pid: 1, ..ctx.clone() }, &key, &opts("h", 1)).expect("acquire");
-        let held = claim::read(&store, &key).expect("read").expect("held");
-        let path = store.layout().expect("dir").leases();
-        let text = std::fs::read_to_string(&path).expect("the writer's sight was saved");
-        assert!(text.contains("\tpinned\t"), "{text}");
-        std::fs::write(&path, text.replace("\tpinned\t", "\tboot:other\t").replace("\t1772366400000000000", "\t0"))
-            .expect("write");
-        let lease = judge(&store, &at(&ctx, "2026-03-01T13:00:00Z"), &key, &held);
-        assert_eq!(lease.unchanged_for, Duration::ZERO, "seen on another clock: first sight now");
-    }
 }

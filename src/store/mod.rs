@@ -6,6 +6,7 @@
 
 pub mod cas;
 pub mod claim;
+pub mod claim_record;
 pub mod events;
 pub mod flock;
 pub mod index;
@@ -228,6 +229,28 @@ impl Store {
         self.settings().remote()
     }
 
+    /// The highest clock of a journal chain's or a task's tip, if `name` is either.
+    pub fn clock_of_tip(&self, name: &str, tip: gix::ObjectId) -> Option<u64> {
+        let repo = &self.repo;
+        if name.starts_with(refs::JOURNAL) {
+            journal::tip_lamport(repo, tip)
+        } else if name.starts_with(refs::TASKS) {
+            task::read_at(repo, name, tip).ok().map(|t| t.lamport)
+        } else {
+            None
+        }
+    }
+
+    /// The highest clock the refs hold: where a lost counter starts again.
+    pub fn highest_clock_in_refs(&self) -> u64 {
+        let repo = &self.repo;
+        let chains = journal::chains(repo).unwrap_or_default();
+        let tasks = task::list_refs(repo).unwrap_or_default();
+        let chain_clocks = chains.into_iter().filter_map(|(name, tip)| self.clock_of_tip(&name, tip));
+        let task_clocks = tasks.into_iter().filter_map(|t| self.clock_of_tip(&t.name, t.tip.ok()?));
+        chain_clocks.chain(task_clocks).max().unwrap_or(0)
+    }
+
     /// The `loop.*` settings (see [`settings`]).
     pub fn settings(&self) -> settings::Settings<'_> {
         settings::Settings::of(self)
@@ -263,6 +286,16 @@ impl Store {
 pub fn clone_writer(store: &Store, ctx: &Context) -> Result<WriterId> {
     let shard = ctx.pid % 4;
     format!("c-{}-{shard}", store.clone_id()?).parse().map_err(Into::into)
+}
+
+/// A store over a new, empty repository in a temporary directory, for unit tests.
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(dir.path()).output().expect("git");
+    assert!(out.status.success(), "git init");
+    let store = Store::open(&Context::for_tests(), dir.path()).expect("open");
+    (dir, store)
 }
 
 #[cfg(test)]

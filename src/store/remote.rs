@@ -50,7 +50,7 @@ fn note_mirrored(store: &Store, name: &str, at: Instant) {
 
 /// A claim ref that the remote decides (walker claims stay in their clone).
 fn is_arbitrated_claim(name: &str) -> bool {
-    refs::claim_key_of(name).is_some_and(|key| key.kind() != super::claim::LOCAL_KIND)
+    refs::claim_key_of(name).is_some_and(|key| key.kind() != super::claim_record::LOCAL_KIND)
 }
 
 /// Change `name` on the remote from `expect` to `new` (None deletes), then mirror the

@@ -446,7 +446,7 @@ fn wildcard(updates: Vec<PushUpdate>, report: &Report) -> (Vec<PushUpdate>, Vec<
 
 /// Claims that never leave their clone (the walker singleton).
 fn is_local_claim(name: &str) -> bool {
-    name.starts_with(&format!("{}{}/", refs::CLAIMS, super::claim::LOCAL_KIND))
+    name.starts_with(&format!("{}{}/", refs::CLAIMS, super::claim_record::LOCAL_KIND))
 }
 
 /// Merge one ref; returns what changed and, if the remote needs it, the value to push.

@@ -1094,4 +1094,29 @@ mod tests {
         );
         assert_eq!((task.state, task.title.as_str()), (State::Done, "renamed"));
     }
+
+    /// An operation on a task made after seeing another clone's clock 50 (say, a fetched
+    /// event) sorts after it, though the task's own operations were at 1.
+    #[test]
+    fn a_task_operation_is_above_every_clock_the_clone_has_seen() {
+        let (_dir, store) = crate::store::scratch();
+        let ctx = Context::for_tests();
+        let id: crate::ids::TaskId = "t-1".parse().expect("id");
+        let create = Change {
+            create: Some(Create { origin: None, created_at: None }),
+            set: Fields { title: Some("t".into()), ..Default::default() },
+            ..Default::default()
+        };
+        let Created::Stored(added) = super::create(&store, &ctx, &id, create).expect("create") else {
+            panic!("a new task is created")
+        };
+        assert_eq!(added.task.lamport, 1);
+        crate::store::lamport::witness(&store, 50).expect("witness");
+        let change = Change {
+            set: Fields { priority: Some(crate::ids::Priority::P0), ..Default::default() },
+            ..Default::default()
+        };
+        let edited = update(&store, &ctx, &id, change, &|_| Ok(())).expect("update");
+        assert_eq!(edited.task.lamport, 51);
+    }
 }
