@@ -39,7 +39,7 @@ pub fn of_error(refusal: Option<&Refusal>) -> u8 {
 pub fn of_walk(stop: &runloop::Stop) -> u8 {
     match stop {
         runloop::Stop::NoWork | runloop::Stop::Done => OK,
-        runloop::Stop::Budget => FAILED,
+        runloop::Stop::Budget | runloop::Stop::Failed => FAILED,
         runloop::Stop::Paused { .. } => PAUSED,
         runloop::Stop::Interrupted => INTERRUPTED,
     }

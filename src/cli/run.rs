@@ -479,6 +479,7 @@ impl Observer for Progress {
                     Stop::NoWork => "nothing left to do".to_owned(),
                     Stop::Done => "the task budget is done".to_owned(),
                     Stop::Budget => "a budget ran out".to_owned(),
+                    Stop::Failed => "stopped by the error below".to_owned(),
                     Stop::Paused { policy: PausePolicy::P0Failure, units } => {
                         format!("paused: p0 task {} failed", units.join(", "))
                     }

@@ -176,6 +176,35 @@ pub fn write_object(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]) 
     write_object_bytes(repo, kind, data)
 }
 
+/// Run a write of gix's object writer again when the loose object could not be put in place
+/// because its fan-out directory vanished under it: `git gc` and `git prune-packed` remove the
+/// fan-out directories they empty, and gix makes the directory, then renames its temporary
+/// file into it, without trying again (git does). Ten tries, then the error stands.
+pub fn retry_vanished<T, E>(mut write: impl FnMut() -> std::result::Result<T, E>) -> std::result::Result<T, E>
+where
+    E: std::error::Error + 'static,
+{
+    let mut tries = 0;
+    loop {
+        match write() {
+            Err(err) if tries < 10 && vanished(&err) => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Whether an I/O "not found" is among an error's causes.
+fn vanished(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
 /// Objects up to this size are written as one stored (uncompressed) deflate block.
 const SMALL_OBJECT: usize = 32 * 1024;
 
@@ -189,7 +218,7 @@ fn write_object_bytes(repo: &gix::Repository, kind: gix::objs::Kind, data: &[u8]
     let id = gix::objs::compute_hash(repo.object_hash(), kind, data).context("could not hash an object")?;
     if data.len() > SMALL_OBJECT {
         use gix::objs::Write as _;
-        return repo.objects.write_buf(kind, data).context("could not write an object");
+        return retry_vanished(|| repo.objects.write_buf(kind, data)).context("could not write an object");
     }
     // Only a loose copy is looked for: asking the object database about a missing object
     // makes it look for new packs on disk, every time. A copy in a pack is harmless.
@@ -484,6 +513,8 @@ pub fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
 
 #[cfg(test)]
 mod tests {
+    use super::retry_vanished;
+
     #[test]
     fn small_objects_written_as_stored_zlib_read_back_through_gix_and_git() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -499,5 +530,34 @@ mod tests {
             .output()
             .expect("git fsck");
         assert!(fsck.status.success(), "git fsck: {}", String::from_utf8_lossy(&fsck.stderr));
+    }
+
+    /// A write whose loose object lost its fan-out directory is tried again; any other error
+    /// stands at once, and a directory that keeps vanishing gives up after ten tries.
+    #[test]
+    fn a_write_is_tried_again_only_when_its_directory_vanished() {
+        let gone = || std::io::Error::new(std::io::ErrorKind::NotFound, "persist");
+        let mut calls = 0;
+        let ok: Result<u32, std::io::Error> = retry_vanished(|| {
+            calls += 1;
+            if calls < 3 {
+                Err(gone())
+            } else {
+                Ok(7)
+            }
+        });
+        assert_eq!((ok.ok(), calls), (Some(7), 3));
+        let mut calls = 0;
+        let denied: Result<u32, std::io::Error> = retry_vanished(|| {
+            calls += 1;
+            Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no"))
+        });
+        assert_eq!((denied.is_err(), calls), (true, 1));
+        let mut calls = 0;
+        let never: Result<u32, std::io::Error> = retry_vanished(|| {
+            calls += 1;
+            Err(gone())
+        });
+        assert_eq!((never.is_err(), calls), (true, 11));
     }
 }

@@ -136,6 +136,8 @@ pub enum Stop {
     Paused { policy: PausePolicy, units: Vec<String> },
     /// Ctrl-C, SIGTERM or a cancel marker.
     Interrupted,
+    /// An error ended it (the walk returns it).
+    Failed,
 }
 
 /// Budgets and caps.
@@ -338,7 +340,7 @@ where
             }
             Err(err) => {
                 walk.end_unit(String::new(), false, None);
-                walk.stop(Stop::Budget);
+                walk.stop(Stop::Failed);
                 return Err(err);
             }
         };
@@ -350,7 +352,7 @@ where
                 // Keep the unit's work and free it, then let the error end the walk.
                 let _ = queue.abandon(&mut unit, &format!("error: {err:#}"));
                 walk.end_unit(id, p0, None);
-                walk.stop(Stop::Budget);
+                walk.stop(Stop::Failed);
                 return Err(err);
             }
         }

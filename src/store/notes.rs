@@ -188,7 +188,7 @@ pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()>
         completions.push(completed.clone());
         let note = git::write_blob(repo, render(&completions).as_bytes())?;
         state.edit(commit, Some(note), repo).with_context(|| format!("could not add the note on {commit}"))?;
-        let tree = state.write(repo).context("could not write the notes tree")?;
+        let tree = git::retry_vanished(|| state.write(repo)).context("could not write the notes tree")?;
         let parents: Vec<ObjectId> = tip.into_iter().collect();
         let message = format!("loop: completion of {}\n", completed.task);
         let notes_commit = git::write_commit(repo, tree, &parents, &message, &store.signature())?;

@@ -607,7 +607,7 @@ fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
             state.edit(annotated, Some(merged), repo).context("could not merge a note")?;
         }
     }
-    let tree = state.write(repo).context("could not write the merged notes")?;
+    let tree = git::retry_vanished(|| state.write(repo)).context("could not write the merged notes")?;
     let mut parents = [local, other];
     parents.sort();
     let sig = merge_signature(repo, &parents);

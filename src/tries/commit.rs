@@ -88,7 +88,7 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
             }
         }
     }
-    let tree = editor.write().context("could not write the worktree's tree")?.detach();
+    let tree = git::retry_vanished(|| editor.write()).context("could not write the worktree's tree")?.detach();
     let parents: Vec<ObjectId> =
         if is_ancestor(&store.repo, branch_tip, head)? { vec![head] } else { vec![head, branch_tip] };
     let mut committer = store.signature();
@@ -102,7 +102,8 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
         message: message.into(),
         extra_headers: Vec::new(),
     };
-    let id = store.repo.write_object(&commit).context("could not write the stop commit")?.detach();
+    let id =
+        git::retry_vanished(|| store.repo.write_object(&commit)).context("could not write the stop commit")?.detach();
     set_branch(store, try_, branch_tip, id)?;
     if head_reattach {
         attach_head(&wt, &try_.branch)?;
@@ -240,6 +241,8 @@ fn read_file(
     } else {
         return Ok(None);
     };
-    let id = wt.write_blob(&bytes).with_context(|| format!("could not store '{}'", path.display()))?.detach();
+    let id = git::retry_vanished(|| wt.write_blob(&bytes))
+        .with_context(|| format!("could not store '{}'", path.display()))?
+        .detach();
     Ok(Some(Edit::Upsert { path: rela_path, kind, id }))
 }

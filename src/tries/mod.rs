@@ -392,9 +392,9 @@ pub fn merge_into_base(store: &Store, task: &TaskId, title: &str, commit: Object
 pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
     let repo = &store.repo;
     let options = repo.tree_merge_options().context("could not read the merge options")?;
-    let mut outcome = repo
-        .merge_commits(ours, theirs, Default::default(), options.into())
-        .with_context(|| format!("could not merge {theirs} into {ours}"))?;
+    let mut outcome =
+        git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
+            .with_context(|| format!("could not merge {theirs} into {ours}"))?;
     let how = gix::merge::tree::TreatAsUnresolved::default();
     if outcome.tree_merge.has_unresolved_conflicts(how) {
         let mut paths: Vec<String> = outcome
@@ -412,7 +412,8 @@ pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> 
         paths.dedup();
         return Ok(Merged::Conflict(paths));
     }
-    let tree = outcome.tree_merge.tree.write().context("could not write the merged tree")?.detach();
+    let tree =
+        git::retry_vanished(|| outcome.tree_merge.tree.write()).context("could not write the merged tree")?.detach();
     let commit = git::write_commit(repo, tree, &[ours, theirs], message, &store.signature())?;
     Ok(Merged::Commit(commit))
 }

@@ -589,6 +589,7 @@ pub fn stop_word(stop: &Stop) -> &'static str {
         Stop::Budget => "budget",
         Stop::Paused { .. } => "paused",
         Stop::Interrupted => "interrupted",
+        Stop::Failed => "failed",
     }
 }
 

@@ -115,6 +115,9 @@ fn soak_a_long_walk_with_a_flaky_agent_and_gc_beside_it_loses_nothing() {
         .filter(|p| p.ends_with(".lock") && !p.starts_with("loop/"))
         .collect();
     let orphans = marked_processes(env.root.path());
+    let tenth = (samples.len() / 10).max(1);
+    let curve: Vec<u64> = samples.chunks(tenth).map(|c| c.iter().sum::<u64>() / c.len() as u64 / 1024).collect();
+    eprintln!("soak: the walk's RSS by tenths of the run, MiB: {curve:?}");
     let quarter = samples.len() / 4;
     let early: u64 = samples[..quarter.max(1)].iter().sum::<u64>() / quarter.max(1) as u64;
     let late: u64 = samples[samples.len() - quarter.max(1)..].iter().sum::<u64>() / quarter.max(1) as u64;
