@@ -340,6 +340,22 @@ pub fn mark_done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions, r
     Ok(Marked { snapshot, replaced, again: false })
 }
 
+/// The entry a completion note holds for `task` (titled `title`) completed by `commit`.
+fn completed(task: &TaskId, title: &str, commit: ObjectId, done: &Completion) -> notes::Completed {
+    notes::Completed {
+        task: task.to_string(),
+        title: title.to_owned(),
+        state: "done".into(),
+        commit: commit.to_string(),
+        session: done.session.clone(),
+        try_number: done.try_number,
+        checks: done.checks.clone(),
+        message: done.message.clone(),
+        at: done.at,
+        by: done.by.clone(),
+    }
+}
+
 /// The same `done` again (same commit, same message) on a task it made done: a `done` killed
 /// after its record was written may have left the anchor or the note unwritten, so this one
 /// writes what is missing, and changes nothing else. None when it is not the same `done`.
@@ -360,22 +376,7 @@ fn done_again(store: &Store, id: &TaskId, opts: &DoneOptions) -> Result<Option<S
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
     }
     if !notes::holds(store, commit, id.as_str())? {
-        notes::add(
-            store,
-            commit,
-            &notes::Completed {
-                task: id.to_string(),
-                title: current.task.title.clone(),
-                state: "done".into(),
-                commit: commit.to_string(),
-                session: done.session.clone(),
-                try_number: done.try_number,
-                checks: done.checks.clone(),
-                message: done.message.clone(),
-                at: done.at,
-                by: done.by.clone(),
-            },
-        )?;
+        notes::add(store, commit, &completed(id, &current.task.title, commit, done))?;
     }
     Ok(Some(current))
 }
@@ -413,22 +414,7 @@ fn done_with(
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
-        notes::add(
-            store,
-            commit,
-            &notes::Completed {
-                task: id.to_string(),
-                title: current.task.title.clone(),
-                state: "done".into(),
-                commit: commit.to_string(),
-                session: completion.session.clone(),
-                try_number: completion.try_number,
-                checks: completion.checks.clone(),
-                message: completion.message.clone(),
-                at,
-                by: by.clone(),
-            },
-        )
+        notes::add(store, commit, &completed(id, &current.task.title, commit, &completion))
     };
     // Unconditional: evidence first, so if we stop after it the task is simply not done yet,
     // and doing it again replaces this task's entry in the note. Conditional: only the caller

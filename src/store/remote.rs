@@ -302,10 +302,47 @@ pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched>
         // Claim records are blobs: there is no history to negotiate, and offering every local
         // commit as a "have" costs more than the records themselves.
         let blobs_only = sources.iter().all(|s| s.starts_with(refs::CLAIMS));
-        fetch_with_gix(store, remote, &refspecs, blobs_only)?
+        let mut dropped = 0;
+        loop {
+            match fetch_with_gix(store, remote, &refspecs, blobs_only) {
+                Ok(fetched) => break fetched,
+                // A mirror is only a copy of what the remote held: one whose object this
+                // clone cannot read (seen once in a fleet of four walks) would stop every
+                // fetch from negotiating. Drop it and fetch again; the remote's refs refill it.
+                Err(err) if dropped == 0 && format!("{err:#}").contains("could not be found") => {
+                    dropped = drop_broken_mirrors(store, remote)?;
+                    if dropped == 0 {
+                        return Err(err);
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
     };
     prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
     Ok(fetched)
+}
+
+/// Drop the mirror refs of `remote` whose objects this clone cannot read; how many. A mirror
+/// is only a copy of what the remote held: the next fetch fills it again.
+fn drop_broken_mirrors(store: &Store, remote: &str) -> Result<usize> {
+    let prefix = refs::mirror(remote, "refs/");
+    let mut broken = Vec::new();
+    let platform = store.repo.references().context("could not list refs")?;
+    for reference in platform.prefixed(prefix.as_str()).context("could not list the mirrors")?.flatten() {
+        if let Some(id) = reference.target().try_id() {
+            if !store.repo.has_object(id) {
+                broken.push((reference.name().as_bstr().to_string(), id.to_owned()));
+            }
+        }
+    }
+    for (name, id) in &broken {
+        // Lost: another process dropped or refilled it meanwhile; either way it is not broken.
+        match cas::delete(store, name, *id)? {
+            Cas::Applied | Cas::Lost { .. } => {}
+        }
+    }
+    Ok(broken.len())
 }
 
 /// `fetch` through gix, in a handle of its own.

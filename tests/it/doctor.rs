@@ -506,12 +506,7 @@ fn doctor_leaves_what_live_processes_hold() {
 #[test]
 fn doctor_repair_mends_a_task_chain_with_a_commit_on_top_that_every_clone_takes() {
     let env = TestEnv::new();
-    let remote = env.remote("origin");
-    let url = remote.to_str().expect("utf-8");
-    let a = env.clone_of(url, "a");
-    let b = env.clone_of(url, "b");
-    a.run(&["init", "--remote", "origin"]).ok();
-    b.run(&["init", "--remote", "origin"]).ok();
+    let (remote, a, b) = env.two_clones();
     let id = a.add(&["first title", "-p", "p1"]);
     let other = a.add(&["other"]);
     a.run(&["edit", &id, "--title", "second title"]).ok();

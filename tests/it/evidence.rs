@@ -116,12 +116,7 @@ fn tasks_completed_by_one_commit_each_keep_their_entry_and_a_version_1_note_is_k
 #[test]
 fn two_clones_completing_tasks_by_one_commit_keep_both_entries_through_a_sync() {
     let env = TestEnv::new();
-    let remote = env.remote("origin");
-    let url = remote.to_str().expect("utf-8");
-    let a = env.clone_of(url, "a");
-    let b = env.clone_of(url, "b");
-    a.run(&["init", "--remote", "origin"]).ok();
-    b.run(&["init", "--remote", "origin"]).ok();
+    let (remote, a, b) = env.two_clones();
     let one = a.add(&["one"]);
     let two = a.add(&["two"]);
     a.run(&["sync"]).ok();

@@ -107,6 +107,18 @@ impl TestEnv {
     }
 
     /// A clone of `url` at `<root>/<name>`.
+    /// A new bare remote `origin`, and two clones of it, `a` and `b`, each with `loop.remote`
+    /// set to it.
+    pub fn two_clones(&self) -> (PathBuf, Repo<'_>, Repo<'_>) {
+        let remote = self.remote("origin");
+        let url = remote.to_str().expect("utf-8");
+        let (a, b) = (self.clone_of(url, "a"), self.clone_of(url, "b"));
+        for clone in [&a, &b] {
+            clone.run(&["init", "--remote", "origin"]).ok();
+        }
+        (remote, a, b)
+    }
+
     pub fn clone_of(&self, url: &str, name: &str) -> Repo<'_> {
         let dir = self.path(name);
         self.git(self.root.path(), &["clone", "-q", url, dir.to_str().expect("utf-8 path")]);

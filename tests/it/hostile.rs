@@ -43,12 +43,7 @@ fn text_file(env: &TestEnv, name: &str, text: &str) -> String {
 #[test]
 fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
     let env = TestEnv::new();
-    let remote = env.remote("origin");
-    let url = remote.to_str().expect("utf-8");
-    let a = env.clone_of(url, "a");
-    let b = env.clone_of(url, "b");
-    a.run(&["init", "--remote", "origin"]).ok();
-    b.run(&["init", "--remote", "origin"]).ok();
+    let (_remote, a, b) = env.two_clones();
 
     // By `add` (title and body), by `import` (title, body, label).
     let added = a.add(&[ADDED, "-p", "p0", "--body", BODY]);

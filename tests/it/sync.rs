@@ -34,3 +34,27 @@ fn offline_edits_of_one_task_merge_the_same_way_whatever_the_sync_order() {
         assert_eq!(b.run(&["sync"]).ok().stdout, "", "a second sync has nothing left to do");
     }
 }
+
+/// A mirror ref whose object this clone lacks (seen once in a fleet of four walks: every fetch
+/// then failed to negotiate) is dropped and refilled from the remote: sync succeeds.
+#[test]
+fn a_mirror_pointing_at_a_missing_object_is_refilled_by_the_next_fetch() {
+    let env = TestEnv::new();
+    let remote = env.remote("origin");
+    let url = remote.to_str().expect("utf-8");
+    let a = env.clone_of(url, "a");
+    a.run(&["init", "--remote", "origin"]).ok();
+    let id = a.add(&["shared"]);
+    a.run(&["sync"]).ok();
+    let mirror = a.dir.join(format!(".git/refs/loop-remotes/origin/loop/tasks/{id}"));
+    assert!(mirror.exists(), "sync mirrors the task's record");
+    std::fs::write(&mirror, format!("{}\n", "1".repeat(40))).expect("break the mirror");
+    let out = a.run(&["sync"]).ok();
+    assert!(!out.stderr.contains("could not"), "{}", out.stderr);
+    let healed = std::fs::read_to_string(&mirror).unwrap_or_default();
+    assert_eq!(
+        healed.trim(),
+        a.git(&["rev-parse", &format!("refs/loop/tasks/{id}")]),
+        "the mirror holds the remote's record again"
+    );
+}
