@@ -164,6 +164,13 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
                 };
                 return Err(locks::refusal(&lock, &what).into());
             }
+            Err(err) if racing_directories(&err) && started.elapsed() < PACKED_PATIENCE => {
+                // `git pack-refs --prune` (and `gc`) removes the ref directories it empties,
+                // and the lock file's directory can vanish, or come back, while gix makes
+                // it: try again, as git does.
+                std::thread::sleep(Duration::from_millis(1 + u64::from(std::process::id() % 7)));
+                continue;
+            }
             Err(err) => {
                 // gix looks refs up in packed-refs before writing: a bad line there fails writes
                 // to healthy refs. Say what it is (exit 3), not that this ref is at fault.
@@ -172,6 +179,19 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
             }
         }
     }
+}
+
+/// Whether a failed ref edit met a directory made or removed under it (an I/O "exists" or
+/// "not found" among its causes) rather than a lock or a conflict.
+fn racing_directories(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(io.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotFound);
+        }
+        cause = err.source();
+    }
+    false
 }
 
 /// Refs only git-loop writes; a stale lock on any other ref is left for the user to judge.
