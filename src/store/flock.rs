@@ -17,41 +17,13 @@ impl FileLock {
     /// Take the lock on `path`, waiting up to `patience` for its holder; `what` names the
     /// holder's work in the error.
     pub fn exclusive(path: &Path, what: &str, patience: Duration) -> Result<FileLock> {
-        let file = open(path)?;
-        let deadline = Instant::now() + patience;
-        loop {
-            if try_lock(&file, path)? {
-                return Ok(FileLock(file));
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "another git-loop has been {what} for {} s ('{}' is locked)",
-                    patience.as_secs(),
-                    path.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait(path, what, patience, libc::LOCK_EX)
     }
 
     /// Take the lock on `path` shared with other shared holders (excluding an exclusive one),
     /// waiting up to `patience`.
     pub fn shared(path: &Path, what: &str, patience: Duration) -> Result<FileLock> {
-        let file = open(path)?;
-        let deadline = Instant::now() + patience;
-        loop {
-            if try_flock(&file, path, libc::LOCK_SH)? {
-                return Ok(FileLock(file));
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "another git-loop has been {what} for {} s ('{}' is locked)",
-                    patience.as_secs(),
-                    path.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait(path, what, patience, libc::LOCK_SH)
     }
 
     /// Take the lock on `path` if nobody holds it (`None` if someone does).
@@ -74,6 +46,25 @@ fn open(path: &Path) -> Result<std::fs::File> {
         .write(true)
         .open(path)
         .with_context(|| format!("could not open '{}'", path.display()))
+}
+
+/// Take the lock on `path` in `mode`, waiting up to `patience` for its holder.
+fn wait(path: &Path, what: &str, patience: Duration, mode: libc::c_int) -> Result<FileLock> {
+    let file = open(path)?;
+    let deadline = Instant::now() + patience;
+    loop {
+        if try_flock(&file, path, mode)? {
+            return Ok(FileLock(file));
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "another git-loop has been {what} for {} s ('{}' is locked)",
+                patience.as_secs(),
+                path.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn try_lock(file: &std::fs::File, path: &Path) -> Result<bool> {

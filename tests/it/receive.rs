@@ -6,7 +6,7 @@
 //! authentication.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -38,38 +38,20 @@ fn remote_refs(env: &TestEnv, bare: &Path) -> String {
     env.git(bare, &["for-each-ref", "--format=%(objectname) %(refname)"])
 }
 
-/// `git <args>` in `dir` with `input` on its standard input; its output, trimmed.
-fn git_in(env: &TestEnv, dir: &Path, args: &[&str], input: &str) -> String {
-    let mut child = env
-        .seal(&mut Command::new("git"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run git");
-    use std::io::Write as _;
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
-    let out = child.wait_with_output().expect("wait for git");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
-}
-
 fn blob(repo: &Repo<'_>, text: &str) -> String {
-    git_in(repo.env, &repo.dir, &["hash-object", "-w", "--stdin"], text)
+    repo.git_with_stdin(&["hash-object", "-w", "--stdin"], text)
 }
 
 /// A commit of a tree holding `files` (name, content), with `parents` and `message`.
 fn commit(repo: &Repo<'_>, files: &[(&str, &str)], parents: &[&str], message: &str) -> String {
     let entries: String =
         files.iter().map(|(name, text)| format!("100644 blob {}\t{name}\n", blob(repo, text))).collect();
-    let tree = git_in(repo.env, &repo.dir, &["mktree"], &entries);
+    let tree = repo.git_with_stdin(&["mktree"], &entries);
     let mut args = vec!["commit-tree", tree.as_str()];
     for p in parents {
         args.extend(["-p", p]);
     }
-    git_in(repo.env, &repo.dir, &args, message)
+    repo.git_with_stdin(&args, message)
 }
 
 /// A file of commit `rev`, as git shows it.
