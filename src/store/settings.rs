@@ -125,39 +125,32 @@ impl<'s> Settings<'s> {
 
     /// `loop.unreachableFor`, if set.
     pub fn unreachable_for(&self) -> Result<Option<Duration>, Refusal> {
-        self.store
-            .config("loop.unreachableFor")
-            .map(|span| {
-                span.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).ok_or_else(|| {
-                    usage(format!("loop.unreachableFor '{span}' is not a duration")).hint("e.g. 15m, 1h")
-                })
-            })
-            .transpose()
+        self.duration("loop.unreachableFor", "e.g. 15m, 1h")
     }
 
     /// `loop.syncEvery`: None for `never` (or 0); [`SYNC_EVERY`] when unset.
     pub fn sync_every(&self) -> Result<Option<Duration>, Refusal> {
-        match self.store.config("loop.syncEvery") {
-            Some(v) if v == "0" || v == "never" => Ok(None),
-            Some(v) => {
-                v.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).map(Some).ok_or_else(|| {
-                    usage(format!("loop.syncEvery '{v}' is not a duration")).hint("e.g. 30s, 2m, or never")
-                })
-            }
-            None => Ok(Some(SYNC_EVERY)),
+        match self.store.config("loop.syncEvery").as_deref() {
+            Some("0" | "never") => Ok(None),
+            _ => Ok(Some(self.duration("loop.syncEvery", "e.g. 30s, 2m, or never")?.unwrap_or(SYNC_EVERY))),
         }
     }
 
     /// `loop.checksTimeout`: how long checks may run; [`CHECKS_TIMEOUT`] when unset.
     pub fn checks_timeout(&self) -> Result<Duration, Refusal> {
-        match self.store.config("loop.checksTimeout") {
-            Some(v) => {
-                v.parse::<Span>().ok().and_then(|span| span.0.to_std().ok()).ok_or_else(|| {
-                    usage(format!("loop.checksTimeout '{v}' is not a duration")).hint("e.g. 10m, 30m, 1h")
-                })
-            }
-            None => Ok(CHECKS_TIMEOUT),
-        }
+        Ok(self.duration("loop.checksTimeout", "e.g. 10m, 30m, 1h")?.unwrap_or(CHECKS_TIMEOUT))
+    }
+
+    /// A duration setting (`15m`, `1h`), if set; a usage error naming it, with `hint`, if it
+    /// is not one.
+    fn duration(&self, key: &str, hint: &str) -> Result<Option<Duration>, Refusal> {
+        let Some(value) = self.store.config(key) else { return Ok(None) };
+        value
+            .parse::<Span>()
+            .ok()
+            .and_then(|span| span.0.to_std().ok())
+            .map(Some)
+            .ok_or_else(|| usage(format!("{key} '{value}' is not a duration")).hint(hint.to_owned()))
     }
 
     /// `loop.base`: where task branches start, as a revision.
