@@ -211,6 +211,7 @@ fn a_real_task_is_done_through_the_cli_and_its_hook(cli: Cli) {
         "the session's hook configuration is kept out of the commits"
     );
     let note: Value = serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &branch])).expect("a note");
+    let note = &note["completions"][0];
     assert_eq!((note["task"].as_str(), note["message"].as_str()), (Some(id.as_str()), Some("wrote hello.txt")));
     assert_eq!(note["checks"]["passed"], true, "the checks passed");
 
