@@ -340,7 +340,15 @@ pub fn load(store: &Store) -> Result<Loaded> {
 pub struct Live {
     /// Tasks sorted by id, claims by task id.
     loaded: Option<Loaded>,
+    /// Rows read since the rows were last all in a mapped file: each holds its own text on the
+    /// heap until `compact` writes them out.
+    fresh: usize,
 }
+
+/// Compact once this many rows were read fresh, or an eighth of all rows if more: a walk over
+/// a large backlog then holds at most about that many rows on its heap, and writes the cache
+/// file about once per that many units.
+const COMPACT_AFTER: usize = 256;
 
 impl Live {
     /// Every task and node claim, as `load` gives them.
@@ -351,14 +359,22 @@ impl Live {
         let loaded = match (self.loaded.take(), tasks, claims) {
             (Some(mut loaded), Changes::Names(tasks), Changes::Names(claims)) => {
                 for name in &tasks {
-                    refresh_task(store, &mut loaded, name)?;
+                    self.fresh += refresh_task(store, &mut loaded, name)?;
                 }
                 for name in &claims {
-                    refresh_claim(store, &mut loaded, name)?;
+                    self.fresh += refresh_claim(store, &mut loaded, name)?;
+                }
+                if self.fresh > COMPACT_AFTER.max((loaded.tasks.len() + loaded.claims.len()) / 8) {
+                    self.fresh = 0;
+                    // Best effort, like every write of the cache: it only costs memory.
+                    if let Some(compacted) = compact(store, &loaded) {
+                        loaded = compacted;
+                    }
                 }
                 loaded
             }
             _ => {
+                self.fresh = 0;
                 let mut loaded = load(store)?;
                 loaded.tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
                 loaded.claims.sort_unstable_by(|a, b| a.task_id().cmp(b.task_id()));
@@ -371,12 +387,13 @@ impl Live {
 
 const CLAIM_PREFIX: &str = "refs/loop/claims/node/";
 
-/// Bring one task ref's row up to date (added, changed, deleted or unreadable).
-fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
+/// Bring one task ref's row up to date (added, changed, deleted or unreadable); 1 if a row
+/// was read fresh, else 0.
+fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<usize> {
     loaded.corrupt.retain(|(n, _)| n != name);
     let Some(id) = refs::task_id_of(name) else {
         loaded.corrupt.push((name.to_owned(), format!("'{name}' is not a task ref")));
-        return Ok(());
+        return Ok(0);
     };
     let at = loaded.tasks.binary_search_by(|r| r.id().cmp(id));
     let tip = match task::tip_of(store, name) {
@@ -384,12 +401,12 @@ fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
         Err(err) => {
             put(&mut loaded.tasks, at, None);
             loaded.corrupt.push((name.to_owned(), problem_of(&err)));
-            return Ok(());
+            return Ok(0);
         }
     };
     let row = match tip {
         None => None,
-        Some(tip) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(()),
+        Some(tip) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(0),
         Some(tip) => match read_row(store, name, tip, at.ok().map(|at| loaded.tasks[at].tip)) {
             Ok(row) => Some(row),
             Err(err) => {
@@ -398,16 +415,17 @@ fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
             }
         },
     };
+    let fresh = usize::from(row.is_some());
     put(&mut loaded.tasks, at, row);
-    Ok(())
+    Ok(fresh)
 }
 
-/// Bring one node claim ref's row up to date.
-fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
+/// Bring one node claim ref's row up to date; 1 if a row was read fresh, else 0.
+fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<usize> {
     loaded.corrupt.retain(|(n, _)| n != name);
     let Some(key) = refs::claim_key_of(name) else {
         loaded.corrupt.push((name.to_owned(), format!("claim ref '{name}' is not a valid claim")));
-        return Ok(());
+        return Ok(0);
     };
     let at = loaded.claims.binary_search_by(|c| c.task_id().cmp(key.name()));
     let oid = match crate::git::find_ref(&store.repo, name) {
@@ -416,17 +434,17 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
         Ok(Some(crate::git::Found::Symbolic(to))) => {
             put(&mut loaded.claims, at, None);
             loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, claim::symbolic(&to)).message));
-            return Ok(());
+            return Ok(0);
         }
         Err(_) => {
             put(&mut loaded.claims, at, None);
             loaded.corrupt.push((name.to_owned(), claim::corrupt_claim(&key, "the ref file cannot be parsed").message));
-            return Ok(());
+            return Ok(0);
         }
     };
     let row = match oid {
         None => None,
-        Some(oid) if at.is_ok_and(|at| loaded.claims[at].oid == oid) => return Ok(()),
+        Some(oid) if at.is_ok_and(|at| loaded.claims[at].oid == oid) => return Ok(0),
         Some(oid) => match claim::read_at(&store.repo, &key, oid) {
             Ok(held) => Some(ClaimRow::fresh(&key, &held)?),
             Err(refusal) => {
@@ -435,8 +453,9 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<()> {
             }
         },
     };
+    let fresh = usize::from(row.is_some());
     put(&mut loaded.claims, at, row);
-    Ok(())
+    Ok(fresh)
 }
 
 /// The row of task ref `name` at `tip`, once its history is checked down to `checked` (the
@@ -639,7 +658,37 @@ fn clean(s: &str) -> String {
     s.replace(['\t', '\n'], " ")
 }
 
+/// `loaded` with every row's text in one mapped file instead of on the heap: the cache file,
+/// written with a racy stamp (`loaded` is as current as the walk's watch, which is not a
+/// stamp's promise), so that other readers use its rows by tip but still list the refs.
+/// `None` if the file could not be written or read back.
+fn compact(store: &Store, loaded: &Loaded) -> Option<Loaded> {
+    let layout = super::layout::Layout::of(store.repo.common_dir());
+    let written = write_aside(&layout, None, loaded).ok()?;
+    // Map the file written before it is published: another process may replace it at once.
+    let mapped = Mapped::open(&written);
+    if std::fs::rename(&written, layout.index()).is_err() {
+        let _ = std::fs::remove_file(&written);
+    }
+    let cache = parse(Arc::new(Text::Map(mapped?)))?;
+    // The file holds `loaded`'s rows in its order; anything else is a bug, not worth a walk.
+    let same = cache.tasks.len() == loaded.tasks.len()
+        && cache.claims.len() == loaded.claims.len()
+        && cache.tasks.iter().zip(&loaded.tasks).all(|(a, b)| a.tip == b.tip && a.id() == b.id())
+        && cache.claims.iter().zip(&loaded.claims).all(|(a, b)| a.oid == b.oid && a.task_id() == b.task_id());
+    same.then(|| Loaded { tasks: cache.tasks, claims: cache.claims, corrupt: loaded.corrupt.clone() })
+}
+
 fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
+    let aside = write_aside(layout, stamp, loaded)?;
+    std::fs::rename(&aside, layout.index()).inspect_err(|_| {
+        let _ = std::fs::remove_file(&aside);
+    })?;
+    Ok(())
+}
+
+/// Write the cache file for `loaded` beside its place, and say where.
+fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(layout.root())?;
     let path = layout.index();
     let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
@@ -680,9 +729,8 @@ fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -
     file.extend_from_slice(&rows);
     file.extend_from_slice(&records);
     let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
-    std::fs::write(&aside, &file)?;
-    std::fs::rename(&aside, &path).inspect_err(|_| {
+    std::fs::write(&aside, &file).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
-    Ok(())
+    Ok(aside)
 }

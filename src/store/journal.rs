@@ -98,6 +98,9 @@ pub fn check_kind(kind: &str) -> Result<(), crate::error::Refusal> {
     }
 }
 
+/// How many chains' tips a store handle remembers between appends (see `append`).
+const REMEMBERED_CHAINS: usize = 64;
+
 /// Append `new` to `writer`'s chain.
 pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) -> Result<Entry> {
     check_kind(&new.kind)?;
@@ -143,11 +146,13 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
         // same writer appended first; read it again.
         Ok(match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
             Cas::Applied => {
-                store
-                    .journal_tips
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(name.clone(), (commit, seq, lamport));
+                let mut tips = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner());
+                // A walk appends to a new session's chain every unit: remember the few
+                // chains in use, not every chain ever written (a forgotten one is read again).
+                if tips.len() >= REMEMBERED_CHAINS {
+                    tips.clear();
+                }
+                tips.insert(name.clone(), (commit, seq, lamport));
                 Some(Entry { id: commit, event })
             }
             Cas::Lost { .. } => None,

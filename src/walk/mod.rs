@@ -452,13 +452,18 @@ pub fn walk(
     let heartbeat_stop = runloop::StopFlag::default();
     let run = runloop::Walk::new(walker.opts.limits);
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
+    // One object database for every thread of the walk (see `Store::sibling`).
+    let beat = store.sibling();
+    let siblings: Vec<Store> = (0..walker.opts.parallel.max(1)).map(|_| store.sibling()).collect();
+    let (walker_ref, run_ref, errors_ref) = (&walker, &run, &errors);
     std::thread::scope(|scope| {
-        scope.spawn(|| heartbeat(&walker, &singleton, &heartbeat_stop));
-        let workers: Vec<_> = (0..walker.opts.parallel.max(1))
-            .map(|_| {
-                scope.spawn(|| {
+        scope.spawn(|| heartbeat(walker_ref, beat, &singleton, &heartbeat_stop));
+        let workers: Vec<_> = siblings
+            .into_iter()
+            .map(|store| {
+                let (walker, run, errors) = (walker_ref, run_ref, errors_ref);
+                scope.spawn(move || {
                     let outcome = (|| -> Result<()> {
-                        let store = Store::open(&walker.ctx, &walker.cwd)?;
                         let mut queue = queue::GitQueue::new(&store, &walker);
                         let mut dispatcher = unit::GitDispatcher::new(&store, &walker);
                         runloop::work(&run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store))
@@ -628,12 +633,23 @@ fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
     }
 }
 
+/// Hand the memory the last unit freed back to the system. A unit's work is done by several
+/// threads, each with its own malloc arena, and what they free in the middle of an arena stays
+/// resident until trimmed: without this, a long walk's resident memory creeps up by a few
+/// KiB a unit although its heap does not grow.
+pub(crate) fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the system; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
 /// take-over, a reassignment) reaches this walk. After each refresh and sync, consolidate the
 /// packs and loose objects if they have grown (here, beside the units, never in a claim).
-fn heartbeat(walker: &Walker<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
-    let Ok(store) = Store::open(&walker.ctx, &walker.cwd) else { return };
+fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &runloop::StopFlag) {
     let opts = singleton_options(&walker.ctx, &walker.key);
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();

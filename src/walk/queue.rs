@@ -262,6 +262,7 @@ impl runloop::Queue for GitQueue<'_> {
     type Unit = WorkUnit;
 
     fn next(&mut self) -> Result<Option<WorkUnit>> {
+        super::give_back_memory();
         let ctx = &self.walker.ctx;
         for _round in 0..100 {
             let board = self.walker.board(self.store)?;
