@@ -35,6 +35,11 @@
 //! old is "racy": the cache is written but not trusted without listing the refs, as git treats
 //! racily clean index entries. The stamp is always taken before the refs are read.
 //!
+//! A walk keeps the rows current through its watch (`Live`); each row it reads again holds its
+//! own text on the heap, so every few hundred of them it writes the file again (racy stamp:
+//! its rows are as current as its watch, which is no stamp's promise) and maps it, and its
+//! memory stays flat however many units it works.
+//!
 //! The file is mapped, not read, and rows are ranges into it: parsing ten thousand rows then
 //! allocates next to nothing. It is only ever replaced by rename, never changed in place, so a
 //! mapping stays valid while another process rewrites the cache.
@@ -691,16 +696,18 @@ fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -
 fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(layout.root())?;
     let path = layout.index();
+    // Only the rows are built in memory (their length heads the file); the records are
+    // written straight from the rows' texts, in the order their offsets were counted.
     let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
-    let mut records: Vec<u8> = Vec::with_capacity(loaded.tasks.len() * 400);
-    let mut record = |json: &[u8]| -> (usize, usize) {
-        let at = records.len();
-        records.extend_from_slice(json);
-        (at, json.len())
+    let mut at = 0;
+    let mut record = |json: &Range<usize>| -> (usize, usize) {
+        let (start, len) = (at, json.len());
+        at += len;
+        (start, len)
     };
     for row in &loaded.tasks {
         let bytes = row.text.bytes();
-        let (at, len) = record(&bytes[row.json.clone()]);
+        let (at, len) = record(&row.json);
         write!(
             rows,
             "T\t{}\t{}\t{}\t{}\t{}\t",
@@ -717,7 +724,7 @@ fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loa
     }
     for c in &loaded.claims {
         let bytes = c.text.bytes();
-        let (at, len) = record(&bytes[c.json.clone()]);
+        let (at, len) = record(&c.json);
         write!(rows, "C\t{}\t{}\t", c.task_id(), c.oid)?;
         rows.extend_from_slice(&bytes[c.holder.clone()]);
         writeln!(rows, "\t{}\t{at}\t{len}", c.expires_at.timestamp_nanos_opt().unwrap_or(0))?;
@@ -725,12 +732,21 @@ fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loa
     for (name, problem) in &loaded.corrupt {
         writeln!(rows, "X\t{}\t{}", clean(name), clean(problem))?;
     }
-    let mut file = format!("stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len()).into_bytes();
-    file.extend_from_slice(&rows);
-    file.extend_from_slice(&records);
     let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
-    std::fs::write(&aside, &file).inspect_err(|_| {
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::create(&aside)?);
+        write!(file, "stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len())?;
+        file.write_all(&rows)?;
+        let texts =
+            loaded.tasks.iter().map(|r| (&r.text, &r.json)).chain(loaded.claims.iter().map(|c| (&c.text, &c.json)));
+        for (text, json) in texts {
+            file.write_all(&text.bytes()[json.clone()])?;
+        }
+        file.flush()
+    })();
+    if let Err(err) = written {
         let _ = std::fs::remove_file(&aside);
-    })?;
+        return Err(err.into());
+    }
     Ok(aside)
 }
