@@ -15,6 +15,7 @@ mod hooks;
 mod hostile;
 mod interrupt;
 mod journal;
+mod library;
 mod mission;
 mod model_server;
 mod next_claim;
