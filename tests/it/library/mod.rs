@@ -8,10 +8,14 @@
 
 mod claims;
 mod engine;
+mod index;
+mod journal;
 
 use std::path::Path;
 
+use git_loop::backlog::{self, TaskFields};
 use git_loop::context::{Clock, Context, GitIdentityEnv, SessionEnv};
+use git_loop::ids::TaskId;
 use git_loop::store::Store;
 
 use crate::harness::NOW;
@@ -41,6 +45,12 @@ pub fn ctx_at(time: &str) -> Context {
 /// A store on the repository at `dir`, opened as the command line would.
 pub fn open(dir: &Path) -> Store {
     Store::open(&ctx(), dir).expect("open the repository")
+}
+
+/// Add a task titled `title` with `fields`; its id.
+pub fn add(store: &Store, ctx: &Context, title: &str, fields: TaskFields) -> TaskId {
+    let fields = TaskFields { title: Some(title.into()), ..fields };
+    backlog::add(store, ctx, fields).expect("add a task").task.task_id()
 }
 
 /// `git rev-parse --verify -q <name>` in `dir`: what git itself says a ref holds.
