@@ -6,10 +6,12 @@
 //! `&Store`, never the store's repository, and assert on what the stores decide — states,
 //! claims, ref targets, counts — rather than on the JSON of records.
 
+mod board;
 mod claims;
 mod engine;
 mod index;
 mod journal;
+mod sync;
 
 use std::path::Path;
 
