@@ -1,5 +1,6 @@
 //! The one integration-test binary: every module drives the real `git-loop` executable
-//! against real repositories in a sealed environment (see `harness`).
+//! against real repositories in a sealed environment (see `harness`), but `library`, which
+//! calls the library crate (`git_loop`) directly.
 
 mod agents_e2e;
 mod backlog;
@@ -15,6 +16,7 @@ mod hooks;
 mod hostile;
 mod interrupt;
 mod journal;
+mod library;
 mod mission;
 mod model_server;
 mod next_claim;

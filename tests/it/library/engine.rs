@@ -1,0 +1,402 @@
+//! The engine (`runloop`) behind its traits, driven by fakes: which unit is worked, how often,
+//! when a unit is closed or abandoned, and what ends a walk.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use git_loop::runloop::{
+    work, Budget, Dispatched, Dispatcher, Limits, PausePolicy, Queue, Stop, StopFlag, Unit, Verdict, Walk,
+};
+
+#[derive(Debug, Clone)]
+struct FakeUnit {
+    id: String,
+    p0: bool,
+}
+
+impl Unit for FakeUnit {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+    fn is_p0(&self) -> bool {
+        self.p0
+    }
+}
+
+/// Hands out its units in order; a close succeeds when the verdict is `Done` and the unit is
+/// not in `fail_to_land`. Records every close and abandon.
+#[derive(Default)]
+struct FakeQueue {
+    units: VecDeque<FakeUnit>,
+    fail_to_land: Vec<String>,
+    closed: Vec<(String, Verdict, String)>,
+    abandoned: Vec<(String, String)>,
+    /// `next` fails once this many units were handed out.
+    fail_after: Option<usize>,
+    handed: usize,
+}
+
+fn queue(ids: &[&str]) -> FakeQueue {
+    FakeQueue {
+        units: ids.iter().map(|id| FakeUnit { id: (*id).to_owned(), p0: id.starts_with("p0") }).collect(),
+        ..Default::default()
+    }
+}
+
+impl FakeQueue {
+    fn closed_ids(&self) -> Vec<(&str, Verdict)> {
+        self.closed.iter().map(|(id, v, _)| (id.as_str(), *v)).collect()
+    }
+    fn abandoned_ids(&self) -> Vec<&str> {
+        self.abandoned.iter().map(|(id, _)| id.as_str()).collect()
+    }
+}
+
+impl Queue for FakeQueue {
+    type Unit = FakeUnit;
+    fn next(&mut self) -> Result<Option<FakeUnit>> {
+        if self.fail_after.is_some_and(|n| self.handed >= n) {
+            anyhow::bail!("the backlog cannot be read");
+        }
+        let next = self.units.pop_front();
+        self.handed += usize::from(next.is_some());
+        Ok(next)
+    }
+    fn close(&mut self, unit: &mut FakeUnit, verdict: Verdict, message: &str) -> Result<bool> {
+        self.closed.push((unit.id.clone(), verdict, message.to_owned()));
+        Ok(verdict == Verdict::Done && !self.fail_to_land.contains(&unit.id))
+    }
+    fn abandon(&mut self, unit: &mut FakeUnit, why: &str) -> Result<()> {
+        self.abandoned.push((unit.id.clone(), why.to_owned()));
+        Ok(())
+    }
+}
+
+/// Plays a script of results per unit; a unit whose script is used up is done. Records each
+/// dispatch as (unit, attempt, carry).
+#[derive(Default)]
+struct Scripted {
+    scripts: HashMap<String, VecDeque<Result<Dispatched, String>>>,
+    calls: Vec<(String, u32, Option<String>)>,
+}
+
+impl Scripted {
+    fn new(scripts: Vec<(&str, Vec<Dispatched>)>) -> Scripted {
+        Scripted {
+            scripts: scripts.into_iter().map(|(id, s)| (id.to_owned(), s.into_iter().map(Ok).collect())).collect(),
+            calls: Vec::new(),
+        }
+    }
+    fn attempts_of(&self, id: &str) -> Vec<u32> {
+        self.calls.iter().filter(|(u, _, _)| u == id).map(|(_, a, _)| *a).collect()
+    }
+}
+
+impl Dispatcher<FakeUnit> for Scripted {
+    fn dispatch(&mut self, unit: &mut FakeUnit, attempt: u32, carry: Option<&str>) -> Result<Dispatched> {
+        self.calls.push((unit.id.clone(), attempt, carry.map(ToOwned::to_owned)));
+        match self.scripts.get_mut(&unit.id).and_then(VecDeque::pop_front) {
+            Some(Ok(d)) => Ok(d),
+            Some(Err(e)) => Err(anyhow::anyhow!(e)),
+            None => Ok(verdict(Verdict::Done, "done")),
+        }
+    }
+}
+
+fn verdict(verdict: Verdict, message: &str) -> Dispatched {
+    Dispatched::Verdict { verdict, message: message.into() }
+}
+
+fn failed() -> Dispatched {
+    verdict(Verdict::Failed, "broke")
+}
+
+fn note(text: &str) -> Dispatched {
+    Dispatched::Continue { note: text.into() }
+}
+
+fn run(limits: Limits, q: &mut FakeQueue, d: &mut Scripted) -> (Stop, git_loop::runloop::Tally) {
+    let walk = Walk::new(limits);
+    work(&walk, q, d, &|| false).expect("the walk ends without an error");
+    walk.outcome()
+}
+
+#[test]
+fn every_verdict_reaches_the_queue_with_its_message_and_the_queue_decides_success() {
+    let (mut q, mut d) = (
+        queue(&["a", "b", "c", "d"]),
+        Scripted::new(vec![
+            ("a", vec![verdict(Verdict::Blocked, "needs a key")]),
+            ("b", vec![verdict(Verdict::Undecided, "the judge gave no answer")]),
+            ("c", vec![verdict(Verdict::Done, "passed")]),
+        ]),
+    );
+    q.fail_to_land = vec!["d".into()];
+    let (stop, tally) = run(Limits { pause_after: 10, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(
+        q.closed,
+        vec![
+            ("a".into(), Verdict::Blocked, "needs a key".into()),
+            ("b".into(), Verdict::Undecided, "the judge gave no answer".into()),
+            ("c".into(), Verdict::Done, "passed".into()),
+            ("d".into(), Verdict::Done, "done".into()),
+        ]
+    );
+    // Blocked and undecided units are closed (not retried) and count as failures; so does a
+    // done unit whose landing the queue refused.
+    assert_eq!((stop, tally.closed, tally.succeeded, tally.failed, tally.dispatches), (Stop::NoWork, 4, 1, 3, 4));
+}
+
+#[test]
+fn a_continuation_is_told_the_last_note_and_numbered_until_a_verdict() {
+    let (mut q, mut d) =
+        (queue(&["a"]), Scripted::new(vec![("a", vec![note("first"), note("second"), verdict(Verdict::Done, "ok")])]));
+    let (stop, tally) = run(Limits { per_unit_dispatches: 5, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(
+        d.calls,
+        vec![("a".into(), 1, None), ("a".into(), 2, Some("first".into())), ("a".into(), 3, Some("second".into())),]
+    );
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Done)]);
+    assert_eq!((stop, tally.dispatches, tally.succeeded), (Stop::NoWork, 3, 1));
+}
+
+#[test]
+fn the_per_unit_cap_fails_a_unit_that_never_decides_and_the_walk_moves_on() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![note("x"); 10])]));
+    let (stop, tally) = run(Limits { per_unit_dispatches: 4, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(d.attempts_of("a"), vec![1, 2, 3, 4]);
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Failed), ("b", Verdict::Done)]);
+    assert_eq!(q.closed[0].2, "no verdict after 4 sessions");
+    assert_eq!((stop, tally.failed, tally.succeeded, tally.dispatches), (Stop::NoWork, 1, 1, 5));
+}
+
+#[test]
+fn a_cap_of_zero_still_dispatches_each_unit_once() {
+    let (mut q, mut d) = (queue(&["a"]), Scripted::new(vec![("a", vec![note("x")])]));
+    run(Limits { per_unit_dispatches: 0, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(d.attempts_of("a"), vec![1]);
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Failed)]);
+}
+
+#[test]
+fn a_p0_failure_pauses_even_after_successes_and_a_p0_success_does_not() {
+    let (mut q, mut d) = (queue(&["p0-ok", "b", "p0-bad", "c"]), Scripted::new(vec![("p0-bad", vec![failed()])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(stop, Stop::Paused { policy: PausePolicy::P0Failure, units: vec!["p0-bad".into()] });
+    assert_eq!((tally.succeeded, tally.failed), (2, 1));
+    assert_eq!(q.units.len(), 1, "c was never taken");
+}
+
+#[test]
+fn a_p0_unit_whose_claim_was_lost_does_not_pause_the_walk() {
+    let (mut q, mut d) =
+        (queue(&["p0-x", "b"]), Scripted::new(vec![("p0-x", vec![Dispatched::Lost { reason: "taken".into() }])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!((stop, tally.abandoned, tally.succeeded), (Stop::NoWork, 1, 1));
+    assert_eq!(q.abandoned, vec![("p0-x".into(), "taken".into())]);
+}
+
+#[test]
+fn the_pause_threshold_is_the_limits_own() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![failed()])]));
+    let (stop, _) = run(Limits { pause_after: 1, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(stop, Stop::Paused { policy: PausePolicy::ConsecutiveFailures(1), units: vec!["a".into()] });
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Failed)], "b was never taken");
+}
+
+#[test]
+fn a_unit_taken_when_the_iteration_budget_is_spent_is_given_back_unworked() {
+    let (mut q, mut d) = (queue(&["a", "b", "c"]), Scripted::default());
+    let (stop, tally) = run(Limits { max_iterations: Some(2), ..Default::default() }, &mut q, &mut d);
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Done), ("b", Verdict::Done)]);
+    assert_eq!(q.abandoned_ids(), vec!["c"]);
+    assert_eq!(d.attempts_of("c"), Vec::<u32>::new(), "c was never dispatched");
+    assert_eq!((stop, tally.dispatches, tally.abandoned), (Stop::Budget, 2, 1));
+}
+
+#[test]
+fn max_units_is_done_only_when_every_unit_closed_succeeded() {
+    let (mut q, mut d) = (queue(&["a", "b", "c"]), Scripted::default());
+    let (stop, tally) = run(Limits { max_units: Some(2), ..Default::default() }, &mut q, &mut d);
+    assert_eq!((stop, tally.closed, q.units.len()), (Stop::Done, 2, 1));
+    let (mut q, mut d) =
+        (queue(&["a", "b", "c"]), Scripted::new(vec![("a", vec![Dispatched::Lost { reason: "gone".into() }])]));
+    let (stop, tally) = run(Limits { max_units: Some(2), ..Default::default() }, &mut q, &mut d);
+    // An abandoned unit does not count against max_units, but it spoils "done".
+    assert_eq!((stop, tally.closed, tally.abandoned, q.units.len()), (Stop::Budget, 2, 1, 0));
+}
+
+#[test]
+fn a_spent_budget_abandons_the_unit_without_a_failure_and_the_walk_goes_on() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![Dispatched::Spent])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(q.abandoned, vec![("a".into(), "the session budget is spent".into())]);
+    assert_eq!(q.closed_ids(), vec![("b", Verdict::Done)]);
+    assert_eq!((stop, tally.failed, tally.abandoned), (Stop::NoWork, 0, 1));
+}
+
+#[test]
+fn cancellation_is_seen_between_dispatches_and_before_the_first_unit() {
+    // Cancelled while a's first session ran: its continuation is never dispatched.
+    let cancelled = AtomicBool::new(false);
+    struct Cancelling<'a>(&'a AtomicBool, Scripted);
+    impl Dispatcher<FakeUnit> for Cancelling<'_> {
+        fn dispatch(&mut self, unit: &mut FakeUnit, attempt: u32, carry: Option<&str>) -> Result<Dispatched> {
+            self.0.store(true, Ordering::SeqCst);
+            self.1.dispatch(unit, attempt, carry)
+        }
+    }
+    let mut q = queue(&["a", "b"]);
+    let mut d = Cancelling(&cancelled, Scripted::new(vec![("a", vec![note("more")])]));
+    let walk = Walk::new(Limits::default());
+    work(&walk, &mut q, &mut d, &|| cancelled.load(Ordering::SeqCst)).expect("no error");
+    let (stop, tally) = walk.outcome();
+    assert_eq!((stop, tally.dispatches, tally.abandoned), (Stop::Interrupted, 1, 1));
+    assert_eq!(q.abandoned, vec![("a".into(), "the walk was interrupted".into())]);
+    assert!(q.closed.is_empty());
+
+    // Cancelled before anything: no unit is even taken.
+    let mut q = queue(&["a"]);
+    let walk = Walk::new(Limits::default());
+    work(&walk, &mut q, &mut Scripted::default(), &|| true).expect("no error");
+    assert_eq!((walk.outcome().0, q.handed), (Stop::Interrupted, 0));
+}
+
+#[test]
+fn a_walk_stopped_from_outside_takes_no_unit() {
+    let mut q = queue(&["a"]);
+    let walk = Walk::new(Limits::default());
+    walk.stop(Stop::Budget);
+    walk.stop(Stop::Interrupted);
+    work(&walk, &mut q, &mut Scripted::default(), &|| false).expect("no error");
+    assert_eq!((walk.outcome().0, q.handed), (Stop::Budget, 0), "the first reason given stands");
+}
+
+#[test]
+fn a_dispatch_error_abandons_the_unit_and_ends_the_walk_with_it() {
+    let mut q = queue(&["a", "b"]);
+    let mut d = Scripted::default();
+    d.scripts.insert("a".into(), VecDeque::from([Err("the worktree vanished".to_owned())]));
+    let walk = Walk::new(Limits::default());
+    let err = work(&walk, &mut q, &mut d, &|| false).expect_err("the error ends the walk");
+    assert!(format!("{err:#}").contains("the worktree vanished"));
+    let (stop, tally) = walk.outcome();
+    assert_eq!((stop, tally.abandoned, tally.closed), (Stop::Failed, 1, 0));
+    assert_eq!(q.abandoned_ids(), vec!["a"]);
+    assert!(q.abandoned[0].1.contains("the worktree vanished"), "{:?}", q.abandoned);
+    assert_eq!(q.units.len(), 1, "b was never taken");
+}
+
+#[test]
+fn a_queue_error_ends_the_walk_with_it() {
+    let mut q = queue(&["a", "b"]);
+    q.fail_after = Some(1);
+    let walk = Walk::new(Limits::default());
+    let err = work(&walk, &mut q, &mut Scripted::default(), &|| false).expect_err("the error ends the walk");
+    assert!(format!("{err:#}").contains("cannot be read"));
+    let (stop, tally) = walk.outcome();
+    assert_eq!((stop, tally.succeeded), (Stop::Failed, 1));
+}
+
+/// A queue shared by workers in which `b` is ready only once `a` is closed (it depends on it).
+struct Dependent<'a> {
+    state: &'a Mutex<(Vec<&'static str>, Vec<String>)>,
+    empty_looks: &'a AtomicU32,
+}
+
+impl Queue for Dependent<'_> {
+    type Unit = FakeUnit;
+    fn next(&mut self) -> Result<Option<FakeUnit>> {
+        let mut s = self.state.lock().expect("lock");
+        let closed_a = s.1.iter().any(|c| c == "a");
+        let at = s.0.iter().position(|id| *id == "a" || closed_a);
+        match at {
+            Some(at) => Ok(Some(FakeUnit { id: s.0.remove(at).to_owned(), p0: false })),
+            None => {
+                self.empty_looks.fetch_add(1, Ordering::SeqCst);
+                Ok(None)
+            }
+        }
+    }
+    fn close(&mut self, unit: &mut FakeUnit, _verdict: Verdict, _message: &str) -> Result<bool> {
+        self.state.lock().expect("lock").1.push(unit.id.clone());
+        Ok(true)
+    }
+    fn abandon(&mut self, _unit: &mut FakeUnit, _why: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Works `a` only once another worker found nothing ready.
+struct WaitsForAnEmptyLook<'a>(&'a AtomicU32);
+
+impl Dispatcher<FakeUnit> for WaitsForAnEmptyLook<'_> {
+    fn dispatch(&mut self, unit: &mut FakeUnit, _attempt: u32, _carry: Option<&str>) -> Result<Dispatched> {
+        if unit.id == "a" {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.0.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(verdict(Verdict::Done, "ok"))
+    }
+}
+
+#[test]
+fn a_worker_that_finds_nothing_ready_waits_for_the_units_in_flight() {
+    let state = Mutex::new((vec!["a", "b"], Vec::new()));
+    let empty_looks = AtomicU32::new(0);
+    let walk = Walk::new(Limits::default());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                let mut q = Dependent { state: &state, empty_looks: &empty_looks };
+                work(&walk, &mut q, &mut WaitsForAnEmptyLook(&empty_looks), &|| false).expect("no error")
+            });
+        }
+    });
+    let (stop, tally) = walk.outcome();
+    assert!(empty_looks.load(Ordering::SeqCst) >= 1, "a worker looked while a was in flight");
+    assert_eq!(state.lock().expect("lock").1, vec!["a".to_owned(), "b".to_owned()], "b was worked after a closed");
+    assert_eq!((stop, tally.succeeded), (Stop::NoWork, 2));
+}
+
+#[test]
+fn a_budget_without_a_walk_gives_nothing() {
+    let none = Budget::none();
+    assert!(!none.take());
+    assert_eq!(none.unit_left(), 0);
+}
+
+#[test]
+fn a_stop_flag_wakes_its_sleeper_at_once() {
+    let flag = StopFlag::default();
+    let started = Instant::now();
+    assert!(!flag.sleep(Duration::from_millis(20)), "not stopped: the whole sleep");
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    let woke = std::thread::scope(|scope| {
+        let sleeper = scope.spawn(|| {
+            let at = Instant::now();
+            (flag.sleep(Duration::from_secs(60)), at.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        flag.stop();
+        sleeper.join().expect("the sleeper ends")
+    });
+    assert!(woke.0, "stopped");
+    assert!(woke.1 < Duration::from_secs(30), "woken, not timed out: {:?}", woke.1);
+}
+
+#[test]
+fn each_stop_has_its_word() {
+    use git_loop::walk::stop_word;
+    let paused = Stop::Paused { policy: PausePolicy::P0Failure, units: vec![] };
+    let words: Vec<&str> = [Stop::NoWork, Stop::Done, Stop::Budget, paused, Stop::Interrupted, Stop::Failed]
+        .iter()
+        .map(stop_word)
+        .collect();
+    assert_eq!(words, ["no_work", "done", "budget", "paused", "interrupted", "failed"]);
+}
