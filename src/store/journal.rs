@@ -115,10 +115,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
             None => {
                 let tip = git::ref_target(&store.repo, &name)?;
                 let (seq, lamport) = match tip {
-                    Some(tip) => (
-                        parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
-                        tip_lamport(&store.repo, tip).unwrap_or(0),
-                    ),
+                    Some(tip) => (next_seq(&store.repo, tip), tip_lamport(&store.repo, tip).unwrap_or(0)),
                     None => (1, 0),
                 };
                 (tip, seq, lamport)
@@ -234,21 +231,31 @@ struct Info {
     json: Option<String>,
 }
 
+/// A journal commit that holds no readable event: why, and its parents when the commit itself
+/// could be read (the events below it are read on).
+#[derive(Debug)]
+struct Unreadable {
+    problem: String,
+    parents: Vec<ObjectId>,
+}
+
 impl Info {
     fn event(&self) -> Option<Event> {
         serde_json::from_str::<Event>(self.json.as_deref()?).ok().filter(|e| e.version <= EVENT_VERSION)
     }
 
-    fn read(repo: &gix::Repository, id: ObjectId) -> Result<Info, String> {
-        let (parents, message) =
-            git::read_commit(repo, id).map_err(|err| format!("journal commit {id} cannot be read: {err:#}"))?;
+    fn read(repo: &gix::Repository, id: ObjectId) -> Result<Info, Unreadable> {
+        let (parents, message) = git::read_commit(repo, id).map_err(|err| Unreadable {
+            problem: format!("journal commit {id} cannot be read: {err:#}"),
+            parents: Vec::new(),
+        })?;
         match decode_commit(&message, parents.len()) {
             Ok(Some(event)) => {
                 let json = message.split_once("\n\n").map(|(_, rest)| rest.trim().to_owned());
                 Ok(Info { parents, task: event.task, session: event.session, json })
             }
             Ok(None) => Ok(Info { parents, task: None, session: None, json: None }),
-            Err(why) => Err(format!("journal commit {id}: {why}")),
+            Err(why) => Err(Unreadable { problem: format!("journal commit {id}: {why}"), parents }),
         }
     }
 }
@@ -285,7 +292,7 @@ impl Cache {
         Cache { known, fresh: Vec::new() }
     }
 
-    fn get(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<Info, String> {
+    fn get(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<Info, Unreadable> {
         if let Some(info) = self.known.get(&id) {
             return Ok(info.clone());
         }
@@ -336,20 +343,38 @@ fn walk(
         queue.push_back(tip);
     }
     while let Some(id) = queue.pop_front() {
-        let info = match cache.get(repo, id) {
-            Ok(info) => info,
-            Err(problem) => {
-                problems.push(problem);
-                continue;
+        let parents = match cache.get(repo, id) {
+            Ok(info) => {
+                visit(id, &info);
+                info.parents
+            }
+            Err(unreadable) => {
+                problems.push(unreadable.problem);
+                unreadable.parents
             }
         };
-        visit(id, &info);
-        for parent in &info.parents {
+        for parent in &parents {
             if seen.insert(*parent) {
                 queue.push_back(*parent);
             }
         }
     }
+}
+
+/// The `seq` of the next event on the chain at `tip`: one above the last event readable on its
+/// first-parent line, counting the commits above it (an unreadable tip or a merge of two
+/// copies), so that a chain's numbers never repeat.
+fn next_seq(repo: &gix::Repository, tip: ObjectId) -> u64 {
+    let mut at = Some(tip);
+    let mut above = 0;
+    while let Some(id) = at {
+        if let Ok(entry) = parse_commit(repo, id) {
+            return entry.event.seq + above + 1;
+        }
+        above += 1;
+        at = git::read_commit(repo, id).ok().and_then(|(parents, _)| parents.first().copied());
+    }
+    above + 1
 }
 
 /// The highest Lamport clock on a chain whose tip is `tip`: its last event's, or the highest
@@ -362,10 +387,13 @@ pub fn tip_lamport(repo: &gix::Repository, tip: ObjectId) -> Option<u64> {
     // Clocks only grow along a chain, so the first event on each path back is its highest;
     // only merges (two copies of one chain, joined) are walked through.
     while let Some(id) = queue.pop_front() {
-        let Ok(info) = Info::read(repo, id) else { continue };
-        match info.event() {
-            Some(event) => highest = highest.max(event.lamport),
-            None => queue.extend(info.parents.into_iter().filter(|p| seen.insert(*p))),
+        match Info::read(repo, id) {
+            Ok(info) => match info.event() {
+                Some(event) => highest = highest.max(event.lamport),
+                None => queue.extend(info.parents.into_iter().filter(|p| seen.insert(*p))),
+            },
+            // Below a record that holds no event, the clocks read on.
+            Err(unreadable) => queue.extend(unreadable.parents.into_iter().filter(|p| seen.insert(*p))),
         }
     }
     highest
@@ -532,19 +560,21 @@ mod by_task {
                 if Some(&id) == stop {
                     continue;
                 }
-                let info = match Info::read(repo, id) {
-                    Ok(info) => info,
-                    Err(problem) => {
-                        problems.push(problem);
-                        continue;
+                let parents = match Info::read(repo, id) {
+                    Ok(info) => {
+                        if let (Some(task), Some(json)) = (&info.task, &info.json) {
+                            if task.parse::<crate::ids::TaskId>().is_ok() {
+                                lines.entry(task.clone()).or_default().push_str(&format!("{id}\t{json}\n"));
+                            }
+                        }
+                        info.parents
+                    }
+                    Err(unreadable) => {
+                        problems.push(unreadable.problem);
+                        unreadable.parents
                     }
                 };
-                if let (Some(task), Some(json)) = (&info.task, &info.json) {
-                    if task.parse::<crate::ids::TaskId>().is_ok() {
-                        lines.entry(task.clone()).or_default().push_str(&format!("{id}\t{json}\n"));
-                    }
-                }
-                for parent in info.parents {
+                for parent in parents {
                     if seen.insert(parent) {
                         queue.push_back(parent);
                     }
