@@ -484,8 +484,25 @@ pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
     let mut repo = store.repo.clone();
     git::harden(&mut repo)?;
     crate::failpoint::write_point();
-    repo.add_worktree(&try_.worktree, gix::worktree::add::Head::Attached(branch), gix::progress::Discard, &interrupt)
-        .with_context(|| format!("could not add the worktree '{}'", try_.worktree.display()))?;
+    let existed = try_.worktree.exists();
+    // `git worktree prune` beside the loop (by hand, or in `git gc`) removes a registration
+    // whose worktree is not there yet, and `.git/worktrees` once it is empty: gix, unlike
+    // git, does not lock a worktree while it adds it. What vanished is tried again, after the
+    // half-made worktree is undone.
+    git::retry_vanished(|| {
+        let added = repo.add_worktree(
+            &try_.worktree,
+            gix::worktree::add::Head::Attached(branch.clone()),
+            gix::progress::Discard,
+            &interrupt,
+        );
+        if added.is_err() && !existed {
+            let _ = std::fs::remove_dir_all(&try_.worktree);
+            let _ = prune_missing(store);
+        }
+        added
+    })
+    .with_context(|| format!("could not add the worktree '{}'", try_.worktree.display()))?;
     crate::failpoint::write_point();
     Ok(())
 }

@@ -110,6 +110,8 @@ fn soak_a_long_walk_with_a_flaky_agent_and_gc_beside_it_loses_nothing() {
     let elapsed = started.elapsed();
     let tail = std::fs::read_to_string(env.path("walk.out")).unwrap_or_default();
     let tail: Vec<&str> = tail.lines().rev().take(3).collect();
+    let errors = std::fs::read_to_string(env.path("walk.err")).unwrap_or_default();
+    let errors: Vec<&str> = errors.lines().rev().take(5).collect();
     let board = repo.run(&["list", "--json"]).ok().json();
     let tasks = board["tasks"].as_array().expect("tasks");
     let open: Vec<&serde_json::Value> = tasks.iter().filter(|t| t["state"] == "open").collect();
@@ -143,7 +145,7 @@ fn soak_a_long_walk_with_a_flaky_agent_and_gc_beside_it_loses_nothing() {
         "soak: {units} units in {:.0} s ({housekeeping} rounds of gc, pack-refs and worktree prune): {done} done, \
          {failed} failed, {} open; exit {:?}; orphan processes {}, locks left {}; the walk's anonymous memory \
          {early} KiB in its first quarter, {late} KiB in its last; file-backed {early_file} KiB, then \
-         {late_file} KiB (the packs are {packs} KiB at the end); last lines: {tail:?}",
+         {late_file} KiB (the packs are {packs} KiB at the end); last lines: {tail:?}; last errors: {errors:?}",
         elapsed.as_secs_f64(),
         open.len(),
         status.code(),
