@@ -463,11 +463,11 @@ pub fn walk(
             .map(|store| {
                 let (walker, run, errors) = (walker_ref, run_ref, errors_ref);
                 scope.spawn(move || {
-                    let outcome = (|| -> Result<()> {
-                        let mut queue = queue::GitQueue::new(&store, &walker);
-                        let mut dispatcher = unit::GitDispatcher::new(&store, &walker);
-                        runloop::work(&run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store))
-                    })();
+                    let outcome: Result<()> = {
+                        let mut queue = queue::GitQueue::new(&store, walker);
+                        let mut dispatcher = unit::GitDispatcher::new(&store, walker);
+                        runloop::work(run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store))
+                    };
                     if let Err(err) = outcome {
                         errors.lock().unwrap_or_else(|p| p.into_inner()).push(err);
                     }
