@@ -116,7 +116,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
                 let tip = git::ref_target(&store.repo, &name)?;
                 let (seq, lamport) = match tip {
                     Some(tip) => (
-                        parse_commit(&store.repo, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
+                        parse_commit(store, tip).map(|e| e.event.seq).unwrap_or(0) + 1,
                         tip_lamport(&store.repo, tip).unwrap_or(0),
                     ),
                     None => (1, 0),
@@ -187,8 +187,8 @@ pub fn summary(event: &Event) -> Option<String> {
 }
 
 /// Parse the event held by journal commit `id`.
-pub fn parse_commit(repo: &gix::Repository, id: ObjectId) -> Result<Entry> {
-    let (parents, message) = git::read_commit(repo, id)?;
+pub fn parse_commit(store: &Store, id: ObjectId) -> Result<Entry> {
+    let (parents, message) = git::read_commit(&store.repo, id)?;
     match decode_commit(&message, parents.len()) {
         Ok(Some(event)) => Ok(Entry { id, event }),
         Ok(None) => anyhow::bail!("journal commit {id} is a merge; it holds no event"),
@@ -212,7 +212,8 @@ pub fn decode_commit(message: &str, parents: usize) -> Result<Option<Event>, Str
 }
 
 /// Every event of one chain (including chains merged into it), oldest first.
-pub fn read_chain(repo: &gix::Repository, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+pub fn read_chain(store: &Store, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+    let repo = &store.repo;
     let mut cache = Cache::default();
     let mut out = Vec::new();
     walk(repo, tip, &mut cache, &mut HashSet::new(), problems, &mut |id, info| {
@@ -582,7 +583,7 @@ pub fn find_termination(store: &Store, session: &WriterId) -> Result<Option<Entr
         return Ok(None);
     };
     let mut problems = Vec::new();
-    Ok(read_chain(&store.repo, tip, &mut problems)
+    Ok(read_chain(store, tip, &mut problems)
         .into_iter()
         .rev()
         .find(|e| e.event.kind == "termination" && e.event.session.as_deref() == Some(session.to_string().as_str())))
