@@ -16,7 +16,6 @@ use serde_json::json;
 use crate::backlog::{self, DoneOptions, Transition};
 use crate::context::Context;
 use crate::error::{refused, usage};
-use crate::git;
 use crate::ids::{random_base32, AgentSessionId, ClaimKey, TaskId};
 use crate::refs;
 use crate::session::{presets, process, record};
@@ -140,7 +139,7 @@ pub fn stop(store: &Store, ctx: &Context, target: &str) -> Result<Stopped> {
     backlog::transition(store, ctx, &id, transition)?;
     let session = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(45))?;
     let head = match &session {
-        Some(s) => git::ref_target(&store.repo, &refs::try_branch(&id, s.try_number))?,
+        Some(s) => store.ref_target(&refs::try_branch(&id, s.try_number))?,
         None => None,
     };
     Ok(Stopped { task: id, walker: held.record.holder, session, head })
@@ -335,7 +334,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     let tries::Opened { try_, resumed } =
         tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
     let opened = !resumed;
-    let head = git::ref_target(&store.repo, &try_.branch)?;
+    let head = store.ref_target(&try_.branch)?;
     if opened {
         backlog::record_event(
             store,
@@ -449,7 +448,8 @@ pub fn hand_back(
     };
     let root = tries::worktrees_root(store)?;
     let try_ = Try::describe(&id, number, &root);
-    let before = git::ref_target(&store.repo, &try_.branch)?
+    let before = store
+        .ref_target(&try_.branch)?
         .ok_or_else(|| refused(format!("try branch {} is missing", refs::short_branch(&try_.branch))))?;
     let author = store.signature();
     let subject = match &message {
@@ -461,7 +461,7 @@ pub fn hand_back(
         Committed::Clean | Committed::NoWorktree => None,
     };
     let head = commit.unwrap_or(before);
-    let changes = tries::diffstat(&store.repo, taken_at.unwrap_or(before), head)?;
+    let changes = store.diffstat(taken_at.unwrap_or(before), head)?;
     match mode {
         HandBack::Continue => {
             let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
@@ -588,7 +588,7 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     }
     let root = tries::worktrees_root(store)?;
     let try_ = Try::describe(&id, number, &root);
-    let Some(head) = git::ref_target(&store.repo, &try_.branch)? else {
+    let Some(head) = store.ref_target(&try_.branch)? else {
         return Err(usage(format!("{id} has no try {number}"))
             .hint(format!("its tries are the branches loop-try/{id}/<n>: git branch --list 'loop-try/{id}/*'"))
             .into());

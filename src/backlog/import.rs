@@ -14,7 +14,6 @@ use serde_json::Value;
 use super::{check_pick, check_word, record};
 use crate::context::Context;
 use crate::error::usage;
-use crate::git;
 use crate::ids::{Priority, TaskId};
 use crate::refs;
 use crate::store::task::{self, Change, Completion, Create, Fields, Lists, Origin, State, StateChange};
@@ -82,7 +81,7 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
         }
         let mut deps = Vec::new();
         for dep in std::mem::take(&mut plan.change.add.after) {
-            if in_file.contains(&dep) || git::ref_target(&store.repo, &refs::task(&dep.parse()?))?.is_some() {
+            if in_file.contains(&dep) || store.ref_target(&refs::task(&dep.parse()?))?.is_some() {
                 deps.push(dep);
             } else if format == Format::Beads {
                 report.warnings.push(format!("{}: dependency on unknown '{dep}' dropped", plan.id));

@@ -11,7 +11,6 @@ use gix::ObjectId;
 
 use crate::context::Context;
 use crate::error::{refused, usage, Refusal};
-use crate::git;
 use crate::ids::{ClaimKey, Priority, TaskId, WriterId};
 use crate::refs;
 use crate::store::claim::{self, Held};
@@ -28,11 +27,11 @@ use crate::store::{clone_writer, index, notes, Store};
 pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
     if let Ok(id) = given.parse::<TaskId>() {
         // An unreadable ref still names the task: let the reader report it as corrupt.
-        if git::ref_target(&store.repo, &refs::task(&id)).map_or(true, |tip| tip.is_some()) {
+        if store.ref_target(&refs::task(&id)).map_or(true, |tip| tip.is_some()) {
             return Ok(id);
         }
     }
-    let mut matches: Vec<String> = task::list_refs(&store.repo)?
+    let mut matches: Vec<String> = task::list_refs(store)?
         .into_iter()
         .filter_map(|r| refs::task_id_of(&r.name).map(ToOwned::to_owned))
         .filter(|id| {
@@ -365,14 +364,14 @@ fn done_again(store: &Store, id: &TaskId, opts: &DoneOptions) -> Result<Option<S
         return Ok(None);
     };
     let commit = match &opts.commit {
-        Some(rev) => Some(git::resolve_commit(&store.repo, rev)?),
-        None => git::ref_target(&store.repo, &refs::task_branch(id))?,
+        Some(rev) => Some(store.resolve_commit(rev)?),
+        None => store.ref_target(&refs::task_branch(id))?,
     };
     let Some(commit) = commit else { return Ok(None) };
     if done.commit.as_deref() != Some(commit.to_string().as_str()) || done.message != opts.message {
         return Ok(None);
     }
-    if git::ref_target(&store.repo, &refs::done_anchor(id))? != Some(commit) {
+    if store.ref_target(&refs::done_anchor(id))? != Some(commit) {
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
     }
     if !notes::holds(store, commit, id.as_str())? {
@@ -397,8 +396,8 @@ fn done_with(
         check(&current.task)?;
     }
     let commit = match &opts.commit {
-        Some(rev) => Some(git::resolve_commit(&store.repo, rev)?),
-        None => git::ref_target(&store.repo, &refs::task_branch(id))?,
+        Some(rev) => Some(store.resolve_commit(rev)?),
+        None => store.ref_target(&refs::task_branch(id))?,
     };
     let at = ctx.now();
     let by = store.identity.to_string();

@@ -28,7 +28,7 @@ pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
     let mut store = if args.remote.is_some() { env.open_as_configured()? } else { env.open()? };
     let clone_id = store.clone_id()?;
     if let Some(remote) = &args.remote {
-        if store.repo.find_remote(remote.as_str()).is_err() {
+        if !store.has_remote(remote.as_str()) {
             return Err(usage(format!("remote '{remote}' is not configured"))
                 .hint("add it first with 'git remote add <name> <url>'")
                 .into());

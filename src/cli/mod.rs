@@ -131,7 +131,7 @@ impl Env {
     pub fn open_as_configured(&self) -> Result<Store> {
         let store = Store::open(&self.ctx, &self.cwd)?;
         self.written.lock().unwrap_or_else(|e| e.into_inner()).push(store.written());
-        let _ = self.opened.set(store.repo.common_dir().to_owned());
+        let _ = self.opened.set(store.common_dir().to_owned());
         Ok(store)
     }
 

@@ -72,7 +72,7 @@ fn lock_files(dir: &Path, found: &mut Vec<PathBuf>) {
 /// git-loop owns (and the files a lock recovery moves aside or its clock probe), and
 /// `packed-refs.lock`. Abandoned ones are leftovers; one in use is said to be, and left.
 fn check_locks(store: &Store, opts: &Options, out: &mut Vec<Finding>) -> Result<()> {
-    let common = store.repo.common_dir();
+    let common = store.common_dir();
     let mut found = Vec::new();
     lock_files(&common.join("refs"), &mut found);
     found.retain(|path| {
@@ -157,7 +157,7 @@ struct Registration {
 }
 
 fn registrations(store: &Store) -> Vec<Registration> {
-    let Ok(entries) = std::fs::read_dir(store.repo.common_dir().join("worktrees")) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(store.worktree_registrations()) else { return Vec::new() };
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let admin = entry.path();
@@ -188,7 +188,7 @@ fn check_walks(
     out: &mut Vec<Finding>,
     checked: &mut Checked,
 ) -> Result<()> {
-    let loop_dir = Layout::of(store.repo.common_dir()).root().to_owned();
+    let loop_dir = Layout::of(store.common_dir()).root().to_owned();
     let root = tries::worktrees_root(store)?;
     let regs = registrations(store);
     checked.worktrees = regs.iter().filter(|r| r.on_try || r.worktree.starts_with(&root)).count();
@@ -332,7 +332,7 @@ fn check_walks(
 /// Temporary object files (`tmp_obj_*`, `tmp_pack_*`, `tmp_idx_*`) older than an hour: what an
 /// object or pack write killed midway, or out of space, leaves.
 fn check_temp_objects(store: &Store, opts: &Options, out: &mut Vec<Finding>) {
-    let objects = store.repo.objects.store_ref().path().to_owned();
+    let objects = store.objects_dir();
     let mut dirs = vec![objects.clone(), objects.join("pack")];
     if let Ok(entries) = std::fs::read_dir(&objects) {
         dirs.extend(
@@ -380,7 +380,7 @@ fn check_temp_objects(store: &Store, opts: &Options, out: &mut Vec<Finding>) {
 /// The task index and the journal caches: files of an earlier version, half-written ones,
 /// ones that cannot be parsed, and an index that disagrees with what the refs hold now.
 fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Vec<Finding>) {
-    let layout = Layout::of(store.repo.common_dir());
+    let layout = Layout::of(store.common_dir());
     let loop_dir = layout.root().to_owned();
     let stale = |path: &Path, why: String| {
         let place = shown(opts, path);
@@ -411,7 +411,7 @@ fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Ve
     for path in aside(&loop_dir, &format!("{index_name}.tmp-")).into_iter().chain(aside(&journal_tasks, "tips.")) {
         out.push(stale(&path, "was being written by a process that is gone".into()).repair(Action::RemoveFile(path)));
     }
-    match index::cached(&store.repo) {
+    match index::cached(store) {
         None => {}
         Some(None) => {
             out.push(stale(&index_path, "cannot be parsed".into()).repair(Action::RemoveFile(index_path.clone())))
@@ -422,7 +422,7 @@ fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Ve
             });
             let wrong_mark = cached.corrupt.iter().find(|name| match states.get(*name) {
                 Some((_, healthy)) => *healthy,
-                None => name.as_str() == git::packed::NAME && git::packed::bad_lines(&store.repo).is_empty(),
+                None => name.as_str() == git::packed::NAME && store.packed_refs_bad_lines().is_empty(),
             });
             let why = match (wrong_row, wrong_mark) {
                 (Some((id, _)), _) => Some(format!("holds {id} as readable, but its history is not (see above)")),

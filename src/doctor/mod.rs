@@ -344,7 +344,7 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
             task::RepairOutcome::NotNeeded => Ok(format!("{id} reads as it is now")),
             task::RepairOutcome::Unrepairable(refusal) => Err(refusal.message),
         },
-        Action::RemoveLock(path) => match locks::recover(store.repo.common_dir(), path)? {
+        Action::RemoveLock(path) => match locks::recover(store.common_dir(), path)? {
             locks::Recovery::Removed => Ok(format!("removed the abandoned lock '{}'", shown(path))),
             locks::Recovery::Gone => Ok(format!("'{}' was gone already", shown(path))),
             locks::Recovery::Open | locks::Recovery::Busy => {

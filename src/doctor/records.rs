@@ -25,10 +25,9 @@ const REFETCH: &str =
 
 /// Check every loop ref and packed-refs.
 pub(super) fn check(store: &Store, out: &mut Vec<Finding>, checked: &mut Checked) -> Result<TaskStates> {
-    let repo = &store.repo;
     store.fresh_refs();
-    let file = git::packed::path(repo);
-    for line in git::packed::bad_lines(repo) {
+    let file = store.packed_refs_path();
+    for line in store.packed_refs_bad_lines() {
         out.push(Finding::corrupt(Kind::PackedRefs, git::packed::NAME, line.describe(&file)).fix(format!(
             "git reads no ref until it is gone: save a copy and delete the line ('cp {0} {0}.bak && sed -i {1}d {0}')",
             file.display(),
@@ -38,13 +37,13 @@ pub(super) fn check(store: &Store, out: &mut Vec<Finding>, checked: &mut Checked
     let mut states = TaskStates::new();
     let mut seen_commits = HashSet::new();
     for prefix in [refs::LOOP, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES, refs::REMOTES] {
-        for listed in git::refs_prefixed(repo, prefix)? {
+        for listed in store.refs_prefixed(prefix)? {
             match listed {
                 // Said once above, with every bad line.
                 Listed::Unreadable(Unreadable::PackedRefs(_)) => {}
                 Listed::Unreadable(Unreadable::Ref(name)) => {
                     checked.count(kind_of(&name));
-                    out.push(unparsable(repo, &name))
+                    out.push(unparsable(store, &name))
                 }
                 Listed::Ref { name, target: Found::Symbolic(to) } => {
                     checked.count(kind_of(&name));
@@ -56,7 +55,7 @@ pub(super) fn check(store: &Store, out: &mut Vec<Finding>, checked: &mut Checked
             }
         }
     }
-    check_notes(repo, out, checked);
+    check_notes(store, out, checked);
     Ok(states)
 }
 
@@ -75,12 +74,12 @@ fn kind_of(name: &str) -> Kind {
 }
 
 /// A loose ref file gix cannot parse: neither git nor git-loop can read it.
-fn unparsable(repo: &gix::Repository, name: &str) -> Finding {
-    let path = repo.common_dir().join(name);
+fn unparsable(store: &Store, name: &str) -> Finding {
+    let path = store.common_dir().join(name);
     let finding =
         Finding::corrupt(kind_of(name), name, format!("ref '{name}' cannot be parsed (its file holds no object id)"));
     match refs::task_id_of(name) {
-        Some(_) => finding.fix_from(&task::corrupt_unparsable(repo, name)),
+        Some(_) => finding.fix_from(&task::corrupt_unparsable(store, name)),
         None => finding.fix(format!(
             "git ignores it as broken: look at '{0}', and remove it ('rm {0}') if it holds nothing you need",
             path.display()
@@ -95,37 +94,6 @@ fn symbolic(name: &str, to: &str) -> Finding {
     )
 }
 
-/// What kind of object `id` is, or why it cannot be told.
-fn object_kind(repo: &gix::Repository, id: ObjectId) -> Result<gix::object::Kind, String> {
-    match repo.find_header(id) {
-        Ok(header) => Ok(header.kind()),
-        Err(_) if !repo.has_object(id) => Err(format!("object {id} is missing")),
-        Err(_) => Err(format!("object {id} cannot be read")),
-    }
-}
-
-/// Walk the commits from `tip`, each once over the whole check (`seen`): each present, its tree
-/// present. The loop's branches share the project's history, so this reads each commit of it
-/// once; the files of those trees are `git fsck`'s to check.
-fn walk_commits(repo: &gix::Repository, tip: ObjectId, seen: &mut HashSet<ObjectId>) -> Result<(), String> {
-    let mut stack = vec![tip];
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
-        }
-        let commit = repo
-            .find_commit(id)
-            .map_err(|_| object_kind(repo, id).err().unwrap_or_else(|| format!("object {id} is not a commit")))?;
-        let decoded = commit.decode().map_err(|_| format!("commit {id} cannot be decoded"))?;
-        let tree = decoded.tree();
-        if !repo.has_object(tree) {
-            return Err(format!("object {tree} (the tree of commit {id}) is missing"));
-        }
-        stack.extend(decoded.parents());
-    }
-    Ok(())
-}
-
 fn check_ref(
     store: &Store,
     name: &str,
@@ -135,12 +103,11 @@ fn check_ref(
     states: &mut TaskStates,
     seen_commits: &mut HashSet<ObjectId>,
 ) {
-    let repo = &store.repo;
     let kind = kind_of(name);
     checked.count(kind);
     match kind {
         Kind::Task => {
-            let health = task::health(repo, name, id);
+            let health = task::health(store, name, id);
             states.insert(name.to_owned(), (id, matches!(health, task::Health::Healthy)));
             match health {
                 task::Health::Healthy => {}
@@ -168,7 +135,7 @@ fn check_ref(
                 );
                 return;
             };
-            if let Err(refusal) = claim::read_at(repo, &key, id) {
+            if let Err(refusal) = claim::read_at(store, &key, id) {
                 out.push(Finding::corrupt(kind, name, refusal.message.clone()).fix_from(&refusal));
             }
         }
@@ -179,10 +146,10 @@ fn check_ref(
                     format!("git-loop never wrote it and reads it as a chain all the same; remove it with 'git update-ref -d {name}' once you know what it is"),
                 ));
             }
-            check_journal(repo, name, id, out, checked);
+            check_journal(store, name, id, out, checked);
         }
         Kind::Anchor => {
-            if let Err(problem) = check_anchor(repo, name, id) {
+            if let Err(problem) = check_anchor(store, name, id) {
                 let fix = if problem.contains("is missing") {
                     REFETCH.to_owned()
                 } else {
@@ -209,7 +176,7 @@ fn check_ref(
             }
         }
         Kind::Branch => {
-            if let Err(problem) = walk_commits(repo, id, seen_commits) {
+            if let Err(problem) = store.check_history(id, seen_commits) {
                 out.push(
                     Finding::corrupt(
                         kind,
@@ -222,7 +189,7 @@ fn check_ref(
         }
         // Kept refs and mirrors only need their object: what they point to is read from there.
         _ => {
-            if let Err(problem) = object_kind(repo, id) {
+            if let Err(problem) = store.object_kind(id) {
                 out.push(Finding::corrupt(kind, name, format!("ref '{name}' is damaged: {problem}")).fix(REFETCH));
             }
         }
@@ -231,14 +198,14 @@ fn check_ref(
 
 /// A try anchor holds its try-number record (a blob) or the try's last head (a commit); a done
 /// anchor, the completing commit.
-fn check_anchor(repo: &gix::Repository, name: &str, id: ObjectId) -> Result<(), String> {
-    let kind = object_kind(repo, id)?;
+fn check_anchor(store: &Store, name: &str, id: ObjectId) -> Result<(), String> {
+    let kind = store.object_kind(id)?;
     let rest = name.strip_prefix(refs::LOOP).unwrap_or_default();
     match (rest.split('/').collect::<Vec<_>>().as_slice(), kind) {
         (["tries", task, n], gix::object::Kind::Blob) => {
-            let blob = repo.find_blob(id).map_err(|_| format!("object {id} cannot be read"))?;
+            let blob = store.read_blob(id).map_err(|_| format!("object {id} cannot be read"))?;
             let record: serde_json::Value =
-                serde_json::from_slice(&blob.data).map_err(|_| "its try-number record is not JSON".to_owned())?;
+                serde_json::from_slice(&blob).map_err(|_| "its try-number record is not JSON".to_owned())?;
             let matches = record["task"].as_str() == Some(task)
                 && record["try"].as_u64().map(|t| t.to_string()).as_deref() == Some(n);
             if !matches {
@@ -250,28 +217,17 @@ fn check_anchor(repo: &gix::Repository, name: &str, id: ObjectId) -> Result<(), 
         (["tries", task, n], gix::object::Kind::Commit)
             if task.parse::<TaskId>().is_ok() && n.parse::<u32>().is_ok() =>
         {
-            walk_one(repo, id)
+            store.check_commit(id)
         }
-        (["done", task], gix::object::Kind::Commit) if task.parse::<TaskId>().is_ok() => walk_one(repo, id),
+        (["done", task], gix::object::Kind::Commit) if task.parse::<TaskId>().is_ok() => store.check_commit(id),
         (["tries", ..] | ["done", ..], kind) => Err(format!("it points to a {kind} ({id})")),
         _ => Err("its name is not an anchor's".to_owned()),
     }
 }
 
-/// The commit itself and its tree are present.
-fn walk_one(repo: &gix::Repository, id: ObjectId) -> Result<(), String> {
-    let commit = repo.find_commit(id).map_err(|_| format!("object {id} cannot be read"))?;
-    let tree = commit.tree_id().map_err(|_| format!("commit {id} cannot be decoded"))?.detach();
-    if repo.has_object(tree) {
-        Ok(())
-    } else {
-        Err(format!("object {tree} (the tree of commit {id}) is missing"))
-    }
-}
-
 /// Every commit of a journal chain present and every event one this build reads (merges of two
 /// copies of a chain hold none).
-fn check_journal(repo: &gix::Repository, name: &str, tip: ObjectId, out: &mut Vec<Finding>, checked: &mut Checked) {
+fn check_journal(store: &Store, name: &str, tip: ObjectId, out: &mut Vec<Finding>, checked: &mut Checked) {
     let mut stack = vec![tip];
     let mut seen = HashSet::new();
     let mut bad_events = Vec::new();
@@ -279,10 +235,10 @@ fn check_journal(repo: &gix::Repository, name: &str, tip: ObjectId, out: &mut Ve
         if !seen.insert(id) {
             continue;
         }
-        let parents = match git::read_commit(repo, id) {
+        let parents = match store.read_commit(id) {
             Ok((parents, _)) => parents,
             Err(_) => {
-                let problem = object_kind(repo, id).err().unwrap_or_else(|| format!("object {id} is not a commit"));
+                let problem = store.object_kind(id).err().unwrap_or_else(|| format!("object {id} is not a commit"));
                 out.push(
                     Finding::corrupt(Kind::Journal, name, format!("journal chain '{name}' is damaged: {problem}"))
                         .fix(REFETCH),
@@ -290,7 +246,7 @@ fn check_journal(repo: &gix::Repository, name: &str, tip: ObjectId, out: &mut Ve
                 return;
             }
         };
-        match journal::parse_commit(repo, id) {
+        match journal::parse_commit(store, id) {
             Ok(_) => checked.journal_events += 1,
             Err(_) if parents.len() > 1 => {}
             Err(err) => bad_events.push(format!("{err:#}")),
@@ -311,8 +267,8 @@ fn check_journal(repo: &gix::Repository, name: &str, tip: ObjectId, out: &mut Ve
 
 /// The notes ref holds a notes commit whose history is present, and every note is a
 /// completion note this build reads, on a commit that is present.
-fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Checked) {
-    let commit = match notes::check_ref(repo) {
+fn check_notes(store: &Store, out: &mut Vec<Finding>, checked: &mut Checked) {
+    let commit = match notes::check_ref(store) {
         Ok(Some(commit)) => commit,
         Ok(None) => return,
         Err(refusal) => {
@@ -320,18 +276,18 @@ fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Che
             return;
         }
     };
-    if let Err(problem) = walk_commits(repo, commit, &mut HashSet::new()) {
+    if let Err(problem) = store.check_history(commit, &mut HashSet::new()) {
         out.push(
             Finding::corrupt(Kind::Notes, refs::NOTES, format!("notes ref '{}' is damaged: {problem}", refs::NOTES))
                 .fix(REFETCH),
         );
         return;
     }
-    let tree = match repo.find_commit(commit).ok().and_then(|c| c.tree_id().ok()) {
-        Some(tree) => tree.detach(),
+    let tree = match store.commit_tree(commit) {
+        Some(tree) => tree,
         None => return,
     };
-    let all = match notes::all(repo, tree) {
+    let all = match notes::all(store, tree) {
         Ok(all) => all,
         Err(err) => {
             out.push(
@@ -344,17 +300,17 @@ fn check_notes(repo: &gix::Repository, out: &mut Vec<Finding>, checked: &mut Che
     for (annotated, blob) in all {
         checked.notes += 1;
         let subject = format!("{} {annotated}", refs::NOTES);
-        let note = repo
-            .find_blob(blob)
-            .map_err(|_| object_kind(repo, blob).err().unwrap_or_else(|| format!("object {blob} is not a blob")))
-            .and_then(|b| match notes::parse(&b.data) {
+        let note = store
+            .read_blob(blob)
+            .map_err(|_| store.object_kind(blob).err().unwrap_or_else(|| format!("object {blob} is not a blob")))
+            .and_then(|b| match notes::parse(&b) {
                 notes::Parsed::Known(_) => Ok(()),
                 notes::Parsed::Newer(v) => Err(format!("its version {v} was written by a newer git-loop")),
                 notes::Parsed::Unreadable => Err("it is not a completion note git-loop reads".to_owned()),
             });
         let problem = match note {
             Err(problem) => problem,
-            Ok(_) if !repo.has_object(annotated) => format!("the commit it annotates ({annotated}) is missing"),
+            Ok(_) if !store.has_object(annotated) => format!("the commit it annotates ({annotated}) is missing"),
             Ok(_) => continue,
         };
         let fix = if problem.contains("is missing") {

@@ -93,7 +93,7 @@ pub enum State {
 /// The `pre-push` file of the repository `store` opened: `core.hooksPath` if set, else
 /// `<git-common-dir>/hooks`.
 pub fn pre_push_path(store: &Store) -> PathBuf {
-    hooks_dir(&store.repo, store.workdir()).join("pre-push")
+    hooks_dir(store.config("core.hooksPath"), store.common_dir(), store.workdir()).join("pre-push")
 }
 
 /// The `pre-receive` file of the repository at `repo_dir` (a bare remote, usually).
@@ -103,21 +103,24 @@ pub fn pre_receive_path(repo_dir: &Path) -> Result<PathBuf> {
             .hint("pass the path of the remote's repository, e.g. /srv/git/project.git")
     })?;
     let base = repo.workdir().map(Path::to_owned).unwrap_or_else(|| repo.git_dir().to_owned());
-    Ok(hooks_dir(&repo, &base).join("pre-receive"))
+    use gix::bstr::ByteSlice as _;
+    let hooks_path = repo.config_snapshot().string("core.hooksPath").map(|p| p.to_str_lossy().into_owned());
+    Ok(hooks_dir(hooks_path, repo.common_dir(), &base).join("pre-receive"))
 }
 
-fn hooks_dir(repo: &gix::Repository, base: &Path) -> PathBuf {
-    use gix::bstr::ByteSlice;
-    match repo.config_snapshot().string("core.hooksPath") {
+/// The hooks directory: `hooks_path` (`core.hooksPath`, relative to `base`) if set, else
+/// `<common_dir>/hooks`.
+fn hooks_dir(hooks_path: Option<String>, common_dir: &Path, base: &Path) -> PathBuf {
+    match hooks_path {
         Some(path) if !path.is_empty() => {
-            let path = PathBuf::from(path.to_str_lossy().into_owned());
+            let path = PathBuf::from(path);
             if path.is_absolute() {
                 path
             } else {
                 base.join(path)
             }
         }
-        _ => repo.common_dir().join("hooks"),
+        _ => common_dir.join("hooks"),
     }
 }
 

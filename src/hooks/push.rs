@@ -77,9 +77,7 @@ pub fn oid(hex: &str) -> Result<Option<ObjectId>, Refusal> {
 /// session and walker the caller runs in, if any.
 pub fn holders(store: &Store, current: &[String]) -> Result<BTreeSet<String>> {
     let mut out: BTreeSet<String> = current.iter().filter(|h| !h.is_empty()).cloned().collect();
-    let config = store.repo.config_snapshot();
-    for value in config.plumbing().raw_values("loop.holder").unwrap_or_default() {
-        let text = value.to_string();
+    for text in store.settings().holders() {
         if !text.trim().is_empty() {
             out.insert(text.trim().to_owned());
         }
@@ -179,7 +177,7 @@ fn check_claim(
             "claim '{key}' would be deleted; claims are released with a tombstone ('git loop claim release {key}')"
         ));
     };
-    let pushed = match claim::read_at(&store.repo, key, local) {
+    let pushed = match claim::read_at(store, key, local) {
         Ok(held) => held.record,
         Err(refusal) => return Some(refusal.message),
     };
@@ -191,7 +189,7 @@ fn check_claim(
         ));
     }
     // What the remote holds now, if this clone has that object (it does when it mirrors it).
-    let current: Option<Held> = line.remote.and_then(|id| claim::read_at(&store.repo, key, id).ok());
+    let current: Option<Held> = line.remote.and_then(|id| claim::read_at(store, key, id).ok());
     match current {
         Some(current) if !current.record.is_released() && current.record.holder != pushed.holder => {
             let lease = lease::judge(store, ctx, key, &current);

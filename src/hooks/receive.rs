@@ -202,7 +202,7 @@ impl Server {
     /// read is an error: the hook then refuses every push until it is fixed.
     pub fn open(git_dir: &std::path::Path, quarantine: Option<&std::path::Path>) -> anyhow::Result<Server> {
         let objects = Objects::open(git_dir, quarantine)?;
-        let policy = Policy::from_config(&objects.repo)?;
+        let policy = Policy::from_config(objects.server())?;
         Ok(Server { objects, policy })
     }
 

@@ -31,7 +31,8 @@ const MAX_WALK: usize = 200_000;
 
 /// The objects a push can refer to: its own (quarantined) and the repository's.
 pub struct Objects {
-    pub repo: gix::Repository,
+    /// The server's repository, opened by the hook itself: no store is opened on a server.
+    server: gix::Repository,
     quarantine: Option<gix::odb::Handle>,
 }
 
@@ -65,7 +66,12 @@ impl Objects {
             ),
             None => None,
         };
-        Ok(Objects { repo, quarantine })
+        Ok(Objects { server: repo, quarantine })
+    }
+
+    /// The server's repository (for its configuration: `receive::Policy`).
+    pub fn server(&self) -> &gix::Repository {
+        &self.server
     }
 
     /// An object's kind and bytes, from the push or the repository.
@@ -76,7 +82,7 @@ impl Objects {
                 return Some((data.kind, data.data.to_vec()));
             }
         }
-        let data = self.repo.objects.try_find(&id, &mut buf).ok()??;
+        let data = self.server.objects.try_find(&id, &mut buf).ok()??;
         Some((data.kind, data.data.to_vec()))
     }
 
@@ -99,7 +105,7 @@ impl Objects {
             Some((kind, _)) => return Err(format!("{id} is a {kind}, not a commit")),
             None => return Err(format!("commit {id} is missing")),
         };
-        let commit = gix::objs::CommitRef::from_bytes(&data, self.repo.object_hash())
+        let commit = gix::objs::CommitRef::from_bytes(&data, self.server.object_hash())
             .map_err(|err| format!("commit {id} cannot be decoded: {err}"))?;
         Ok(Commit {
             id,
@@ -116,7 +122,7 @@ impl Objects {
             Some((kind, _)) => return Err(format!("{id} is a {kind}, not a tree")),
             None => return Err(format!("tree {id} is missing")),
         };
-        gix::objs::TreeRefIter::from_bytes(&data, self.repo.object_hash())
+        gix::objs::TreeRefIter::from_bytes(&data, self.server.object_hash())
             .map(|entry| {
                 let entry = entry.map_err(|err| format!("tree {id} cannot be decoded: {err}"))?;
                 Ok(Entry {

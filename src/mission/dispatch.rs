@@ -26,7 +26,6 @@ use super::record::{self, Selection, Status};
 use super::{verify, AgentChoice, Commander, Event, Observer};
 use crate::context::Context;
 use crate::error::Refusal;
-use crate::git;
 use crate::ids::WriterId;
 use crate::refs;
 use crate::runloop::{self, Dispatched, Verdict};
@@ -348,9 +347,9 @@ pub fn read_termination(ctx: &Context, dir: &Path, key: &str) -> Option<Terminat
     let store = Store::open(ctx, dir).ok()?;
     let writer: WriterId = key.parse().ok()?;
     let last = |writer: &WriterId, kind: &str| -> Option<journal::Entry> {
-        let tip = git::ref_target(&store.repo, &refs::journal(writer)).ok()??;
+        let tip = store.ref_target(&refs::journal(writer)).ok()??;
         let mut problems = Vec::new();
-        journal::read_chain(&store.repo, tip, &mut problems).into_iter().rev().find(|e| e.event.kind == kind)
+        journal::read_chain(&store, tip, &mut problems).into_iter().rev().find(|e| e.event.kind == kind)
     };
     let event = last(&writer, "walk_terminated")?.event;
     let data = &event.data;

@@ -9,18 +9,18 @@
 //! again to what is there now. Missions live in the clone they are commanded from: `sync`
 //! does not exchange them.
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::error::{corrupt, Refusal};
-use crate::git;
 use crate::ids::TaskId;
 use crate::ids::{MissionId, ProjectName};
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
+use crate::store::objects::PlainRef;
 use crate::store::Store;
 
 /// Version of `mission.json`; readers refuse newer ones.
@@ -280,8 +280,8 @@ pub fn corrupt_mission(name: &str, why: impl std::fmt::Display) -> Refusal {
 }
 
 /// Read the mission at commit `tip` of ref `name`.
-fn read_at(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<Mission, Refusal> {
-    let bytes = match git::read_commit_file(repo, tip, FILE) {
+fn read_at(store: &Store, name: &str, tip: ObjectId) -> Result<Mission, Refusal> {
+    let bytes = match store.read_commit_file(tip, FILE) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Err(corrupt_mission(name, format!("commit {tip} has no {FILE}"))),
         Err(err) => return Err(corrupt_mission(name, format!("{err:#}"))),
@@ -312,12 +312,11 @@ pub fn decode(id: Option<&str>, bytes: &[u8]) -> Result<Mission, String> {
 /// Read mission `id`; `None` if there is no such mission.
 pub fn read(store: &Store, id: &MissionId) -> Result<Option<Snapshot>> {
     let name = refs::mission(id);
-    let tip =
-        git::ref_target(&store.repo, &name).map_err(|_| corrupt_mission(&name, "the ref file cannot be parsed"))?;
+    let tip = store.ref_target(&name).map_err(|_| corrupt_mission(&name, "the ref file cannot be parsed"))?;
     let Some(tip) = tip else {
         return Ok(None);
     };
-    Ok(Some(Snapshot { mission: read_at(&store.repo, &name, tip)?, tip }))
+    Ok(Some(Snapshot { mission: read_at(store, &name, tip)?, tip }))
 }
 
 /// Read mission `id`, which must exist.
@@ -342,23 +341,20 @@ pub enum Listed {
 /// Every mission, in id order.
 pub fn list(store: &Store) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
-    let platform = store.repo.references().context("could not list refs")?;
-    for item in platform.prefixed(refs::MISSIONS).context("could not list mission refs")? {
-        let reference = match item {
-            Ok(r) => r,
-            Err(err) => {
-                let name = git::unreadable_ref_name(&err, "refs/loop/missions/(unreadable)");
+    for listed in store.refs_listed_plainly(refs::MISSIONS, "refs/loop/missions/(unreadable)")? {
+        let (name, tip) = match listed {
+            PlainRef::Direct { name, id } => (name, id),
+            PlainRef::Unparsable { name } => {
                 let problem = corrupt_mission(&name, "the ref file cannot be parsed").message;
                 out.push(Listed::Corrupt { name, problem });
                 continue;
             }
+            PlainRef::Symbolic { name } => {
+                out.push(Listed::Corrupt { problem: corrupt_mission(&name, "it is a symbolic ref").message, name });
+                continue;
+            }
         };
-        let name = reference.name().as_bstr().to_string();
-        let Some(tip) = reference.target().try_id().map(ToOwned::to_owned) else {
-            out.push(Listed::Corrupt { problem: corrupt_mission(&name, "it is a symbolic ref").message, name });
-            continue;
-        };
-        match read_at(&store.repo, &name, tip) {
+        match read_at(store, &name, tip) {
             Ok(mission) => out.push(Listed::Mission(Box::new(Snapshot { mission, tip }))),
             Err(refusal) => out.push(Listed::Corrupt { name, problem: refusal.message }),
         }
@@ -428,9 +424,7 @@ pub fn update(store: &Store, ctx: &Context, id: &MissionId, what: &str, change: 
 }
 
 fn write_commit(store: &Store, ctx: &Context, mission: &Mission, what: &str, parents: &[ObjectId]) -> Result<ObjectId> {
-    let repo = &store.repo;
-    let blob = git::write_blob(repo, &serde_json::to_vec_pretty(mission)?)?;
-    let tree = git::write_tree(repo, &[(FILE, blob)])?;
+    let json = serde_json::to_vec_pretty(mission)?;
     let message = format!("{}: {what}\n", mission.id);
-    git::write_commit(repo, tree, parents, &message, &store.identity.signature(ctx.now()))
+    store.write_file_commit(&[(FILE, &json)], parents, &message, &store.identity.signature(ctx.now()))
 }

@@ -276,16 +276,13 @@ pub fn custom(name: &str, command: &str) -> Agent {
 
 fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
     let key = format!("loop.agent.{name}.env");
-    let config = store.repo.config_snapshot();
-    let values = config.plumbing().raw_values(key.as_str()).unwrap_or_default();
-    values
-        .iter()
-        .map(|v| {
-            let text = v.to_string();
-            match text.split_once('=') {
-                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                _ => Err(usage(format!("{key} value '{text}' is not KEY=VALUE")).into()),
-            }
+    store
+        .settings()
+        .agent_env(name)
+        .into_iter()
+        .map(|text| match text.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => Err(usage(format!("{key} value '{text}' is not KEY=VALUE")).into()),
         })
         .collect()
 }

@@ -29,11 +29,12 @@ use gix::ObjectId;
 
 use super::cas::{Cas, Expect};
 pub use super::claim_record::{
-    check_holder, corrupt_claim, decode, parse, read_at, symbolic, Held, Record, CLAIM_VERSION, LOCAL_KIND, MAX_HOLDER,
+    check_holder, corrupt_claim, decode, parse, symbolic, Held, Record, CLAIM_VERSION, LOCAL_KIND, MAX_HOLDER,
     TASK_KIND,
 };
 use super::{lamport, lease, remote, Store};
 use crate::context::Context;
+use crate::error::Refusal;
 use crate::git;
 use crate::ids::{random_base32, ClaimKey};
 use crate::refs;
@@ -52,6 +53,11 @@ impl Drop for Singleton<'_> {
     fn drop(&mut self) {
         let _ = release(self.store, self.ctx, &self.key, &self.opts.holder, false);
     }
+}
+
+/// Read the record behind object `oid` of claim `key` (a claim ref's value, now or once).
+pub fn read_at(store: &Store, key: &ClaimKey, oid: ObjectId) -> Result<Held, Refusal> {
+    super::claim_record::read_at(&store.repo, key, oid)
 }
 
 /// Take `key` for the life of this process: free, already ours, stale, or held by a process
@@ -128,7 +134,7 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     match target {
         None => Ok(None),
         Some(oid) => {
-            let held = read_at(&store.repo, key, oid)?;
+            let held = read_at(store, key, oid)?;
             lamport::witness(store, held.record.lamport.unwrap_or(0))?;
             Ok(Some(held))
         }
@@ -498,7 +504,7 @@ pub fn list(store: &Store, prefix: &str) -> Result<Vec<Listed>> {
                 continue;
             }
         };
-        match read_at(&store.repo, &key, oid) {
+        match read_at(store, &key, oid) {
             Ok(held) if held.record.is_released() => {}
             Ok(held) => out.push(Listed::Claim { key, held: Box::new(held) }),
             Err(refusal) => out.push(Listed::Corrupt { name, problem: refusal.message }),

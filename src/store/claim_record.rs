@@ -131,7 +131,7 @@ pub fn check_holder(holder: &str) -> Result<(), String> {
 }
 
 /// Read the record behind object `oid` of claim `key`.
-pub fn read_at(repo: &gix::Repository, key: &ClaimKey, oid: ObjectId) -> Result<Held, Refusal> {
+pub(super) fn read_at(repo: &gix::Repository, key: &ClaimKey, oid: ObjectId) -> Result<Held, Refusal> {
     let object = repo.find_object(oid).map_err(|_| corrupt_claim(key, format!("object {oid} is missing")))?;
     if object.kind != gix::object::Kind::Blob {
         return Err(corrupt_claim(key, format!("it points to a {}, not a blob", object.kind)));

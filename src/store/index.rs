@@ -71,8 +71,8 @@ pub struct Cached {
 
 /// The cache file's content: `None` when there is none, `Some(None)` when it cannot be parsed
 /// (readers then ignore it and rebuild it).
-pub fn cached(repo: &gix::Repository) -> Option<Option<Cached>> {
-    let path = super::layout::Layout::of(repo.common_dir()).index();
+pub fn cached(store: &Store) -> Option<Option<Cached>> {
+    let path = super::layout::Layout::of(store.common_dir()).index();
     if !path.exists() {
         return None;
     }
@@ -289,7 +289,7 @@ pub fn load(store: &Store) -> Result<Loaded> {
     let checked: HashMap<&str, ObjectId> = cached.tasks.iter().map(|r| (r.id(), r.tip)).collect();
     let mut loaded = Loaded { tasks: Vec::new(), claims: Vec::new(), corrupt: Vec::new() };
     let mut changed = false;
-    for entry in task::list_refs(&store.repo)? {
+    for entry in task::list_refs(store)? {
         let tip = match entry.tip {
             Ok(tip) => tip,
             Err(problem) => {
@@ -320,7 +320,7 @@ pub fn load(store: &Store) -> Result<Loaded> {
                     continue;
                 }
                 changed = true;
-                match claim::read_at(&store.repo, &key, oid) {
+                match claim::read_at(store, &key, oid) {
                     // A tombstone is cached like a claim that expired at its release.
                     Ok(held) => loaded.claims.push(ClaimRow::fresh(&key, &held)?),
                     Err(refusal) => loaded.corrupt.push((name, refusal.message)),
@@ -450,7 +450,7 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<usize
     let row = match oid {
         None => None,
         Some(oid) if at.is_ok_and(|at| loaded.claims[at].oid == oid) => return Ok(0),
-        Some(oid) => match claim::read_at(&store.repo, &key, oid) {
+        Some(oid) => match claim::read_at(store, &key, oid) {
             Ok(held) => Some(ClaimRow::fresh(&key, &held)?),
             Err(refusal) => {
                 loaded.corrupt.push((name.to_owned(), refusal.message));
@@ -466,7 +466,7 @@ fn refresh_claim(store: &Store, loaded: &mut Loaded, name: &str) -> Result<usize
 /// The row of task ref `name` at `tip`, once its history is checked down to `checked` (the
 /// tip it had when last checked, if any).
 fn read_row(store: &Store, name: &str, tip: ObjectId, checked: Option<ObjectId>) -> Result<Row> {
-    let task = task::read_at(&store.repo, name, tip)?;
+    let task = task::read_at(store, name, tip)?;
     task::check_history(&store.repo, name, tip, checked)?;
     Row::fresh(tip, &task)
 }

@@ -115,7 +115,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
             None => {
                 let tip = git::ref_target(&store.repo, &name)?;
                 let (seq, lamport) = match tip {
-                    Some(tip) => (next_seq(&store.repo, tip), tip_lamport(&store.repo, tip).unwrap_or(0)),
+                    Some(tip) => (next_seq(store, tip), tip_lamport(&store.repo, tip).unwrap_or(0)),
                     None => (1, 0),
                 };
                 (tip, seq, lamport)
@@ -184,8 +184,8 @@ pub fn summary(event: &Event) -> Option<String> {
 }
 
 /// Parse the event held by journal commit `id`.
-pub fn parse_commit(repo: &gix::Repository, id: ObjectId) -> Result<Entry> {
-    let (parents, message) = git::read_commit(repo, id)?;
+pub fn parse_commit(store: &Store, id: ObjectId) -> Result<Entry> {
+    let (parents, message) = git::read_commit(&store.repo, id)?;
     match decode_commit(&message, parents.len()) {
         Ok(Some(event)) => Ok(Entry { id, event }),
         Ok(None) => anyhow::bail!("journal commit {id} is a merge; it holds no event"),
@@ -209,7 +209,8 @@ pub fn decode_commit(message: &str, parents: usize) -> Result<Option<Event>, Str
 }
 
 /// Every event of one chain (including chains merged into it), oldest first.
-pub fn read_chain(repo: &gix::Repository, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+pub fn read_chain(store: &Store, tip: ObjectId, problems: &mut Vec<String>) -> Vec<Entry> {
+    let repo = &store.repo;
     let mut cache = Cache::default();
     let mut out = Vec::new();
     walk(repo, tip, &mut cache, &mut HashSet::new(), problems, &mut |id, info| {
@@ -364,15 +365,15 @@ fn walk(
 /// The `seq` of the next event on the chain at `tip`: one above the last event readable on its
 /// first-parent line, counting the commits above it (an unreadable tip or a merge of two
 /// copies), so that a chain's numbers never repeat.
-fn next_seq(repo: &gix::Repository, tip: ObjectId) -> u64 {
+fn next_seq(store: &Store, tip: ObjectId) -> u64 {
     let mut at = Some(tip);
     let mut above = 0;
     while let Some(id) = at {
-        if let Ok(entry) = parse_commit(repo, id) {
+        if let Ok(entry) = parse_commit(store, id) {
             return entry.event.seq + above + 1;
         }
         above += 1;
-        at = git::read_commit(repo, id).ok().and_then(|(parents, _)| parents.first().copied());
+        at = git::read_commit(&store.repo, id).ok().and_then(|(parents, _)| parents.first().copied());
     }
     above + 1
 }
@@ -612,7 +613,7 @@ pub fn find_termination(store: &Store, session: &WriterId) -> Result<Option<Entr
         return Ok(None);
     };
     let mut problems = Vec::new();
-    Ok(read_chain(&store.repo, tip, &mut problems)
+    Ok(read_chain(store, tip, &mut problems)
         .into_iter()
         .rev()
         .find(|e| e.event.kind == "termination" && e.event.session.as_deref() == Some(session.to_string().as_str())))

@@ -1,8 +1,12 @@
 //! The store: the only code that writes refs and objects. Tasks, claims, the journal and
 //! completion notes each have a module; `cas` is the transaction type every ref write goes
 //! through; `remote` arbitrates claims through the shared remote; `sync` exchanges state with
-//! it; `maintenance` keeps the object database's packs and loose objects few. Record formats
-//! are documented once, in docs/storage.md.
+//! it; `maintenance` keeps the object database's packs and loose objects few; `objects` is
+//! what the layers above ask of the repository's refs, objects and files. Record formats are
+//! documented once, in docs/storage.md.
+//!
+//! The repository handle (`Store::repo`) is private to the store: only the store's modules and
+//! `git` (which they call) touch a `gix::Repository` of a store.
 
 pub mod cas;
 pub mod claim;
@@ -17,6 +21,7 @@ pub mod lease;
 pub mod locks;
 pub mod maintenance;
 pub mod notes;
+pub mod objects;
 pub mod remote;
 pub mod settings;
 pub mod sync;
@@ -37,7 +42,8 @@ use crate::refs;
 
 /// The repository, opened for loop work.
 pub struct Store {
-    pub repo: gix::Repository,
+    /// The repository, for the store's modules only (see the module documentation).
+    repo: gix::Repository,
     /// Who loop writes are made as.
     pub identity: git::Identity,
     /// The host name, for the fallback committer identity.
@@ -242,6 +248,12 @@ impl Store {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().into_owned())
     }
 
+    /// Every value of a multi-valued git configuration key, in the order git reads them.
+    fn config_values(&self, key: &str) -> Vec<String> {
+        let config = self.repo.config_snapshot();
+        config.plumbing().raw_values(key).unwrap_or_default().iter().map(|v| v.to_string()).collect()
+    }
+
     /// The remote that arbitrates claims (`loop.remote`), if one is configured.
     pub fn arbiter(&self) -> Option<String> {
         self.settings().remote()
@@ -253,7 +265,7 @@ impl Store {
         if name.starts_with(refs::JOURNAL) {
             journal::tip_lamport(repo, tip)
         } else if name.starts_with(refs::TASKS) {
-            task::read_at(repo, name, tip).ok().map(|t| t.lamport)
+            task::read_at(self, name, tip).ok().map(|t| t.lamport)
         } else {
             None
         }
@@ -263,7 +275,7 @@ impl Store {
     pub fn highest_clock_in_refs(&self) -> u64 {
         let repo = &self.repo;
         let chains = journal::chains(repo).unwrap_or_default();
-        let tasks = task::list_refs(repo).unwrap_or_default();
+        let tasks = task::list_refs(self).unwrap_or_default();
         let chain_clocks = chains.into_iter().filter_map(|(name, tip)| self.clock_of_tip(&name, tip));
         let task_clocks = tasks.into_iter().filter_map(|t| self.clock_of_tip(&t.name, t.tip.ok()?));
         chain_clocks.chain(task_clocks).max().unwrap_or(0)

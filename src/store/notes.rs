@@ -136,7 +136,7 @@ fn current(
     let repo = &store.repo;
     store.fresh_refs();
     // A notes ref that holds anything but a notes commit is a corrupt record (exit 3).
-    let tip = check_ref(repo)?;
+    let tip = check_ref(store)?;
     let tree = match tip {
         Some(tip) => repo
             .find_commit(tip)
@@ -224,7 +224,8 @@ pub fn corrupt_notes(why: impl std::fmt::Display) -> Refusal {
 
 /// The notes commit `refs/notes/loop` points to (`None`: no notes yet), or a corrupt-class
 /// refusal when the ref holds anything but a readable commit.
-pub fn check_ref(repo: &gix::Repository) -> Result<Option<ObjectId>, Refusal> {
+pub fn check_ref(store: &Store) -> Result<Option<ObjectId>, Refusal> {
+    let repo = &store.repo;
     let id = match git::find_ref(repo, refs::NOTES) {
         Ok(None) => return Ok(None),
         Ok(Some(git::Found::Direct(id))) => id,
@@ -243,7 +244,8 @@ pub fn check_ref(repo: &gix::Repository) -> Result<Option<ObjectId>, Refusal> {
 
 /// Every note in notes tree `tree`: (annotated object, note blob). Walks git's fan-out
 /// directories (`ab/cdef...`), joining path parts back into the full hex id.
-pub fn all(repo: &gix::Repository, tree: ObjectId) -> Result<Vec<(ObjectId, ObjectId)>> {
+pub fn all(store: &Store, tree: ObjectId) -> Result<Vec<(ObjectId, ObjectId)>> {
+    let repo = &store.repo;
     let mut out = Vec::new();
     let mut stack = vec![(tree, String::new())];
     while let Some((tree_id, prefix)) = stack.pop() {

@@ -168,6 +168,23 @@ impl<'s> Settings<'s> {
         self.text("loop.user").map(|u| u.trim().to_owned())
     }
 
+    /// `loop.agent.<name>.unreachable`: the user's own phrases that mean agent `name` cannot
+    /// be reached, every value given.
+    pub fn agent_unreachable(&self, name: &str) -> Vec<String> {
+        self.store.config_values(&format!("loop.agent.{name}.unreachable"))
+    }
+
+    /// `loop.agent.<name>.env`: the environment of agent `name`, every value given, unparsed
+    /// (`KEY=VALUE` each; the caller refuses one that is not).
+    pub fn agent_env(&self, name: &str) -> Vec<String> {
+        self.store.config_values(&format!("loop.agent.{name}.env"))
+    }
+
+    /// `loop.holder`: holders the `pre-push` hook counts as this clone's, every value given.
+    pub fn holders(&self) -> Vec<String> {
+        self.store.config_values("loop.holder")
+    }
+
     /// `loop.worktrees`: where try worktrees go.
     pub fn worktrees(&self) -> Option<String> {
         self.text("loop.worktrees")

@@ -596,8 +596,8 @@ fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
     let local_tree = repo.find_commit(local)?.tree_id()?.detach();
     let other_tree = repo.find_commit(other)?.tree_id()?.detach();
     let mut state = gix::note::plumbing::State::new(local_tree, repo).context("could not read the local notes")?;
-    let local_notes: BTreeMap<ObjectId, ObjectId> = super::notes::all(repo, local_tree)?.into_iter().collect();
-    for (annotated, blob) in super::notes::all(repo, other_tree)? {
+    let local_notes: BTreeMap<ObjectId, ObjectId> = super::notes::all(store, local_tree)?.into_iter().collect();
+    for (annotated, blob) in super::notes::all(store, other_tree)? {
         let merged = match local_notes.get(&annotated) {
             None => blob,
             Some(mine) if *mine == blob => continue,

@@ -481,8 +481,8 @@ pub fn corrupt_task(name: &str, why: impl std::fmt::Display) -> Refusal {
 }
 
 /// Read the task at commit `tip` of ref `name`; a bad record is a corrupt-class error.
-pub fn read_at(repo: &gix::Repository, name: &str, tip: ObjectId) -> Result<Task> {
-    let bytes = match git::read_commit_file(repo, tip, TASK_FILE) {
+pub fn read_at(store: &Store, name: &str, tip: ObjectId) -> Result<Task> {
+    let bytes = match git::read_commit_file(&store.repo, tip, TASK_FILE) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Err(corrupt_task(name, format!("commit {tip} has no {TASK_FILE}")).into()),
         Err(err) => return Err(corrupt_task(name, format!("{err:#}")).into()),
@@ -511,8 +511,8 @@ pub fn decode_task(id: Option<&str>, bytes: &[u8]) -> Result<Task, String> {
 
 /// The refusal for a task ref whose file cannot be parsed. git only ignores it ("broken
 /// ref"): neither `git log` nor `git update-ref -d` works on it, so the hint names the file.
-pub fn corrupt_unparsable(repo: &gix::Repository, name: &str) -> Refusal {
-    let path = repo.common_dir().join(name);
+pub fn corrupt_unparsable(store: &Store, name: &str) -> Refusal {
+    let path = store.common_dir().join(name);
     corrupt(format!("task record '{name}' is corrupt: the ref file cannot be parsed")).hint(format!(
         "git ignores it as broken: remove it ('rm {}'), then 'git loop sync' brings the task back if a remote has it, or point the ref at its last operation ('git fsck --unreachable' lists it) with 'git update-ref {name} <commit>'",
         path.display()
@@ -531,7 +531,7 @@ pub fn corrupt_symbolic(name: &str, to: impl std::fmt::Display) -> Refusal {
 /// for a ref file that cannot be parsed or a symbolic ref.
 pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
     store.fresh_refs();
-    match git::find_ref(&store.repo, name).map_err(|_| corrupt_unparsable(&store.repo, name))? {
+    match git::find_ref(&store.repo, name).map_err(|_| corrupt_unparsable(store, name))? {
         None => Ok(None),
         Some(git::Found::Direct(tip)) => Ok(Some(tip)),
         Some(git::Found::Symbolic(to)) => Err(corrupt_symbolic(name, to).into()),
@@ -586,7 +586,7 @@ pub fn read(store: &Store, id: &TaskId) -> Result<Option<Snapshot>> {
     let Some(tip) = tip_of(store, &name)? else {
         return Ok(None);
     };
-    Ok(Some(Snapshot { task: read_at(&store.repo, &name, tip)?, tip }))
+    Ok(Some(Snapshot { task: read_at(store, &name, tip)?, tip }))
 }
 
 /// One entry of the task refs: its id and tip, or why the ref itself cannot be read.
@@ -596,7 +596,8 @@ pub struct TaskRef {
 }
 
 /// Every ref under `refs/loop/tasks/`, without reading the tasks.
-pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
+pub fn list_refs(store: &Store) -> Result<Vec<TaskRef>> {
+    let repo = &store.repo;
     let mut out = Vec::new();
     for listed in git::refs_prefixed(repo, refs::TASKS).context("could not list task refs")? {
         let (name, tip) = match listed {
@@ -606,7 +607,7 @@ pub fn list_refs(repo: &gix::Repository) -> Result<Vec<TaskRef>> {
                 (name, Err(problem))
             }
             git::Listed::Unreadable(git::Unreadable::Ref(name)) => {
-                let problem = corrupt_unparsable(repo, &name).message;
+                let problem = corrupt_unparsable(store, &name).message;
                 (name, Err(problem))
             }
             // Not a task's fault: reported as what it is.
@@ -908,7 +909,8 @@ pub enum Health {
 
 /// Check task ref `name` at `tip` in full: its record, its history, and that the chain is this
 /// task's (its creating commit names it).
-pub fn health(repo: &gix::Repository, name: &str, tip: ObjectId) -> Health {
+pub fn health(store: &Store, name: &str, tip: ObjectId) -> Health {
+    let repo = &store.repo;
     let Some(id) = task_id_of_ref(name) else {
         return Health::Corrupt(corrupt_task(name, "its name is not a valid task id"));
     };
@@ -994,7 +996,7 @@ pub fn repair(store: &Store, ctx: &Context, id: &TaskId) -> Result<RepairOutcome
         let Some(tip) = tip_of(store, &name)? else {
             return Ok(RepairOutcome::NotNeeded);
         };
-        let why = match health(&store.repo, &name, tip) {
+        let why = match health(store, &name, tip) {
             Health::Healthy => return Ok(RepairOutcome::NotNeeded),
             Health::Corrupt(refusal) => return Ok(RepairOutcome::Unrepairable(refusal)),
             Health::Repairable(refusal) => refusal.message,

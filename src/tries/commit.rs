@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result};
 use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
 
-use super::{is_ancestor, Try};
+use super::Try;
 use crate::git;
 use crate::refs;
 use crate::store::cas::{self, Cas, Expect};
@@ -56,8 +56,8 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
     let mut wt = gix::open(&try_.worktree)
         .with_context(|| format!("could not open the worktree '{}'", try_.worktree.display()))?;
     git::harden(&mut wt)?;
-    let branch_tip = git::ref_target(&store.repo, &try_.branch)?
-        .with_context(|| format!("try branch '{}' is missing", try_.branch))?;
+    let branch_tip =
+        store.ref_target(&try_.branch)?.with_context(|| format!("try branch '{}' is missing", try_.branch))?;
     let head = wt.head_id().map(|id| id.detach()).unwrap_or(branch_tip);
     let edits = collect_edits(&wt)?;
     let head_reattach = !head_is(&wt, &try_.branch);
@@ -68,7 +68,7 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
             }
             return Ok(Committed::Clean);
         }
-        if is_ancestor(&store.repo, branch_tip, head)? {
+        if store.is_ancestor(branch_tip, head)? {
             // The agent committed everything itself, on a detached HEAD or another branch.
             set_branch(store, try_, branch_tip, head)?;
             attach_head(&wt, &try_.branch)?;
@@ -89,8 +89,7 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
         }
     }
     let tree = git::retry_vanished(|| editor.write()).context("could not write the worktree's tree")?.detach();
-    let parents: Vec<ObjectId> =
-        if is_ancestor(&store.repo, branch_tip, head)? { vec![head] } else { vec![head, branch_tip] };
+    let parents: Vec<ObjectId> = if store.is_ancestor(branch_tip, head)? { vec![head] } else { vec![head, branch_tip] };
     let mut committer = store.signature();
     committer.time = author.time;
     let commit = gix::objs::Commit {
@@ -102,8 +101,7 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
         message: message.into(),
         extra_headers: Vec::new(),
     };
-    let id =
-        git::retry_vanished(|| store.repo.write_object(&commit)).context("could not write the stop commit")?.detach();
+    let id = store.write_commit_object(&commit).context("could not write the stop commit")?;
     set_branch(store, try_, branch_tip, id)?;
     if head_reattach {
         attach_head(&wt, &try_.branch)?;

@@ -16,7 +16,6 @@ pub mod checks;
 pub mod commit;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -30,6 +29,7 @@ use crate::store::cas::{self, Cas, Expect};
 use crate::store::events::Recorded;
 use crate::store::flock::FileLock;
 use crate::store::journal;
+pub use crate::store::objects::{FileChange, Merged};
 use crate::store::{remote, Store};
 
 /// One try of a task.
@@ -57,15 +57,11 @@ impl Try {
 /// current branch's head.
 pub fn base(store: &Store, explicit: Option<&str>) -> Result<ObjectId> {
     match explicit.map(ToOwned::to_owned).or_else(|| store.settings().base()) {
-        Some(rev) => git::resolve_commit(&store.repo, &rev),
-        None => Ok(store
-            .repo
-            .head_id()
-            .map_err(|_| {
-                crate::error::usage("the current branch has no commits to start task branches from")
-                    .hint("make a first commit, or pass --base <rev>")
-            })?
-            .detach()),
+        Some(rev) => store.resolve_commit(&rev),
+        None => Ok(store.head_commit().ok_or_else(|| {
+            crate::error::usage("the current branch has no commits to start task branches from")
+                .hint("make a first commit, or pass --base <rev>")
+        })?),
     }
 }
 
@@ -86,7 +82,7 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
     let mut highest = 0;
     for prefix in [format!("{}{task}/", refs::TRIES), format!("{}{task}/", refs::TRY_BRANCHES)] {
         // Through `refs_prefixed`: a bad line in packed-refs must not hide a number taken.
-        for listed in git::refs_prefixed(&store.repo, &prefix).context("could not list try refs")? {
+        for listed in store.refs_prefixed(&prefix).context("could not list try refs")? {
             let git::Listed::Ref { name, .. } = listed else { continue };
             if let Some(n) = name.strip_prefix(&prefix).and_then(|n| n.parse::<u32>().ok()) {
                 highest = highest.max(n);
@@ -157,7 +153,7 @@ pub fn take_numbers(
         // the same object, so exactly one create-if-absent wins.
         let record =
             NumberRecord { nonce: random_base32(12), taker: taker.to_owned(), task: task.to_string(), number: n };
-        let blob = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
+        let blob = store.write_blob(&serde_json::to_vec(&record)?)?;
         let anchor = refs::try_anchor(task, n);
         // With a shared remote the number is taken there, so that two clones never open the
         // same try branch; the local anchor then mirrors the remote's.
@@ -177,7 +173,7 @@ pub fn take_numbers(
 
 /// Which worktree has `branch` (a full ref name) checked out, if any.
 pub fn checked_out_in(store: &Store, branch: &str) -> Result<Option<PathBuf>> {
-    let common = store.repo.common_dir();
+    let common = store.common_dir();
     let head_names = |git_dir: &Path| -> Option<String> {
         let text = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
         text.strip_prefix("ref: ").map(|r| r.trim().to_owned())
@@ -185,7 +181,7 @@ pub fn checked_out_in(store: &Store, branch: &str) -> Result<Option<PathBuf>> {
     if head_names(common).as_deref() == Some(branch) {
         return Ok(Some(store.workdir().to_owned()));
     }
-    let Ok(entries) = std::fs::read_dir(common.join("worktrees")) else {
+    let Ok(entries) = std::fs::read_dir(store.worktree_registrations()) else {
         return Ok(None);
     };
     for entry in entries.flatten() {
@@ -220,17 +216,6 @@ pub fn move_branch(store: &Store, name: &str, from: Option<ObjectId>, to: Object
     })
 }
 
-/// Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor).
-pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
-    if ancestor == descendant {
-        return Ok(true);
-    }
-    Ok(repo
-        .merge_base(ancestor, descendant)
-        .context("could not compare histories")?
-        .is_some_and(|b| b.detach() == ancestor))
-}
-
 /// How preparing a task branch went.
 #[derive(Debug, Clone)]
 pub enum TaskBranch {
@@ -246,23 +231,22 @@ pub enum TaskBranch {
 /// in (fast-forward where possible). An existing task branch is used as it is.
 pub fn ensure_task_branch(store: &Store, task: &TaskId, base: ObjectId, deps: &[TaskId]) -> Result<TaskBranch> {
     let name = refs::task_branch(task);
-    if let Some(head) = git::ref_target(&store.repo, &name)? {
+    if let Some(head) = store.ref_target(&name)? {
         return Ok(TaskBranch::Ready(head));
     }
-    let repo = &store.repo;
     let mut head = base;
     for dep in deps {
-        let Some(dep_head) = git::ref_target(repo, &refs::task_branch(dep))? else { continue };
-        if is_ancestor(repo, dep_head, head)? {
+        let Some(dep_head) = store.ref_target(&refs::task_branch(dep))? else { continue };
+        if store.is_ancestor(dep_head, head)? {
             continue;
         }
-        if is_ancestor(repo, head, dep_head)? {
+        if store.is_ancestor(head, dep_head)? {
             head = dep_head;
             continue;
         }
         let message =
             format!("loop: merge {} into {}\n", refs::short_branch(&refs::task_branch(dep)), refs::short_branch(&name));
-        match merge(store, head, dep_head, &message)? {
+        match store.merge(head, dep_head, &message)? {
             Merged::Commit(commit) => head = commit,
             Merged::Conflict(paths) => return Ok(TaskBranch::Conflict { dependency: dep.to_string(), paths }),
         }
@@ -273,12 +257,6 @@ pub fn ensure_task_branch(store: &Store, task: &TaskId, base: ObjectId, deps: &[
         Cas::Lost { actual: Some(theirs) } => Ok(TaskBranch::Ready(theirs)),
         Cas::Lost { actual: None } => anyhow::bail!("task branch '{name}' vanished while being created"),
     }
-}
-
-/// The result of merging two commits.
-pub enum Merged {
-    Commit(ObjectId),
-    Conflict(Vec<String>),
 }
 
 /// Where a task's branch goes to take a try's `head`, as the branch is now.
@@ -293,11 +271,11 @@ pub enum Target {
 /// Where task `task`'s branch would go to take try `number`'s `head`.
 pub fn landing_target(store: &Store, task: &TaskId, number: u32, head: ObjectId) -> Result<Target> {
     let branch = refs::task_branch(task);
-    let current = git::ref_target(&store.repo, &branch)?;
+    let current = store.ref_target(&branch)?;
     let to = match current {
-        Some(current) if !is_ancestor(&store.repo, current, head)? => {
+        Some(current) if !store.is_ancestor(current, head)? => {
             let message = format!("loop: merge {} into try {number} of {task}\n", refs::short_branch(&branch));
-            match merge(store, head, current, &message)? {
+            match store.merge(head, current, &message)? {
                 Merged::Commit(commit) => commit,
                 Merged::Conflict(paths) => return Ok(Target::Conflict(paths)),
             }
@@ -354,25 +332,25 @@ pub enum BaseMerge {
 /// a half-merged base: a conflict changes nothing. The base branch is not moved while it is
 /// checked out (the worktree would revert it): that is skipped, with what to do.
 pub fn merge_into_base(store: &Store, task: &TaskId, title: &str, commit: ObjectId) -> Result<BaseMerge> {
-    let base_branch = match store.repo.head_name().ok().flatten() {
-        Some(name) => name.as_bstr().to_string(),
+    let base_branch = match store.head_branch() {
+        Some(name) => name,
         None => return Ok(BaseMerge::Skipped("the main worktree is not on a branch".into())),
     };
     let base_branch = store.settings().merge_into().map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
     let base_name = refs::short_branch(&base_branch).to_owned();
-    let Some(base) = git::ref_target(&store.repo, &base_branch)? else {
+    let Some(base) = store.ref_target(&base_branch)? else {
         return Ok(BaseMerge::Skipped(format!("branch '{base_name}' does not exist")));
     };
-    if is_ancestor(&store.repo, commit, base)? {
+    if store.is_ancestor(commit, base)? {
         return Ok(BaseMerge::Merged { base: base_name, commit: base, moved: false });
     }
     let task_branch = refs::task_branch(task);
-    let target = if is_ancestor(&store.repo, base, commit)? {
+    let target = if store.is_ancestor(base, commit)? {
         commit
     } else {
         let title = title.lines().next().unwrap_or("");
         let message = format!("loop: merge {} ({title})\n", refs::short_branch(&task_branch));
-        match merge(store, base, commit, &message)? {
+        match store.merge(base, commit, &message)? {
             Merged::Commit(c) => c,
             Merged::Conflict(paths) => return Ok(BaseMerge::Conflict(paths)),
         }
@@ -386,36 +364,6 @@ pub fn merge_into_base(store: &Store, task: &TaskId, title: &str, commit: Object
         )),
         Move::Lost(_) => BaseMerge::Skipped(format!("{base_name} moved meanwhile; merge by hand")),
     })
-}
-
-/// Merge `theirs` into `ours` as a new commit (no ref is touched).
-pub fn merge(store: &Store, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
-    let repo = &store.repo;
-    let options = repo.tree_merge_options().context("could not read the merge options")?;
-    let mut outcome =
-        git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
-            .with_context(|| format!("could not merge {theirs} into {ours}"))?;
-    let how = gix::merge::tree::TreatAsUnresolved::default();
-    if outcome.tree_merge.has_unresolved_conflicts(how) {
-        let mut paths: Vec<String> = outcome
-            .tree_merge
-            .conflicts
-            .iter()
-            .filter(|c| c.is_unresolved(how))
-            .map(|c| {
-                let (ours, theirs) = c.changes_in_resolution();
-                let _ = theirs;
-                ours.location().to_string()
-            })
-            .collect();
-        paths.sort();
-        paths.dedup();
-        return Ok(Merged::Conflict(paths));
-    }
-    let tree =
-        git::retry_vanished(|| outcome.tree_merge.tree.write()).context("could not write the merged tree")?.detach();
-    let commit = git::write_commit(repo, tree, &[ours, theirs], message, &store.signature())?;
-    Ok(Merged::Commit(commit))
 }
 
 /// A try opened to work in.
@@ -439,7 +387,7 @@ pub fn open(
 ) -> Result<Opened> {
     let root = worktrees_root(store)?;
     let resumable = match unfinished {
-        Some(n) if git::ref_target(&store.repo, &refs::try_branch(task, n))?.is_some() => Some(n),
+        Some(n) if store.ref_target(&refs::try_branch(task, n))?.is_some() => Some(n),
         _ => None,
     };
     let (try_, resumed) = match resumable {
@@ -479,38 +427,23 @@ pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
     if let Some(parent) = try_.worktree.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
     }
-    let branch: gix::refs::FullName = try_.branch.as_str().try_into().context("invalid try branch name")?;
-    let interrupt = AtomicBool::new(false);
-    let mut repo = store.repo.clone();
-    git::harden(&mut repo)?;
-    crate::failpoint::write_point();
     let existed = try_.worktree.exists();
     // `git worktree prune` beside the loop (by hand, or in `git gc`) removes a registration
     // whose worktree is not there yet, and `.git/worktrees` once it is empty: gix, unlike
     // git, does not lock a worktree while it adds it. What vanished is tried again, after the
     // half-made worktree is undone.
-    git::retry_vanished(|| {
-        let added = repo.add_worktree(
-            &try_.worktree,
-            gix::worktree::add::Head::Attached(branch.clone()),
-            gix::progress::Discard,
-            &interrupt,
-        );
-        if added.is_err() && !existed {
+    store.add_worktree(&try_.worktree, &try_.branch, &|| {
+        if !existed {
             let _ = std::fs::remove_dir_all(&try_.worktree);
             let _ = prune_missing(store);
         }
-        added
     })
-    .with_context(|| format!("could not add the worktree '{}'", try_.worktree.display()))?;
-    crate::failpoint::write_point();
-    Ok(())
 }
 
 /// Remove the registrations of linked worktrees whose directories no longer exist, as
 /// `git worktree prune` does, so their branches are free to be checked out again.
 pub fn prune_missing(store: &Store) -> Result<()> {
-    let admin_root = store.repo.common_dir().join("worktrees");
+    let admin_root = store.worktree_registrations();
     let Ok(entries) = std::fs::read_dir(&admin_root) else {
         return Ok(());
     };
@@ -595,7 +528,7 @@ fn make_dirs_writable(dir: &Path) {
 
 /// The directory under `<common-dir>/worktrees/` that registers `worktree`.
 fn registration_of(store: &Store, worktree: &Path) -> Option<PathBuf> {
-    let root = store.repo.common_dir().join("worktrees");
+    let root = store.worktree_registrations();
     let gitfile = worktree.join(".git");
     let names = |dir: &Path| std::fs::read_to_string(dir.join("gitdir")).is_ok_and(|g| Path::new(g.trim()) == gitfile);
     // The registration is named after the worktree's directory, unless that name was taken.
@@ -615,51 +548,6 @@ impl WorktreeLock {
         let path = store.layout()?.worktree_lock();
         FileLock::exclusive(&path, "adding or removing a worktree", Duration::from_secs(60))
     }
-}
-
-/// One file's change between two commits.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct FileChange {
-    pub path: String,
-    /// `added`, `modified`, `deleted` or `renamed`.
-    pub kind: &'static str,
-    /// Lines added and removed (`None` for binary files).
-    pub added: Option<u32>,
-    pub removed: Option<u32>,
-}
-
-/// What changed from `from` to `to`, file by file, with line counts.
-pub fn diffstat(repo: &gix::Repository, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
-    use gix::prelude::TreeDiffChangeExt as _;
-    let tree_of = |commit: ObjectId| -> Result<gix::Tree<'_>> {
-        repo.find_commit(commit).context("could not read a commit to compare")?.tree().context("could not read a tree")
-    };
-    let (old, new) = (tree_of(from)?, tree_of(to)?);
-    let changes = repo.diff_tree_to_tree(Some(&old), Some(&new), None).context("could not compare the trees")?;
-    let mut cache = repo.diff_resource_cache_for_tree_diff().context("could not prepare a diff")?;
-    let mut out = Vec::new();
-    for detached in &changes {
-        let change = detached.attach(repo, repo);
-        if !change.entry_mode().is_blob_or_symlink() {
-            continue;
-        }
-        let kind = match &change {
-            gix::object::tree::diff::Change::Addition { .. } => "added",
-            gix::object::tree::diff::Change::Deletion { .. } => "deleted",
-            gix::object::tree::diff::Change::Modification { .. } => "modified",
-            gix::object::tree::diff::Change::Rewrite { .. } => "renamed",
-        };
-        let counts = change.diff(&mut cache).ok().and_then(|mut platform| platform.line_counts().ok().flatten());
-        cache.clear_resource_cache_keep_allocation();
-        out.push(FileChange {
-            path: change.location().to_string(),
-            kind,
-            added: counts.as_ref().map(|c| c.insertions),
-            removed: counts.as_ref().map(|c| c.removals),
-        });
-    }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
 }
 
 /// A diffstat as lines a person or an agent reads: `  M src/lib.rs (+12 -3)`.

@@ -20,7 +20,6 @@ use serde_json::json;
 
 use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
 use super::{handoff, race, Event};
-use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
 use crate::runloop::{self, Budget, Dispatched, Verdict};
@@ -173,7 +172,7 @@ impl GitDispatcher<'_> {
                     self.store,
                     "try_passed",
                     Some(&unit.task.id),
-                    json!({ "try": try_.number, "agent": agent.name, "head": git::ref_target(&self.store.repo, &try_.branch)?.map(|h| h.to_string()) }),
+                    json!({ "try": try_.number, "agent": agent.name, "head": self.store.ref_target(&try_.branch)?.map(|h| h.to_string()) }),
                 )?;
                 Ok(Dispatched::Verdict { verdict: Verdict::Done, message })
             }

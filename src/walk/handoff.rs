@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::git;
 use crate::refs;
 use crate::session::{reach, record};
 use crate::store::Store;
@@ -62,11 +61,10 @@ pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Opti
         previous.why,
         refs::short_branch(&try_.branch)
     );
-    let repo = &store.repo;
     if let (Some(head), Some(start)) =
-        (git::ref_target(repo, &try_.branch)?, git::ref_target(repo, &refs::task_branch(&try_.task))?)
+        (store.ref_target(&try_.branch)?, store.ref_target(&refs::task_branch(&try_.task))?)
     {
-        let changes = tries::diffstat(repo, start, head)?;
+        let changes = store.diffstat(start, head)?;
         out.push_str(&format!("\nWhat it changed so far:\n{}\n", tries::describe_changes(&changes)));
     }
     match (previous.summary, previous.session) {

@@ -264,7 +264,7 @@ struct Seen {
 impl Seen {
     fn new(store: &Store) -> Seen {
         Seen {
-            watch: Watch::new(store.repo.common_dir(), &[refs::TASKS, "refs/loop/claims/node/", refs::JOURNAL]),
+            watch: Watch::new(store.common_dir(), &[refs::TASKS, "refs/loop/claims/node/", refs::JOURNAL]),
             board: index::Live::default(),
             chains: journal::LiveChains::default(),
         }
@@ -362,9 +362,7 @@ impl Walker<'_> {
 
     /// The user's own "unreachable" phrases for a named agent (`loop.agent.<name>.unreachable`).
     pub fn agent_phrases(&self, store: &Store, agent: &Agent) -> Vec<String> {
-        let key = format!("loop.agent.{}.unreachable", agent.name);
-        let config = store.repo.config_snapshot();
-        config.plumbing().raw_values(key.as_str()).unwrap_or_default().iter().map(|v| v.to_string()).collect()
+        store.settings().agent_unreachable(&agent.name)
     }
 
     /// Whether the walk should stop: Ctrl-C / SIGTERM, or `git loop stop --all` since it began.
@@ -372,7 +370,7 @@ impl Walker<'_> {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
             return true;
         }
-        let marker = Layout::of(store.repo.common_dir()).cancel();
+        let marker = Layout::of(store.common_dir()).cancel();
         let fresh = std::fs::metadata(&marker)
             .and_then(|m| m.modified())
             .ok()
@@ -511,7 +509,7 @@ pub fn walk(
         journal::append(store, ctx, key, NewEvent { kind: "walk_terminated".into(), task: None, session: None, data })?;
     }
     if stop == Stop::Interrupted {
-        let _ = std::fs::remove_file(Layout::of(store.repo.common_dir()).cancel());
+        let _ = std::fs::remove_file(Layout::of(store.common_dir()).cancel());
     }
     // Units published their results as they closed; this brings the rest (how the walk
     // ended, anything a failed publish left behind) to the remote before the walk ends.
@@ -538,7 +536,7 @@ pub enum ThisClonesWalk {
 /// Judge the walk of this clone (`git loop doctor`). Reads only: a clone without an id has
 /// never walked.
 pub fn this_clones_walk(store: &Store, ctx: &Context) -> Result<ThisClonesWalk> {
-    if !Layout::of(store.repo.common_dir()).clone_id().exists() {
+    if !Layout::of(store.common_dir()).clone_id().exists() {
         return Ok(ThisClonesWalk::None);
     }
     let key = singleton(store)?;
@@ -678,7 +676,7 @@ fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &runloop::
             }
         }
         if grown {
-            if let Err(err) = crate::store::maintenance::auto(store.repo.common_dir()) {
+            if let Err(err) = crate::store::maintenance::auto(store.common_dir()) {
                 walker.observer.event(&Event::Warning { message: format!("{err:#}") });
             }
         }

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::git;
 use crate::refs;
 use crate::store::task::{self, Task};
 use crate::store::Store;
@@ -97,16 +96,15 @@ pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
 
 /// Files changed on the try branch since the task branch, as `M path (+added -removed)` lines.
 fn diffstat(store: &Store, try_: &Try) -> Result<Option<String>> {
-    let repo = &store.repo;
     let (Some(head), Some(start)) =
-        (git::ref_target(repo, &try_.branch)?, git::ref_target(repo, &refs::task_branch(&try_.task))?)
+        (store.ref_target(&try_.branch)?, store.ref_target(&refs::task_branch(&try_.task))?)
     else {
         return Ok(None);
     };
     if head == start {
         return Ok(None);
     }
-    let mut changes = crate::tries::diffstat(repo, start, head)?;
+    let mut changes = store.diffstat(start, head)?;
     if changes.is_empty() {
         return Ok(None);
     }

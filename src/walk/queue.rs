@@ -17,7 +17,6 @@ use super::unit::{first_line, WorkUnit};
 use super::{Event, Walker};
 use crate::backlog::{self, DoneOptions};
 use crate::context::{Context, SessionEnv};
-use crate::git;
 use crate::ids::{ClaimKey, TaskId};
 use crate::refs;
 use crate::runloop::{self, Verdict};
@@ -161,7 +160,6 @@ impl<'a> GitQueue<'a> {
         let Some(try_) = unit.try_.clone() else {
             return self.park(unit, "the task was reported done before any work was done");
         };
-        let repo = &self.store.repo;
         let id = unit.id();
         if task::read(self.store, &id)?.is_none_or(|now| now.task.state != State::Open) {
             // A person closed it while its last session was being checked: their word stands.
@@ -169,7 +167,9 @@ impl<'a> GitQueue<'a> {
             return Ok(false);
         }
         let branch = refs::task_branch(&id);
-        let head = git::ref_target(repo, &try_.branch)?
+        let head = self
+            .store
+            .ref_target(&try_.branch)?
             .ok_or_else(|| anyhow::anyhow!("try branch '{}' is missing", try_.branch))?;
         // The task branch moved since this try began: its changes are brought along.
         let commit = match tries::land(self.store, &try_, head, "loop: task done")? {

@@ -29,7 +29,6 @@ use serde_json::json;
 
 use super::unit::{first_line, GitDispatcher, Pick, Seat, Step, Withdrawal, WorkUnit};
 use super::{Event, Walker};
-use crate::git;
 use crate::refs;
 use crate::runloop::{Budget, Dispatched, Verdict};
 use crate::store::events::{self, Recorded};
@@ -242,7 +241,7 @@ pub fn run(
         Entry::New { agents, pick, history } => {
             let start = match &unit.try_ {
                 // Taking over from an agent that became unreachable: build on its work.
-                Some(from) => git::ref_target(&store.repo, &from.branch)?,
+                Some(from) => store.ref_target(&from.branch)?,
                 None => None,
             };
             let start = match start {
@@ -309,7 +308,7 @@ pub fn run(
     let mut seats: Vec<(usize, Try)> = Vec::new();
     for (i, n) in race.tries.iter().enumerate() {
         let try_ = Try::describe(&id, *n, &root);
-        if git::ref_target(&store.repo, &try_.branch)?.is_none() {
+        if store.ref_target(&try_.branch)?.is_none() {
             let Some(start) = start else {
                 anyhow::bail!("the race on {id} has no start commit to open try {n} from");
             };
@@ -499,7 +498,7 @@ fn entrant(
                 outcome: ended.outcome.word().to_owned(),
                 message: ended.message.clone(),
                 checks: ended.checks.clone(),
-                head: git::ref_target(&store.repo, &try_.branch)?.map(|h| h.to_string()),
+                head: store.ref_target(&try_.branch)?.map(|h| h.to_string()),
             }),
         )
     };
@@ -657,14 +656,13 @@ fn judge(
     };
     let id = task.task_id();
     let root = tries::worktrees_root(store)?;
-    let repo = &store.repo;
-    let start = race.start.or(git::ref_target(repo, &refs::task_branch(&id))?);
+    let start = race.start.or(store.ref_target(&refs::task_branch(&id))?);
     let mut entries = Vec::new();
     for (i, ended) in passing {
         let try_ = Try::describe(&id, race.tries[*i], &root);
-        let head = git::ref_target(repo, &try_.branch)?;
+        let head = store.ref_target(&try_.branch)?;
         let changes = match (start, head) {
-            (Some(start), Some(head)) => tries::diffstat(repo, start, head)?,
+            (Some(start), Some(head)) => store.diffstat(start, head)?,
             _ => Vec::new(),
         };
         entries.push(json!({

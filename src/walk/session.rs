@@ -24,7 +24,6 @@ use serde_json::json;
 use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
 use crate::backlog::{self, TaskFields};
-use crate::git;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 use crate::runloop::Verdict;
@@ -663,7 +662,7 @@ impl Watch {
             return Ok(None);
         }
         self.last = Some(Instant::now());
-        let Some(tip) = git::ref_target(&store.repo, &self.name)? else {
+        let Some(tip) = store.ref_target(&self.name)? else {
             return Ok(Some(Withdrawal::Closed {
                 state: State::Cancelled,
                 reason: Some("the task was deleted".into()),
@@ -673,7 +672,7 @@ impl Watch {
             return Ok(None);
         }
         self.seen = Some(tip);
-        let now = task::read_at(&store.repo, &self.name, tip)?;
+        let now = task::read_at(store, &self.name, tip)?;
         if now.state != State::Open {
             return Ok(Some(Withdrawal::Closed { state: now.state, reason: now.reason }));
         }

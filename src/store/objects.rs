@@ -1,0 +1,325 @@
+//! The repository's refs, objects and files, as the rest of git-loop asks for them: what a ref
+//! points to, whether one commit is in another's history, merges and diffstats of commits,
+//! commits of records and of a worktree's work, a try's worktree, and the checks doctor runs
+//! on objects. The repository handle itself stays in the store (and `git`, which the store
+//! calls): code above the store says what it wants done, through these.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context as _, Result};
+use gix::ObjectId;
+
+use super::Store;
+use crate::git;
+
+/// The result of merging two commits.
+pub enum Merged {
+    Commit(ObjectId),
+    Conflict(Vec<String>),
+}
+
+/// One file's change between two commits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileChange {
+    pub path: String,
+    /// `added`, `modified`, `deleted` or `renamed`.
+    pub kind: &'static str,
+    /// Lines added and removed (`None` for binary files).
+    pub added: Option<u32>,
+    pub removed: Option<u32>,
+}
+
+/// One ref of a listing as gix makes it (no reading around a damaged packed-refs: see
+/// `Store::refs_prefixed` for the listing that does).
+pub enum PlainRef {
+    /// A ref holding an object id.
+    Direct { name: String, id: ObjectId },
+    /// A symbolic ref.
+    Symbolic { name: String },
+    /// A ref file gix cannot parse: the name its error gives, else the listing's fallback.
+    Unparsable { name: String },
+}
+
+impl Store {
+    /// The repository's common directory (`.git`, shared by its worktrees).
+    pub fn common_dir(&self) -> &Path {
+        self.repo.common_dir()
+    }
+
+    /// The directory of the repository's objects (`.git/objects`).
+    pub fn objects_dir(&self) -> PathBuf {
+        self.repo.objects.store_ref().path().to_owned()
+    }
+
+    /// Where git registers linked worktrees: `<common-dir>/worktrees/`, one directory each.
+    pub fn worktree_registrations(&self) -> PathBuf {
+        self.repo.common_dir().join("worktrees")
+    }
+
+    /// What ref `name` points to, if it exists and holds an object id (see `git::ref_target`).
+    pub fn ref_target(&self, name: &str) -> Result<Option<ObjectId>> {
+        git::ref_target(&self.repo, name)
+    }
+
+    /// Every ref whose name starts with `prefix`, with what could not be read, read around a
+    /// damaged packed-refs (see `git::refs_prefixed`).
+    pub fn refs_prefixed(&self, prefix: &str) -> Result<Vec<git::Listed>> {
+        git::refs_prefixed(&self.repo, prefix)
+    }
+
+    /// Every ref whose name starts with `prefix`, as gix lists them; an unparsable ref file is
+    /// named as gix's error names it, else `fallback`.
+    pub fn refs_listed_plainly(&self, prefix: &str, fallback: &str) -> Result<Vec<PlainRef>> {
+        let platform = self.repo.references().context("could not list refs")?;
+        let mut out = Vec::new();
+        for item in platform.prefixed(prefix).with_context(|| format!("could not list refs under '{prefix}'"))? {
+            out.push(match item {
+                Ok(reference) => {
+                    let name = reference.name().as_bstr().to_string();
+                    match reference.target().try_id() {
+                        Some(id) => PlainRef::Direct { name, id: id.to_owned() },
+                        None => PlainRef::Symbolic { name },
+                    }
+                }
+                Err(err) => PlainRef::Unparsable { name: git::unreadable_ref_name(&err, fallback) },
+            });
+        }
+        Ok(out)
+    }
+
+    /// The commit a revision such as `HEAD~2` or a branch name names.
+    pub fn resolve_commit(&self, rev: &str) -> Result<ObjectId> {
+        git::resolve_commit(&self.repo, rev)
+    }
+
+    /// The commit the main worktree's `HEAD` is at, if it is at one.
+    pub fn head_commit(&self) -> Option<ObjectId> {
+        self.repo.head_id().ok().map(|id| id.detach())
+    }
+
+    /// The branch the main worktree is on (a full ref name), if it is on one.
+    pub fn head_branch(&self) -> Option<String> {
+        self.repo.head_name().ok().flatten().map(|name| name.as_bstr().to_string())
+    }
+
+    /// Whether a remote called `name` is configured.
+    pub fn has_remote(&self, name: &str) -> bool {
+        self.repo.find_remote(name).is_ok()
+    }
+
+    /// Whether `ancestor` is reachable from `descendant` (a commit is its own ancestor).
+    pub fn is_ancestor(&self, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        Ok(self
+            .repo
+            .merge_base(ancestor, descendant)
+            .context("could not compare histories")?
+            .is_some_and(|b| b.detach() == ancestor))
+    }
+
+    /// Merge `theirs` into `ours` as a new commit made as this store's signature, with
+    /// `message` (no ref is touched); a conflict writes no commit and names its paths.
+    pub fn merge(&self, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
+        let repo = &self.repo;
+        let options = repo.tree_merge_options().context("could not read the merge options")?;
+        let mut outcome =
+            git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
+                .with_context(|| format!("could not merge {theirs} into {ours}"))?;
+        let how = gix::merge::tree::TreatAsUnresolved::default();
+        if outcome.tree_merge.has_unresolved_conflicts(how) {
+            let mut paths: Vec<String> = outcome
+                .tree_merge
+                .conflicts
+                .iter()
+                .filter(|c| c.is_unresolved(how))
+                .map(|c| {
+                    let (ours, theirs) = c.changes_in_resolution();
+                    let _ = theirs;
+                    ours.location().to_string()
+                })
+                .collect();
+            paths.sort();
+            paths.dedup();
+            return Ok(Merged::Conflict(paths));
+        }
+        let tree = git::retry_vanished(|| outcome.tree_merge.tree.write())
+            .context("could not write the merged tree")?
+            .detach();
+        let commit = git::write_commit(repo, tree, &[ours, theirs], message, &self.signature())?;
+        Ok(Merged::Commit(commit))
+    }
+
+    /// What changed from commit `from` to commit `to`, file by file, with line counts.
+    pub fn diffstat(&self, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
+        use gix::prelude::TreeDiffChangeExt as _;
+        let repo = &self.repo;
+        let tree_of = |commit: ObjectId| -> Result<gix::Tree<'_>> {
+            repo.find_commit(commit)
+                .context("could not read a commit to compare")?
+                .tree()
+                .context("could not read a tree")
+        };
+        let (old, new) = (tree_of(from)?, tree_of(to)?);
+        let changes = repo.diff_tree_to_tree(Some(&old), Some(&new), None).context("could not compare the trees")?;
+        let mut cache = repo.diff_resource_cache_for_tree_diff().context("could not prepare a diff")?;
+        let mut out = Vec::new();
+        for detached in &changes {
+            let change = detached.attach(repo, repo);
+            if !change.entry_mode().is_blob_or_symlink() {
+                continue;
+            }
+            let kind = match &change {
+                gix::object::tree::diff::Change::Addition { .. } => "added",
+                gix::object::tree::diff::Change::Deletion { .. } => "deleted",
+                gix::object::tree::diff::Change::Modification { .. } => "modified",
+                gix::object::tree::diff::Change::Rewrite { .. } => "renamed",
+            };
+            let counts = change.diff(&mut cache).ok().and_then(|mut platform| platform.line_counts().ok().flatten());
+            cache.clear_resource_cache_keep_allocation();
+            out.push(FileChange {
+                path: change.location().to_string(),
+                kind,
+                added: counts.as_ref().map(|c| c.insertions),
+                removed: counts.as_ref().map(|c| c.removals),
+            });
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Write `bytes` as a blob.
+    pub fn write_blob(&self, bytes: &[u8]) -> Result<ObjectId> {
+        git::write_blob(&self.repo, bytes)
+    }
+
+    /// Write a commit made elsewhere (a worktree's work, committed on stop) into the
+    /// repository's object database.
+    pub fn write_commit_object(&self, commit: &gix::objs::Commit) -> Result<ObjectId> {
+        Ok(git::retry_vanished(|| self.repo.write_object(commit)).map_err(anyhow::Error::from)?.detach())
+    }
+
+    /// Write a commit of a record: a tree of the plain files `files` (name, contents), on
+    /// `parents`, with `message`, authored and committed as `sig`.
+    pub fn write_file_commit(
+        &self,
+        files: &[(&str, &[u8])],
+        parents: &[ObjectId],
+        message: &str,
+        sig: &gix::actor::Signature,
+    ) -> Result<ObjectId> {
+        let mut blobs = Vec::with_capacity(files.len());
+        for (name, bytes) in files {
+            blobs.push((*name, git::write_blob(&self.repo, bytes)?));
+        }
+        let tree = git::write_tree(&self.repo, &blobs)?;
+        git::write_commit(&self.repo, tree, parents, message, sig)
+    }
+
+    /// One file of a commit's tree (top level only), if it has it.
+    pub fn read_commit_file(&self, commit: ObjectId, file: &str) -> Result<Option<Vec<u8>>> {
+        git::read_commit_file(&self.repo, commit, file)
+    }
+
+    /// A blob's bytes.
+    pub fn read_blob(&self, id: ObjectId) -> Result<Vec<u8>> {
+        git::read_blob(&self.repo, id)
+    }
+
+    /// A commit's parents and message.
+    pub fn read_commit(&self, id: ObjectId) -> Result<(Vec<ObjectId>, String)> {
+        git::read_commit(&self.repo, id)
+    }
+
+    /// The tree of commit `id`, if it can be read.
+    pub fn commit_tree(&self, id: ObjectId) -> Option<ObjectId> {
+        self.repo.find_commit(id).ok().and_then(|c| c.tree_id().ok()).map(|tree| tree.detach())
+    }
+
+    /// Add a linked worktree at `path` with `branch` (a full ref name, which must exist)
+    /// checked out, through a handle with every `filter.<driver>` removed (see `git::harden`).
+    /// When a file or directory it made vanished under it, `undo` is called and it is tried
+    /// again (see `git::retry_vanished`).
+    pub fn add_worktree(&self, path: &Path, branch: &str, undo: &dyn Fn()) -> Result<()> {
+        let branch: gix::refs::FullName = branch.try_into().context("invalid try branch name")?;
+        let interrupt = AtomicBool::new(false);
+        let mut repo = self.repo.clone();
+        git::harden(&mut repo)?;
+        crate::failpoint::write_point();
+        git::retry_vanished(|| {
+            let added = repo.add_worktree(
+                path,
+                gix::worktree::add::Head::Attached(branch.clone()),
+                gix::progress::Discard,
+                &interrupt,
+            );
+            if added.is_err() {
+                undo();
+            }
+            added
+        })
+        .with_context(|| format!("could not add the worktree '{}'", path.display()))?;
+        crate::failpoint::write_point();
+        Ok(())
+    }
+
+    /// Where the repository's packed-refs file is.
+    pub fn packed_refs_path(&self) -> PathBuf {
+        git::packed::path(&self.repo)
+    }
+
+    /// The lines of packed-refs that cannot be parsed (see `git::packed`).
+    pub fn packed_refs_bad_lines(&self) -> Vec<git::packed::BadLine> {
+        git::packed::bad_lines(&self.repo)
+    }
+
+    /// Whether object `id` is in the object database.
+    pub fn has_object(&self, id: ObjectId) -> bool {
+        self.repo.has_object(id)
+    }
+
+    /// What kind of object `id` is, or why it cannot be told.
+    pub fn object_kind(&self, id: ObjectId) -> Result<gix::object::Kind, String> {
+        match self.repo.find_header(id) {
+            Ok(header) => Ok(header.kind()),
+            Err(_) if !self.repo.has_object(id) => Err(format!("object {id} is missing")),
+            Err(_) => Err(format!("object {id} cannot be read")),
+        }
+    }
+
+    /// Walk the commits from `tip`, each once over a whole check (`seen`): each present, its
+    /// tree present; `Err` says what is wrong first. The files of those trees are not read.
+    pub fn check_history(&self, tip: ObjectId, seen: &mut HashSet<ObjectId>) -> Result<(), String> {
+        let repo = &self.repo;
+        let mut stack = vec![tip];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let commit = repo
+                .find_commit(id)
+                .map_err(|_| self.object_kind(id).err().unwrap_or_else(|| format!("object {id} is not a commit")))?;
+            let decoded = commit.decode().map_err(|_| format!("commit {id} cannot be decoded"))?;
+            let tree = decoded.tree();
+            if !repo.has_object(tree) {
+                return Err(format!("object {tree} (the tree of commit {id}) is missing"));
+            }
+            stack.extend(decoded.parents());
+        }
+        Ok(())
+    }
+
+    /// Commit `id` itself and its tree are present (its history is not read).
+    pub fn check_commit(&self, id: ObjectId) -> Result<(), String> {
+        let commit = self.repo.find_commit(id).map_err(|_| format!("object {id} cannot be read"))?;
+        let tree = commit.tree_id().map_err(|_| format!("commit {id} cannot be decoded"))?.detach();
+        if self.repo.has_object(tree) {
+            Ok(())
+        } else {
+            Err(format!("object {tree} (the tree of commit {id}) is missing"))
+        }
+    }
+}
