@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use gix::ObjectId;
-use serde_json::json;
 
 use crate::backlog::{self, DoneOptions, Transition};
 use crate::context::Context;
@@ -83,7 +82,7 @@ pub fn task_of(store: &Store, target: &str) -> Result<TaskId> {
         }
         for entry in journal::timeline(store, &Filter::default())?.entries.iter().rev() {
             let e = &entry.event;
-            if let (Some(Recorded::SessionStarted(started)), Some(task)) = (Recorded::of(e), &e.task) {
+            if let (Recorded::SessionStarted(started), Some(task)) = (Recorded::of(e), &e.task) {
                 if started.session == target {
                     return Ok(task.parse()?);
                 }
@@ -135,7 +134,8 @@ pub fn stop(store: &Store, ctx: &Context, target: &str) -> Result<Stopped> {
     let session = held.record.session.clone().or_else(|| target.starts_with("s-").then(|| target.to_owned()));
     let mut transition = Transition::to(State::NeedsDecision, Some("you stopped its session".into()));
     transition.from = vec![State::Open];
-    transition.data = json!({ "session": session, "walker": held.record.holder });
+    transition.about.session = session.clone();
+    transition.about.walker = Some(held.record.holder.clone());
     backlog::transition(store, ctx, &id, transition)?;
     let session = wait_for_local(store, ctx, id.as_str(), Duration::from_secs(45))?;
     let head = match &session {
@@ -216,9 +216,13 @@ pub fn reassign(
     backlog::record(
         store,
         ctx,
-        "task_reassigned",
         Some(&id),
-        json!({ "from": from, "to": agent, "override": override_reason, "by": store.identity.to_string() }),
+        Recorded::TaskReassigned(events::TaskReassigned {
+            from: from.clone(),
+            to: agent.to_owned(),
+            override_reason: override_reason.clone(),
+            by: store.identity.to_string(),
+        }),
     )?;
     let mut reopened = None;
     if matches!(t.state, State::NeedsDecision | State::NeedsYou | State::Failed) {
@@ -258,13 +262,13 @@ fn last_worked(store: &Store, id: &TaskId) -> Result<Option<Worked>> {
     let named = |agent: String| (!agent.is_empty()).then_some(agent);
     for entry in journal::timeline(store, &filter)?.entries {
         match Recorded::of(&entry.event) {
-            Some(Recorded::SessionEnded(e)) => {
+            Recorded::SessionEnded(e) => {
                 last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: e.agent_session })
             }
-            Some(Recorded::SessionStarted(e)) => {
+            Recorded::SessionStarted(e) => {
                 last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
-            Some(Recorded::TryOpened(e)) if last.is_none() => {
+            Recorded::TryOpened(e) if last.is_none() => {
                 last = Some(Worked { try_number: e.number, agent: named(e.agent), agent_session: None })
             }
             _ => {}
@@ -296,7 +300,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         }
         _ => {
             let mut transition = Transition::to(State::TakenOver, Some(format!("taken over by {}", store.identity)));
-            transition.data = json!({ "holder": me });
+            transition.about.holder = Some(me.clone());
             backlog::transition(store, ctx, &id, transition)?;
         }
     }
@@ -336,7 +340,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     let opened = !resumed;
     let head = store.ref_target(&try_.branch)?;
     if opened {
-        backlog::record_event(
+        backlog::record(
             store,
             ctx,
             Some(&id),
@@ -353,9 +357,13 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     backlog::record(
         store,
         ctx,
-        "taken_over",
         Some(&id),
-        json!({ "try": try_.number, "head": head.map(|h| h.to_string()), "worktree": try_.worktree.display().to_string(), "by": store.identity.to_string() }),
+        Recorded::TakenOver(events::TakenOver {
+            number: try_.number,
+            head: head.map(|h| h.to_string()),
+            worktree: try_.worktree.display().to_string(),
+            by: store.identity.to_string(),
+        }),
     )?;
     let (agent, agent_session) = match (&stopped, &worked) {
         (Some(s), _) if s.agent_session.is_some() => (Some(s.agent.clone()), s.agent_session.clone()),
@@ -400,11 +408,8 @@ fn taken_try(store: &Store, id: &TaskId) -> Result<Option<(u32, Option<ObjectId>
     let filter = Filter { task: Some(id.to_string()), session: None };
     let mut found = None;
     for entry in journal::timeline(store, &filter)?.entries {
-        if entry.event.kind == "taken_over" {
-            let d = &entry.event.data;
-            let n = d.get("try").and_then(|v| v.as_u64()).map(|n| n as u32);
-            let head = d.get("head").and_then(|v| v.as_str()).and_then(|h| h.parse().ok());
-            found = n.map(|n| (n, head));
+        if let Recorded::TakenOver(taken) = Recorded::of(&entry.event) {
+            found = Some((taken.number, taken.head.and_then(|h| h.parse().ok())));
         }
     }
     Ok(found)
@@ -466,16 +471,17 @@ pub fn hand_back(
         HandBack::Continue => {
             let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
             transition.from = vec![State::TakenOver];
-            let back = Recorded::HandedBack(events::HandedBack {
+            transition.instead = Some(events::HandedBack {
                 mode: "continue".into(),
                 number: Some(number),
                 commit: commit.map(|c| c.to_string()),
                 changes: Some(tries::describe_changes(&changes)),
                 message,
                 by: None,
+                from: None,
+                to: None,
+                reason: None,
             });
-            transition.kind = Some(back.kind());
-            transition.data = serde_json::Value::Object(back.into_parts().1);
             backlog::transition(store, ctx, &id, transition)?;
             Ok(HandedBack { task: id, try_, commit, changes, landed: None })
         }
@@ -492,7 +498,7 @@ pub fn hand_back(
                 checks: checks_json,
             };
             backlog::done(store, ctx, &id, opts)?;
-            backlog::record_event(
+            backlog::record(
                 store,
                 ctx,
                 Some(&id),
@@ -503,6 +509,9 @@ pub fn hand_back(
                     changes: Some(tries::describe_changes(&changes)),
                     message: None,
                     by: Some(store.identity.to_string()),
+                    from: None,
+                    to: None,
+                    reason: None,
                 }),
             )?;
             claim::release(store, ctx, &key, &me, true)?;
@@ -634,7 +643,7 @@ pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
     let mut note = None;
     for entry in entries {
         match Recorded::of(&entry.event) {
-            Some(Recorded::HandedBack(back)) if back.mode == "continue" => {
+            Recorded::HandedBack(back) if back.mode == "continue" => {
                 let by = back.by.as_deref().unwrap_or("a person");
                 let changes = back.changes.as_deref().unwrap_or("  (no changes)");
                 let mut text = format!(
@@ -645,7 +654,7 @@ pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
                 }
                 note = Some(text);
             }
-            Some(Recorded::SessionStarted(_)) => note = None,
+            Recorded::SessionStarted(_) => note = None,
             _ => {}
         }
     }

@@ -102,13 +102,12 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
             task::Created::Exists => report.skipped.push(plan.id),
         }
     }
-    record(
-        store,
-        ctx,
-        "tasks_imported",
-        None,
-        serde_json::json!({ "source": source, "added": report.added.len(), "skipped": report.skipped.len() }),
-    )?;
+    let imported = crate::store::events::TasksImported {
+        source: source.to_owned(),
+        added: report.added.len(),
+        skipped: report.skipped.len(),
+    };
+    record(store, ctx, None, crate::store::events::Recorded::TasksImported(imported))?;
     Ok(report)
 }
 

@@ -14,7 +14,7 @@ use crate::error::{refused, usage, Refusal};
 use crate::ids::{ClaimKey, Priority, TaskId, WriterId};
 use crate::refs;
 use crate::store::claim::{self, Held};
-use crate::store::events::Recorded;
+use crate::store::events::{self, Recorded};
 use crate::store::index::{ClaimRow, Row};
 use crate::store::journal::{self, NewEvent};
 use crate::store::lease::{self, Lease};
@@ -66,23 +66,9 @@ pub fn writer(store: &Store, ctx: &Context) -> Result<WriterId> {
 }
 
 /// Journal an event, attributing it to this invocation's writer.
-/// Journal an event something reads back (see `store::events`).
-pub fn record_event(store: &Store, ctx: &Context, task: Option<&TaskId>, event: Recorded) -> Result<()> {
+pub fn record(store: &Store, ctx: &Context, task: Option<&TaskId>, event: Recorded) -> Result<()> {
     let (kind, data) = event.into_parts();
-    record(store, ctx, &kind, task, serde_json::Value::Object(data))
-}
-
-pub fn record(store: &Store, ctx: &Context, kind: &str, task: Option<&TaskId>, data: serde_json::Value) -> Result<()> {
-    let data = match data {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    let event = NewEvent {
-        kind: kind.to_owned(),
-        task: task.map(ToString::to_string),
-        session: ctx.session.session.clone(),
-        data,
-    };
+    let event = NewEvent { kind, task: task.map(ToString::to_string), session: ctx.session.session.clone(), data };
     journal::append(store, ctx, &writer(store, ctx)?, event)?;
     Ok(())
 }
@@ -141,7 +127,12 @@ pub fn add(store: &Store, ctx: &Context, fields: TaskFields) -> Result<Snapshot>
     for _ in 0..16 {
         let id = TaskId::generate();
         if let task::Created::Stored(snapshot) = task::create(store, ctx, &id, change.clone())? {
-            record(store, ctx, "task_added", Some(&id), serde_json::json!({ "title": snapshot.task.title }))?;
+            record(
+                store,
+                ctx,
+                Some(&id),
+                Recorded::TaskAdded(events::TaskAdded { title: snapshot.task.title.clone() }),
+            )?;
             return Ok(*snapshot);
         }
     }
@@ -252,7 +243,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             .into());
     }
     let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
-    record(store, ctx, "task_edited", Some(id), serde_json::json!({}))?;
+    record(store, ctx, Some(id), Recorded::TaskEdited(events::TaskEdited {}))?;
     Ok(snapshot)
 }
 
@@ -438,12 +429,18 @@ fn done_with(
         evidence(commit)?;
     }
     let replaced = replaced.into_inner();
-    let mut data = serde_json::json!({ "commit": commit.map(|c| c.to_string()), "message": opts.message });
-    if let Some(old) = &replaced {
-        data["replaced"] =
-            serde_json::json!({ "commit": old.commit, "message": old.message, "at": old.at, "by": old.by });
-    }
-    record(store, ctx, "task_done", Some(id), data)?;
+    let done = events::TaskDone {
+        commit: commit.map(|c| c.to_string()),
+        message: opts.message.clone(),
+        replaced: replaced.as_ref().map(|old| events::Replaced {
+            commit: old.commit.clone(),
+            message: old.message.clone(),
+            at: Some(old.at),
+            by: Some(old.by.clone()),
+        }),
+        ..Default::default()
+    };
+    record(store, ctx, Some(id), Recorded::TaskDone(done))?;
     Ok((snapshot, replaced))
 }
 
@@ -452,18 +449,19 @@ fn done_with(
 pub struct Transition {
     pub state: State,
     pub reason: Option<String>,
-    /// The journal event's kind, when it says more than entering the state does
-    /// (`handed_back`, `session_stopped`); default: the state's own kind.
-    pub kind: Option<&'static str>,
-    /// More for the journal event (an object).
-    pub data: serde_json::Value,
+    /// More for the journal event: who or what moved it (`session`, `walker`, `try`,
+    /// `holder`); `from`, `to`, `reason` and `by` are filled in.
+    pub about: events::StateChanged,
+    /// The event to journal instead of the state's own, when it says more than entering the
+    /// state does (`handed_back`); its `from`, `to` and `reason` are filled in.
+    pub instead: Option<events::HandedBack>,
     /// Only from these states (empty: from any state but the rules below).
     pub from: Vec<State>,
 }
 
 impl Transition {
     pub fn to(state: State, reason: Option<String>) -> Transition {
-        Transition { state, reason, kind: None, data: serde_json::json!({}), from: Vec::new() }
+        Transition { state, reason, about: Default::default(), instead: None, from: Vec::new() }
     }
 }
 
@@ -499,15 +497,18 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
     if state == State::Open {
         release_hold(store, ctx, id)?;
     }
-    let mut data = match t.data {
-        serde_json::Value::Object(map) => map,
-        _ => serde_json::Map::new(),
+    let (from, to, by) = (previous.get().as_str().to_owned(), state.as_str().to_owned(), store.identity.to_string());
+    let event = match t.instead {
+        Some(back) => Recorded::HandedBack(events::HandedBack {
+            from: Some(from),
+            to: Some(to),
+            reason: t.reason,
+            by: Some(by),
+            ..back
+        }),
+        None => Recorded::entered(state, events::StateChanged { from, to, reason: t.reason, by, ..t.about }),
     };
-    data.insert("from".into(), previous.get().as_str().into());
-    data.insert("to".into(), state.as_str().into());
-    data.insert("reason".into(), serde_json::json!(t.reason));
-    data.insert("by".into(), store.identity.to_string().into());
-    record(store, ctx, t.kind.unwrap_or(state.event_kind()), Some(id), serde_json::Value::Object(data))?;
+    record(store, ctx, Some(id), event)?;
     Ok(snapshot)
 }
 

@@ -7,6 +7,7 @@ use serde_json::json;
 use super::output::Out;
 use super::Env;
 use git_loop::error::usage;
+use git_loop::store::events::{self, Recorded};
 use git_loop::store::journal::{self, NewEvent};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -50,19 +51,13 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
         VerdictArg::Blocked => "blocked",
         VerdictArg::Failed => "failed",
     };
-    let mut data = serde_json::Map::new();
-    data.insert("verdict".into(), json!(word));
-    data.insert("message".into(), json!(args.message));
+    let (kind, data) =
+        Recorded::Termination(events::Termination { verdict: word.into(), message: Some(args.message) }).into_parts();
     let entry = journal::append(
         &store,
         &env.ctx,
         &writer,
-        NewEvent {
-            kind: "termination".into(),
-            task: env.ctx.session.task.clone(),
-            session: Some(session.clone()),
-            data,
-        },
+        NewEvent { kind, task: env.ctx.session.task.clone(), session: Some(session.clone()), data },
     )?;
     let mut out = Out::new();
     if args.json {

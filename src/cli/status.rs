@@ -13,6 +13,7 @@ use git_loop::backlog::{Board, Readiness};
 use git_loop::mission::record::{self as missions, MissionState};
 use git_loop::session::record;
 use git_loop::store::claim::{self, Listed};
+use git_loop::store::events::Recorded;
 use git_loop::store::journal::{self, Filter};
 use git_loop::store::lease::Watcher;
 use git_loop::store::task::{State, Task};
@@ -83,13 +84,16 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         .iter()
         .filter(|r| board.shown_state(r.id(), r.state) == "running" && !abandoned_tasks.contains(&r.id()))
         .count();
-    let last_walk = journal::timeline(&store, &Filter::default())?
-        .entries
-        .into_iter()
-        .rev()
-        .find(|e| matches!(e.event.kind.as_str(), "walk_paused" | "walk_ended" | "walk_started"));
-    let paused = last_walk.as_ref().filter(|e| {
-        e.event.kind == "walk_paused" || e.event.data.get("stop").and_then(|s| s.as_str()) == Some("paused")
+    let last_walk = journal::timeline(&store, &Filter::default())?.entries.into_iter().rev().find_map(|e| {
+        match Recorded::of(&e.event) {
+            walk @ (Recorded::WalkPaused(_) | Recorded::WalkEnded(_) | Recorded::WalkStarted(_)) => Some((e, walk)),
+            _ => None,
+        }
+    });
+    let paused = last_walk.as_ref().and_then(|(e, walk)| match walk {
+        Recorded::WalkPaused(p) => Some((e, p.policy.as_str(), p.units.clone())),
+        Recorded::WalkEnded(ended) if ended.stop == "paused" => Some((e, "", Vec::new())),
+        _ => None,
     });
     let mut mission_list = Vec::new();
     let mut mission_corrupt = Vec::new();
@@ -116,7 +120,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
-            "paused": paused.map(|e| json!({ "at": e.event.at, "data": e.event.data })),
+            "paused": paused.as_ref().map(|(e, ..)| json!({ "at": e.event.at, "data": e.event.data })),
             "counts": {
                 "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": worked,
                 "sessions": running.len(),
@@ -231,14 +235,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             }
         }
     }
-    if let Some(e) = paused {
-        let data = &e.event.data;
-        let policy = data.get("policy").and_then(|p| p.as_str()).unwrap_or("");
-        let units: Vec<&str> = data
-            .get("units")
-            .and_then(|u| u.as_array())
-            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
+    if let Some((e, policy, units)) = paused {
         out.section(format!("the last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
     }
     let waiting_count =

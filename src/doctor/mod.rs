@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::error::Refusal;
 use crate::ids::TaskId;
+use crate::store::events::{self, Recorded};
 use crate::store::{locks, task, Store};
 use crate::tries;
 use crate::walk;
@@ -330,9 +331,11 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
                 crate::backlog::record(
                     store,
                     ctx,
-                    "task_repaired",
                     Some(id),
-                    serde_json::json!({ "tip": snapshot.tip.to_string(), "skipped": skipped }),
+                    Recorded::TaskRepaired(events::TaskRepaired {
+                        tip: snapshot.tip.to_string(),
+                        skipped: skipped.clone(),
+                    }),
                 )?;
                 let which = match skipped.len() {
                     0 => String::new(),

@@ -26,6 +26,7 @@ use serde_json::{json, Map, Value};
 use crate::context::Context;
 use crate::ids::{AgentSessionId, TaskId};
 use crate::session::record;
+use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
 use crate::store::Store;
 use crate::tries::commit::{self, Committed};
@@ -236,28 +237,22 @@ pub fn handle(store: &Store, ctx: &Context, session: &Session, event: &AgentEven
             Err(err) => outcome.problems.push(format!("could not commit the worktree: {err:#}")),
         }
     }
-    let mut data = Map::new();
-    data.insert("agent".into(), json!(event.source.name()));
-    data.insert("event".into(), json!(event.event));
-    data.insert("agent_session".into(), json!(event.agent_session));
-    data.insert("commit".into(), json!(outcome.commit));
-    if let Some(transcript) = &event.transcript {
-        data.insert("transcript".into(), json!(transcript));
-    }
-    if let Some(cwd) = &event.cwd {
-        data.insert("cwd".into(), json!(cwd));
-    }
-    for (k, v) in &event.detail {
-        data.insert(k.clone(), v.clone());
-    }
-    if !outcome.problems.is_empty() {
-        data.insert("problems".into(), json!(outcome.problems));
-    }
+    let (kind, data) = Recorded::AgentHook(events::AgentHook {
+        agent: event.source.name().to_owned(),
+        event: event.event.clone(),
+        agent_session: event.agent_session.clone(),
+        commit: outcome.commit.clone(),
+        transcript: event.transcript.clone(),
+        cwd: event.cwd.clone(),
+        problems: outcome.problems.clone(),
+        detail: event.detail.clone(),
+    })
+    .into_parts();
     journal::append(
         store,
         ctx,
         &writer,
-        NewEvent { kind: "agent_hook".into(), task: session.task.clone(), session: Some(session.key.clone()), data },
+        NewEvent { kind, task: session.task.clone(), session: Some(session.key.clone()), data },
     )?;
     Ok(outcome)
 }
@@ -265,19 +260,14 @@ pub fn handle(store: &Store, ctx: &Context, session: &Session, event: &AgentEven
 /// Journal that a hook failed before it could handle its event (in the session's chain).
 pub fn journal_failure(store: &Store, ctx: &Context, session: &Session, source: Source, error: &str) -> Result<()> {
     let writer = crate::ids::session_writer(&session.key)?;
-    let mut data = Map::new();
-    data.insert("agent".into(), json!(source.name()));
-    data.insert("error".into(), json!(error));
+    let (kind, data) =
+        Recorded::AgentHookFailed(events::AgentHookFailed { agent: source.name().to_owned(), error: error.to_owned() })
+            .into_parts();
     journal::append(
         store,
         ctx,
         &writer,
-        NewEvent {
-            kind: "agent_hook_failed".into(),
-            task: session.task.clone(),
-            session: Some(session.key.clone()),
-            data,
-        },
+        NewEvent { kind, task: session.task.clone(), session: Some(session.key.clone()), data },
     )?;
     Ok(())
 }

@@ -29,6 +29,7 @@ use crate::error::Refusal;
 use crate::ids::WriterId;
 use crate::refs;
 use crate::runloop::{self, Dispatched, Verdict};
+use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::Store;
 
@@ -226,10 +227,13 @@ impl runloop::Dispatcher<ProjectUnit> for ChildDispatcher<'_> {
         self.mark_running(unit)?;
         self.commander.journal(
             self.store,
-            "project_dispatched",
-            serde_json::json!({
-                "summary": format!("{} (dispatch {attempt}, key {key})", unit.name),
-                "project": unit.name, "key": key, "attempt": attempt, "dir": unit.dir,
+            Recorded::ProjectDispatched(events::ProjectDispatched {
+                mission: self.commander.mission.to_string(),
+                summary: format!("{} (dispatch {attempt}, key {key})", unit.name),
+                project: unit.name.clone(),
+                key: key.clone(),
+                attempt,
+                dir: unit.dir.display().to_string(),
             }),
         )?;
         self.commander.observer.event(&Event::Dispatched {
@@ -351,24 +355,23 @@ pub fn read_termination(ctx: &Context, dir: &Path, key: &str) -> Option<Terminat
         let mut problems = Vec::new();
         journal::read_chain(&store, tip, &mut problems).into_iter().rev().find(|e| e.event.kind == kind)
     };
-    let event = last(&writer, "walk_terminated")?.event;
-    let data = &event.data;
-    let number = |name: &str| data.get(name).and_then(|v| v.as_u64()).map_or(0, |n| n as u32);
-    let text = |name: &str| data.get(name).and_then(|v| v.as_str()).map(ToOwned::to_owned);
-    let walker = text("walker");
-    let sessions = walker
-        .as_ref()
-        .and_then(|w| w.parse::<WriterId>().ok())
-        .and_then(|w| last(&w, "walk_ended"))
-        .and_then(|e| e.event.data.get("dispatches").and_then(|v| v.as_u64()))
-        .map(|n| n as u32);
+    let Recorded::WalkTerminated(t) = Recorded::of(&last(&writer, "walk_terminated")?.event) else {
+        return None;
+    };
+    let sessions =
+        t.walker.as_ref().and_then(|w| w.parse::<WriterId>().ok()).and_then(|w| last(&w, "walk_ended")).and_then(|e| {
+            match Recorded::of(&e.event) {
+                Recorded::WalkEnded(ended) => Some(ended.dispatches),
+                _ => None,
+            }
+        });
     Some(Terminated {
-        stop: text("stop").unwrap_or_default(),
-        walker,
-        closed: number("closed"),
-        succeeded: number("succeeded"),
-        failed: number("failed"),
-        error: text("error"),
+        stop: t.stop,
+        walker: t.walker,
+        closed: t.closed,
+        succeeded: t.succeeded,
+        failed: t.failed,
+        error: t.error,
         sessions,
     })
 }

@@ -41,6 +41,7 @@ use crate::ids::{random_base32, ClaimKey, WriterId};
 use crate::runloop::{self, Limits};
 use crate::session::presets;
 use crate::store::claim::{self, AcquireOptions, Singleton};
+use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
 use crate::store::layout::Layout;
 use crate::store::Store;
@@ -209,15 +210,9 @@ impl Commander<'_> {
     }
 
     /// Journal a mission event in the commander's chain (in the commander's repository).
-    pub fn journal(&self, store: &Store, kind: &str, data: serde_json::Value) -> Result<()> {
-        let serde_json::Value::Object(mut data) = data else { unreachable!("events are objects") };
-        data.insert("mission".into(), serde_json::json!(self.mission.as_str()));
-        journal::append(
-            store,
-            &self.ctx,
-            &self.writer(),
-            NewEvent { kind: kind.into(), task: None, session: None, data },
-        )?;
+    pub fn journal(&self, store: &Store, event: Recorded) -> Result<()> {
+        let (kind, data) = event.into_parts();
+        journal::append(store, &self.ctx, &self.writer(), NewEvent { kind, task: None, session: None, data })?;
         Ok(())
     }
 
@@ -353,10 +348,11 @@ pub fn run(
     let _held = take_fleet(store, ctx, &key, &commander.key)?;
     commander.journal(
         store,
-        "mission_started",
-        serde_json::json!({
-            "summary": format!("{id} from wave {}", mission.current_wave().unwrap_or(1)),
-            "agent": commander.agent_name(), "wave": mission.current_wave(),
+        Recorded::MissionStarted(events::MissionStarted {
+            mission: commander.mission.to_string(),
+            summary: format!("{id} from wave {}", mission.current_wave().unwrap_or(1)),
+            agent: commander.agent_name(),
+            wave: mission.current_wave(),
         }),
     )?;
     observer.event(&Event::Started {
@@ -397,8 +393,12 @@ pub fn run(
     }
     commander.journal(
         store,
-        "mission_ended",
-        serde_json::json!({ "summary": format!("{id} {}", stop.word()), "stop": stop.word(), "reason": reason }),
+        Recorded::MissionEnded(events::MissionEnded {
+            mission: commander.mission.to_string(),
+            summary: format!("{id} {}", stop.word()),
+            stop: stop.word().to_owned(),
+            reason,
+        }),
     )?;
     observer.event(&Event::Finished { stop: stop.clone() });
     Ok(Ended { stop })

@@ -13,6 +13,7 @@ use super::verify::Check;
 use super::{Commander, Event};
 use crate::error::Refusal;
 use crate::runloop::{self, Verdict};
+use crate::store::events::{self, Recorded};
 use crate::store::Store;
 
 /// How a child walk ended, as it journaled it (`walk_terminated`), with the sessions it ran
@@ -99,10 +100,13 @@ impl<'a> MissionQueue<'a> {
         record::update(self.store, &self.commander.ctx, &self.commander.mission, &what, &change)?;
         self.commander.journal(
             self.store,
-            "project_closed",
-            serde_json::json!({
-                "summary": format!("{} {}", unit.name, status.as_str()),
-                "project": unit.name, "status": status.as_str(), "reason": reason, "key": unit.key,
+            Recorded::ProjectClosed(events::ProjectClosed {
+                mission: self.commander.mission.to_string(),
+                summary: format!("{} {}", unit.name, status.as_str()),
+                project: unit.name.clone(),
+                status: status.as_str().to_owned(),
+                reason: reason.clone(),
+                key: unit.key.clone(),
             }),
         )?;
         Ok(outcome)

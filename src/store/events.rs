@@ -9,33 +9,489 @@
 //! journaled for people, by agents, by a newer version — are kept as they are and read here as
 //! `None`: nothing below depends on them.
 
-use serde::{Deserialize, Serialize};
+//! The journal's events as types: one enum, every event git-loop journals written and read
+//! through it — crash recovery, race resumption, try numbering, status, `log --json` and the
+//! `run --json` stream — so that renaming a field is a compile error rather than a silent
+//! recovery bug, and the journal, the stream and the log speak one vocabulary.
+//!
+//! Each is stored as a journal event's `kind` and `data` (docs/storage.md, "Journal event"):
+//! `Recorded` is serde's adjacently tagged form of exactly those two fields (`kind` names the
+//! arm, `data` holds its fields). Fields added later are `#[serde(default)]`, so events
+//! written by earlier versions still read; fields this version does not know (a later
+//! version's) are ignored. An event of a kind this version does not know — a newer version's,
+//! one added by `git loop journal append`, or a known kind whose data does not read — is
+//! `Recorded::Other`, its kind and data kept as they were and written back unchanged: nothing
+//! is dropped, and nothing below believes it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::journal::Event;
 
-/// An event something reads back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
-pub enum Recorded {
-    /// A try's branch and worktree are ready for an agent.
-    TryOpened(TryOpened),
-    /// A race began: each agent on its own try, all from `start`.
-    RaceStarted(RaceStarted),
-    /// One entrant of a race ended.
-    EntrantEnded(EntrantEnded),
-    /// A race has its winner.
-    RaceWon(RaceWon),
-    /// A race ended without a winner to close it with.
-    RaceEnded(RaceEnded),
-    /// The walk closed its unit of work on a task.
-    UnitClosed(UnitClosed),
-    /// An agent session began on a try.
-    SessionStarted(SessionStarted),
-    /// An agent session ended.
-    SessionEnded(SessionEnded),
+/// The data of an event this version does not read: kept and shown as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unknown {
+    pub kind: String,
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+macro_rules! recorded {
+    ($($(#[$doc:meta])* $arm:ident($ty:ty) = $kind:literal,)*) => {
+        /// An event of the journal.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(remote = "Self", tag = "kind", content = "data")]
+        pub enum Recorded {
+            $($(#[$doc])* #[serde(rename = $kind)] $arm($ty),)*
+            /// An event of a kind this version does not read (see the module's note).
+            #[serde(skip)]
+            Other(Unknown),
+        }
+
+        impl Recorded {
+            /// The kind it is journaled as.
+            pub fn kind(&self) -> &str {
+                match self {
+                    $(Recorded::$arm(_) => $kind,)*
+                    Recorded::Other(unknown) => &unknown.kind,
+                }
+            }
+
+            /// Every kind this version reads (for docs and tests).
+            pub const KINDS: &'static [&'static str] = &[$($kind,)*];
+        }
+    };
+}
+
+recorded! {
+    // Backlog.
+    /// A task was added.
+    TaskAdded(TaskAdded) = "task_added",
+    /// A task's fields were edited.
+    TaskEdited(TaskEdited) = "task_edited",
+    /// Tasks were imported from another tracker.
+    TasksImported(TasksImported) = "tasks_imported",
+    /// A person assigned the task to an agent.
+    TaskReassigned(TaskReassigned) = "task_reassigned",
+    /// `doctor --repair` repaired a task's chain.
+    TaskRepaired(TaskRepaired) = "task_repaired",
+    // States.
+    /// A task was reopened.
+    TaskReopened(StateChanged) = "task_reopened",
+    /// A task was done, by the loop or by hand.
+    TaskDone(TaskDone) = "task_done",
+    TaskParked(StateChanged) = "task_parked",
+    TaskCancelled(StateChanged) = "task_cancelled",
+    TaskNeedsDecision(StateChanged) = "task_needs_decision",
+    TaskNeedsYou(StateChanged) = "task_needs_you",
+    TaskTakenOver(StateChanged) = "task_taken_over",
+    TaskFailed(StateChanged) = "task_failed",
     /// A person handed a task they had taken over back to the loop (`continue`), or landed
     /// its work themselves (`keep`).
-    HandedBack(HandedBack),
+    HandedBack(HandedBack) = "handed_back",
+    // People.
+    /// A person took a task over: its try is theirs.
+    TakenOver(TakenOver) = "taken_over",
+    /// The walk asked a session to wrap up.
+    WrapUpRequested(WrapUpRequested) = "wrap_up_requested",
+    /// The task went from one agent to another (reassigned, restarted, unreachable).
+    HandedOver(HandedOver) = "handed_over",
+    // Walks.
+    /// A walk began.
+    WalkStarted(WalkStarted) = "walk_started",
+    /// A walk paused (a pause policy fired).
+    WalkPaused(WalkPaused) = "walk_paused",
+    /// A walk ended.
+    WalkEnded(WalkEnded) = "walk_ended",
+    /// How a walk ended, under the key its caller (a mission) gave it.
+    WalkTerminated(WalkTerminated) = "walk_terminated",
+    /// The walk claimed a task.
+    Claimed(Claimed) = "claimed",
+    /// The walk recovered what a crashed walk left.
+    Recovered(Recovered) = "recovered",
+    /// A done task's branch was not merged into the base.
+    MergeSkipped(MergeSkipped) = "merge_skipped",
+    // Sync.
+    /// Two clones' copies of a forward-only ref diverged.
+    RefDiverged(RefDiverged) = "ref_diverged",
+    // Tries.
+    /// A try's branch and worktree are ready for an agent.
+    TryOpened(TryOpened) = "try_opened",
+    /// A try passed: its agent said done and its checks passed.
+    TryPassed(TryPassed) = "try_passed",
+    /// The checks ran on a try.
+    Checks(Checks) = "checks",
+    /// The review command ran on a try.
+    Review(Review) = "review",
+    /// The walk closed its unit of work on a task.
+    UnitClosed(UnitClosed) = "unit_closed",
+    /// The walk left its unit of work on a task open.
+    UnitAbandoned(UnitAbandoned) = "unit_abandoned",
+    // Sessions.
+    /// An agent session began on a try.
+    SessionStarted(SessionStarted) = "session_started",
+    /// An agent session ended.
+    SessionEnded(SessionEnded) = "session_ended",
+    /// An agent's verdict (`git loop finish`).
+    Termination(Termination) = "termination",
+    /// A session's result asked for a follow-up task, and it was added.
+    FollowUp(FollowUp) = "follow_up",
+    /// A session's result file did not read.
+    ResultInvalid(ResultInvalid) = "result_invalid",
+    /// An agent's CLI said it cannot be reached.
+    AgentUnreachable(AgentUnreachable) = "agent_unreachable",
+    /// An agent CLI's hook ran.
+    AgentHook(AgentHook) = "agent_hook",
+    /// An agent CLI's hook failed before it could handle its event.
+    AgentHookFailed(AgentHookFailed) = "agent_hook_failed",
+    // Races.
+    /// A race began: each agent on its own try, all from `start`.
+    RaceStarted(RaceStarted) = "race_started",
+    /// One entrant of a race ended.
+    EntrantEnded(EntrantEnded) = "entrant_ended",
+    /// The judge ran on a race's passing tries.
+    Judged(Judged) = "judged",
+    /// A race has its winner.
+    RaceWon(RaceWon) = "race_won",
+    /// A race ended without a winner to close it with.
+    RaceEnded(RaceEnded) = "race_ended",
+    // Missions.
+    MissionStarted(MissionStarted) = "mission_started",
+    ProjectDispatched(ProjectDispatched) = "project_dispatched",
+    ProjectClosed(ProjectClosed) = "project_closed",
+    MissionEnded(MissionEnded) = "mission_ended",
+}
+
+impl Serialize for Recorded {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Recorded::Other(unknown) => {
+                use serde::ser::SerializeStruct as _;
+                let mut tagged = serializer.serialize_struct("Recorded", 2)?;
+                tagged.serialize_field("kind", &unknown.kind)?;
+                tagged.serialize_field("data", &unknown.data)?;
+                tagged.end()
+            }
+            known => Recorded::serialize(known, serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Recorded {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Recorded, D::Error> {
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        if let Ok(known) = Recorded::deserialize(&value) {
+            return Ok(known);
+        }
+        let kind = match value.get_mut("kind").map(serde_json::Value::take) {
+            Some(serde_json::Value::String(kind)) => kind,
+            _ => return Err(serde::de::Error::missing_field("kind")),
+        };
+        let data = match value.get_mut("data").map(serde_json::Value::take) {
+            Some(serde_json::Value::Object(data)) => data,
+            _ => serde_json::Map::new(),
+        };
+        Ok(Recorded::Other(Unknown { kind, data }))
+    }
+}
+
+impl Recorded {
+    /// The event `event` is: of its kind if it reads as one, else `Other`.
+    pub fn of(event: &Event) -> Recorded {
+        Recorded::from_parts(&event.kind, &event.data)
+    }
+
+    /// The event journaled as `kind` with `data`.
+    pub fn from_parts(kind: &str, data: &serde_json::Map<String, serde_json::Value>) -> Recorded {
+        let tagged = serde_json::json!({ "kind": kind, "data": data });
+        Recorded::deserialize(&tagged)
+            .unwrap_or_else(|_| Recorded::Other(Unknown { kind: kind.to_owned(), data: data.clone() }))
+    }
+
+    /// The kind and data to journal it as.
+    pub fn into_parts(self) -> (String, serde_json::Map<String, serde_json::Value>) {
+        if let Recorded::Other(unknown) = self {
+            return (unknown.kind, unknown.data);
+        }
+        let mut tagged = match serde_json::to_value(self).expect("events serialize") {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!("an adjacently tagged enum serializes to an object"),
+        };
+        let kind = tagged.remove("kind").and_then(|k| k.as_str().map(ToOwned::to_owned)).expect("a kind");
+        let data = match tagged.remove("data") {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        (kind, data)
+    }
+
+    /// A task's change of state, as the event of entering `state` (`task_parked`, …).
+    pub fn entered(state: crate::store::task::State, change: StateChanged) -> Recorded {
+        use crate::store::task::State;
+        match state {
+            State::Open => Recorded::TaskReopened(change),
+            State::Done => Recorded::TaskDone(TaskDone {
+                from: Some(change.from),
+                to: Some(change.to),
+                reason: change.reason,
+                by: Some(change.by),
+                ..Default::default()
+            }),
+            State::Parked => Recorded::TaskParked(change),
+            State::Cancelled => Recorded::TaskCancelled(change),
+            State::NeedsDecision => Recorded::TaskNeedsDecision(change),
+            State::NeedsYou => Recorded::TaskNeedsYou(change),
+            State::TakenOver => Recorded::TaskTakenOver(change),
+            State::Failed => Recorded::TaskFailed(change),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskAdded {
+    #[serde(default)]
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskEdited {}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TasksImported {
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub added: usize,
+    #[serde(default)]
+    pub skipped: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskReassigned {
+    /// The agent that had it, if any.
+    #[serde(default)]
+    pub from: Option<String>,
+    pub to: String,
+    /// Why a person overrode the task's agents, if they did.
+    #[serde(default, rename = "override")]
+    pub override_reason: Option<String>,
+    #[serde(default)]
+    pub by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskRepaired {
+    #[serde(default)]
+    pub tip: String,
+    #[serde(default)]
+    pub skipped: Vec<String>,
+}
+
+/// A task's change of state (`task_parked`, `task_failed`, …).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StateChanged {
+    #[serde(default)]
+    pub from: String,
+    #[serde(default)]
+    pub to: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub by: String,
+    /// The session it stopped (`stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The walk that moved it, or whose session was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walker: Option<String>,
+    /// The try the walk closed it on.
+    #[serde(default, rename = "try", skip_serializing_if = "Option::is_none")]
+    pub number: Option<u32>,
+    /// Who took it over (`take-over`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+}
+
+/// What a task's completion replaced (`done` again on a done task).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Replaced {
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskDone {
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Replaced>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TakenOver {
+    #[serde(rename = "try")]
+    pub number: u32,
+    #[serde(default)]
+    pub head: Option<String>,
+    #[serde(default)]
+    pub worktree: String,
+    #[serde(default)]
+    pub by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WrapUpRequested {
+    #[serde(default)]
+    pub session: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default)]
+    pub within_s: u64,
+}
+
+/// One agent, or the agents of a race.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Agents {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandedOver {
+    pub from: String,
+    pub to: Agents,
+    #[serde(default)]
+    pub why: String,
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WalkStarted {
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub parallel: u32,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// The walk's key (also its journal chain's writer). Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walker: Option<String>,
+    /// Its limits. Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_units: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_unit_dispatches: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WalkPaused {
+    /// Why, in words.
+    #[serde(default)]
+    pub policy: String,
+    /// The tasks whose failures paused it.
+    #[serde(default)]
+    pub units: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WalkEnded {
+    /// How it stopped (`done`, `paused`, `interrupted`, …).
+    #[serde(default)]
+    pub stop: String,
+    #[serde(default)]
+    pub closed: u32,
+    #[serde(default)]
+    pub succeeded: u32,
+    #[serde(default)]
+    pub failed: u32,
+    /// Units left open. Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abandoned: Option<u32>,
+    #[serde(default)]
+    pub dispatches: u32,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WalkTerminated {
+    #[serde(default)]
+    pub stop: String,
+    #[serde(default)]
+    pub walker: Option<String>,
+    #[serde(default)]
+    pub closed: u32,
+    #[serde(default)]
+    pub succeeded: u32,
+    #[serde(default)]
+    pub failed: u32,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Claimed {
+    #[serde(default)]
+    pub title: String,
+    /// Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+}
+
+/// What a walk recovered: a crashed session, a dead walk's claim, or a try's worktree.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Recovered {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walker: Option<String>,
+    #[serde(default, rename = "try", skip_serializing_if = "Option::is_none")]
+    pub number: Option<u32>,
+    #[serde(default)]
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MergeSkipped {
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RefDiverged {
+    #[serde(rename = "ref")]
+    pub name: String,
+    #[serde(default)]
+    pub kept_as: String,
+    #[serde(default)]
+    pub ours: Option<String>,
+    #[serde(default)]
+    pub theirs: Option<String>,
+    #[serde(default)]
+    pub rule: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +570,9 @@ pub struct UnitClosed {
     pub commit: Option<String>,
     #[serde(default, rename = "try")]
     pub number: Option<u32>,
+    /// What the agent said of its work (a done unit). Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -164,43 +623,184 @@ pub struct HandedBack {
     pub message: Option<String>,
     #[serde(default)]
     pub by: Option<String>,
+    /// The state change, when handing back reopened the task (`continue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
-impl Recorded {
-    /// The event `event` is, if it is one of these kinds and its data reads as one.
-    pub fn of(event: &Event) -> Option<Recorded> {
-        let tagged = serde_json::json!({ "kind": event.kind, "data": event.data });
-        serde_json::from_value(tagged).ok()
-    }
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TryPassed {
+    #[serde(rename = "try")]
+    pub number: u32,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub head: Option<String>,
+}
 
-    /// The kind and data to journal it as.
-    pub fn into_parts(self) -> (String, serde_json::Map<String, serde_json::Value>) {
-        let mut tagged = match serde_json::to_value(self).expect("events serialize") {
-            serde_json::Value::Object(map) => map,
-            _ => unreachable!("an adjacently tagged enum serializes to an object"),
-        };
-        let kind = tagged.remove("kind").and_then(|k| k.as_str().map(ToOwned::to_owned)).expect("a kind");
-        let data = match tagged.remove("data") {
-            Some(serde_json::Value::Object(map)) => map,
-            _ => serde_json::Map::new(),
-        };
-        (kind, data)
-    }
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Checks {
+    #[serde(rename = "try")]
+    pub number: u32,
+    pub passed: bool,
+    #[serde(default)]
+    pub elapsed_ms: u64,
+    /// How the command ended (`None`: it had to be stopped).
+    #[serde(default)]
+    pub exit: Option<String>,
+}
 
-    /// The kind it is journaled as.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Recorded::TryOpened(_) => "try_opened",
-            Recorded::RaceStarted(_) => "race_started",
-            Recorded::EntrantEnded(_) => "entrant_ended",
-            Recorded::RaceWon(_) => "race_won",
-            Recorded::RaceEnded(_) => "race_ended",
-            Recorded::UnitClosed(_) => "unit_closed",
-            Recorded::SessionStarted(_) => "session_started",
-            Recorded::SessionEnded(_) => "session_ended",
-            Recorded::HandedBack(_) => "handed_back",
-        }
-    }
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Review {
+    #[serde(rename = "try")]
+    pub number: u32,
+    pub approved: bool,
+    #[serde(default)]
+    pub elapsed_ms: u64,
+    #[serde(default)]
+    pub exit: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UnitAbandoned {
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default, rename = "try")]
+    pub number: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Termination {
+    /// `done`, `blocked` or `failed`.
+    pub verdict: String,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FollowUp {
+    #[serde(default)]
+    pub session: String,
+    /// The task added.
+    pub added: String,
+    #[serde(default)]
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResultInvalid {
+    #[serde(default)]
+    pub session: String,
+    #[serde(default)]
+    pub problem: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentUnreachable {
+    pub agent: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub retry_after_s: u64,
+}
+
+/// An agent CLI's hook event, and what the hook did with it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentHook {
+    #[serde(default)]
+    pub agent: String,
+    /// The CLI's name for its event (`Stop`, `agent-turn-complete`, …).
+    #[serde(default)]
+    pub event: String,
+    #[serde(default)]
+    pub agent_session: Option<String>,
+    #[serde(default)]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// What else the CLI said (its `reason`, `last_message`, `turn_id`, …), as it said it.
+    #[serde(flatten)]
+    pub detail: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentHookFailed {
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub error: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Judged {
+    #[serde(default)]
+    pub tries: Vec<u32>,
+    #[serde(default)]
+    pub exit: Option<String>,
+    #[serde(default)]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MissionStarted {
+    #[serde(default)]
+    pub mission: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub wave: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ProjectDispatched {
+    #[serde(default)]
+    pub mission: String,
+    #[serde(default)]
+    pub summary: String,
+    pub project: String,
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default)]
+    pub dir: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ProjectClosed {
+    #[serde(default)]
+    pub mission: String,
+    #[serde(default)]
+    pub summary: String,
+    pub project: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MissionEnded {
+    #[serde(default)]
+    pub mission: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub stop: String,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[cfg(test)]
@@ -230,21 +830,36 @@ mod tests {
             "try_opened",
             serde_json::json!({ "try": 3, "agent": "claude", "branch": "loop-try/t-1/3", "worktree": "/w", "race": true }),
         );
-        let Some(Recorded::TryOpened(t)) = Recorded::of(&opened) else { panic!("a try_opened") };
+        let Recorded::TryOpened(t) = Recorded::of(&opened) else { panic!("a try_opened") };
         assert_eq!((t.number, t.race, t.resumed), (3, true, false));
         // A person's take-over wrote neither `resumed` nor `race`.
         let by_hand =
             event("try_opened", serde_json::json!({ "try": 1, "agent": "p-x", "branch": "b", "worktree": "w" }));
-        assert!(matches!(Recorded::of(&by_hand), Some(Recorded::TryOpened(TryOpened { number: 1, race: false, .. }))));
+        assert!(matches!(Recorded::of(&by_hand), Recorded::TryOpened(TryOpened { number: 1, race: false, .. })));
         let started = event(
             "race_started",
             serde_json::json!({ "agents": ["a", "b"], "tries": [4, 5], "pick": "first", "start": "abc", "from_try": null }),
         );
         assert!(
-            matches!(Recorded::of(&started), Some(Recorded::RaceStarted(RaceStarted { ref tries, .. })) if tries == &[4, 5])
+            matches!(Recorded::of(&started), Recorded::RaceStarted(RaceStarted { ref tries, .. }) if tries == &[4, 5])
         );
         let closed = event("unit_closed", serde_json::json!({ "verdict": "failed", "reason": "r", "try": null }));
-        assert!(matches!(Recorded::of(&closed), Some(Recorded::UnitClosed(UnitClosed { number: None, .. }))));
+        assert!(matches!(Recorded::of(&closed), Recorded::UnitClosed(UnitClosed { number: None, .. })));
+        // A walk's close, a person's stop and the events whose data had `null`s in it.
+        let stopped = event(
+            "task_needs_decision",
+            serde_json::json!({ "from": "open", "to": "needs-decision", "reason": "you stopped its session", "by": "T <t@e>", "session": null, "walker": "w-1" }),
+        );
+        assert!(matches!(Recorded::of(&stopped), Recorded::TaskNeedsDecision(StateChanged { session: None, .. })));
+        let over =
+            event("handed_over", serde_json::json!({ "from": "a", "to": ["b", "c"], "why": "w", "session": "s-1" }));
+        assert!(matches!(Recorded::of(&over), Recorded::HandedOver(HandedOver { to: Agents::Many(_), .. })));
+        let hook = event(
+            "agent_hook",
+            serde_json::json!({ "agent": "codex", "event": "agent-turn-complete", "agent_session": null, "commit": null, "turn_id": "7" }),
+        );
+        let Recorded::AgentHook(hook) = Recorded::of(&hook) else { panic!("an agent_hook") };
+        assert_eq!(hook.detail.get("turn_id"), Some(&serde_json::json!("7")));
     }
 
     /// Writing and reading back give the same event, under the same kind and keys as before.
@@ -257,13 +872,42 @@ mod tests {
             serde_json::Value::Object(data.clone()),
             serde_json::json!({ "try": 2, "agent": "codex", "how": "judge" })
         );
-        assert_eq!(Recorded::of(&event(&kind, serde_json::Value::Object(data))), Some(won));
+        assert_eq!(Recorded::of(&event(&kind, serde_json::Value::Object(data))), won);
     }
 
-    /// Other kinds, and a known kind whose data does not read, are `None`: kept, not believed.
+    /// Other kinds, and a known kind whose data does not read, are `Other`: kept as they were
+    /// and written back unchanged, not believed.
     #[test]
-    fn other_kinds_are_none() {
-        assert_eq!(Recorded::of(&event("note", serde_json::json!({ "text": "hi" }))), None);
-        assert_eq!(Recorded::of(&event("race_won", serde_json::json!({ "try": "two" }))), None);
+    fn other_kinds_are_kept_unchanged() {
+        for (kind, data) in [
+            ("note", serde_json::json!({ "text": "hi", "nested": { "n": [1, 2] } })),
+            ("race_won", serde_json::json!({ "try": "two" })),
+            ("a_kind_from_a_newer_version", serde_json::json!({})),
+        ] {
+            let recorded = Recorded::of(&event(kind, data.clone()));
+            let serde_json::Value::Object(map) = data.clone() else { unreachable!() };
+            assert_eq!(recorded, Recorded::Other(Unknown { kind: kind.into(), data: map }));
+            assert_eq!(recorded.kind(), kind);
+            // Through serde (`log --json`, the stream) and back.
+            let text = serde_json::to_string(&recorded).expect("serializes");
+            assert_eq!(
+                serde_json::from_str::<serde_json::Value>(&text).expect("json"),
+                serde_json::json!({ "kind": kind, "data": data })
+            );
+            assert_eq!(serde_json::from_str::<Recorded>(&text).expect("reads"), recorded);
+            // Into a journal event's parts, unchanged.
+            let (k, d) = recorded.into_parts();
+            assert_eq!((k.as_str(), serde_json::Value::Object(d)), (kind, data));
+        }
+    }
+
+    /// Every arm's kind is a valid journal kind, and the kinds are distinct.
+    #[test]
+    fn kinds_are_valid_and_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in Recorded::KINDS {
+            assert!(super::super::journal::check_kind(kind).is_ok(), "{kind}");
+            assert!(seen.insert(kind), "{kind} twice");
+        }
     }
 }

@@ -338,13 +338,15 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             // next round sees them as ours alone.
             let writer = super::clone_writer(store, ctx)?;
             for (name, kept_as, ours, theirs) in &kept {
-                let mut data = serde_json::Map::new();
-                data.insert("ref".into(), name.as_str().into());
-                data.insert("kept_as".into(), kept_as.as_str().into());
-                data.insert("ours".into(), ours.map(|o| o.to_string()).into());
-                data.insert("theirs".into(), theirs.map(|o| o.to_string()).into());
-                data.insert("rule".into(), "the remote's side was published first and stays".into());
-                let event = super::journal::NewEvent { kind: "ref_diverged".into(), task: None, session: None, data };
+                let (kind, data) = super::events::Recorded::RefDiverged(super::events::RefDiverged {
+                    name: name.to_string(),
+                    kept_as: kept_as.to_string(),
+                    ours: ours.map(|o| o.to_string()),
+                    theirs: theirs.map(|o| o.to_string()),
+                    rule: "the remote's side was published first and stays".into(),
+                })
+                .into_parts();
+                let event = super::journal::NewEvent { kind, task: None, session: None, data };
                 super::journal::append(store, ctx, &writer, event)?;
             }
             if let Scope::Refs(names) = &mut scope {

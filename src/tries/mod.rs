@@ -91,8 +91,8 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
     }
     for entry in events {
         let numbers = match Recorded::of(&entry.event) {
-            Some(Recorded::TryOpened(opened)) => vec![opened.number],
-            Some(Recorded::RaceStarted(started)) => started.tries,
+            Recorded::TryOpened(opened) => vec![opened.number],
+            Recorded::RaceStarted(started) => started.tries,
             _ => Vec::new(),
         };
         highest = numbers.into_iter().fold(highest, u32::max);

@@ -16,7 +16,6 @@
 
 use anyhow::Result;
 use gix::ObjectId;
-use serde_json::json;
 
 use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
 use super::{handoff, race, Event};
@@ -168,11 +167,14 @@ impl GitDispatcher<'_> {
         }
         match ran.step.clone() {
             Step::Passed { message } => {
-                self.walker.journal(
+                self.walker.record(
                     self.store,
-                    "try_passed",
                     Some(&unit.task.id),
-                    json!({ "try": try_.number, "agent": agent.name, "head": self.store.ref_target(&try_.branch)?.map(|h| h.to_string()) }),
+                    Recorded::TryPassed(events::TryPassed {
+                        number: try_.number,
+                        agent: agent.name.clone(),
+                        head: self.store.ref_target(&try_.branch)?.map(|h| h.to_string()),
+                    }),
                 )?;
                 Ok(Dispatched::Verdict { verdict: Verdict::Done, message })
             }
@@ -210,11 +212,15 @@ impl GitDispatcher<'_> {
                 } else {
                     format!("{} · reassigned from {from} to {agent} · its work so far is kept", unit.task.id)
                 };
-                self.walker.journal(
+                self.walker.record(
                     self.store,
-                    "handed_over",
                     Some(&unit.task.id),
-                    json!({ "from": from, "to": agent, "why": why, "session": ran.session }),
+                    Recorded::HandedOver(events::HandedOver {
+                        from: from.to_owned(),
+                        to: events::Agents::One(agent.clone()),
+                        why: why.clone(),
+                        session: Some(ran.session.clone()),
+                    }),
                 )?;
                 self.walker.observer.event(&Event::Handover { task: unit.task.id.clone(), line });
                 let note = self.handoff_note(unit, from, &why, ran)?;
@@ -258,11 +264,19 @@ impl GitDispatcher<'_> {
             }
         };
         self.walker.observer.event(&Event::Handover { task: unit.task.id.clone(), line });
-        self.walker.journal(
+        let to = match &plan {
+            Plan::Single { agent } => vec![agent.clone()],
+            Plan::Race { agents, .. } => agents.clone(),
+        };
+        self.walker.record(
             self.store,
-            "handed_over",
             Some(&unit.task.id),
-            json!({ "from": agent, "why": head, "to": match &plan { Plan::Single { agent } => vec![agent.clone()], Plan::Race { agents, .. } => agents.clone() }, "session": ran.session }),
+            Recorded::HandedOver(events::HandedOver {
+                from: agent.to_owned(),
+                to: events::Agents::Many(to),
+                why: head.clone(),
+                session: Some(ran.session.clone()),
+            }),
         )?;
         if let Plan::Race { .. } = &plan {
             unit.announced = true;
@@ -331,9 +345,9 @@ pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
     let mut open = None;
     for entry in entries {
         match Recorded::of(&entry.event) {
-            Some(Recorded::TryOpened(opened)) if !opened.race => open = Some(opened.number),
-            Some(Recorded::UnitClosed(_) | Recorded::RaceStarted(_)) => open = None,
-            None if entry.event.kind == State::Done.event_kind() => open = None,
+            Recorded::TryOpened(opened) if !opened.race => open = Some(opened.number),
+            Recorded::UnitClosed(_) | Recorded::RaceStarted(_) => open = None,
+            Recorded::TaskDone(_) => open = None,
             _ => {}
         }
     }

@@ -36,7 +36,7 @@ use crate::refs;
 use crate::runloop::{self, Limits, Stop, Tally};
 use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
-use crate::store::events::Recorded;
+use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
 use crate::store::layout::Layout;
 use crate::store::watch::Watch;
@@ -277,22 +277,13 @@ impl Walker<'_> {
     }
 
     /// Journal a walk event in this walker's chain.
-    /// Journal an event something reads back (see `store::events`).
     pub fn record(&self, store: &Store, task: Option<&str>, event: Recorded) -> Result<()> {
         let (kind, data) = event.into_parts();
-        self.journal(store, &kind, task, serde_json::Value::Object(data))
-    }
-
-    pub fn journal(&self, store: &Store, kind: &str, task: Option<&str>, data: serde_json::Value) -> Result<()> {
-        let data = match data {
-            serde_json::Value::Object(map) => map,
-            _ => serde_json::Map::new(),
-        };
         journal::append(
             store,
             &self.ctx,
             &self.writer(),
-            NewEvent { kind: kind.into(), task: task.map(Into::into), session: None, data },
+            NewEvent { kind, task: task.map(Into::into), session: None, data },
         )?;
         Ok(())
     }
@@ -352,11 +343,14 @@ impl Walker<'_> {
     pub fn mark_unreachable(&self, store: &Store, name: &str, reason: &'static str, task: &str) -> Result<()> {
         let until = std::time::Instant::now() + self.opts.unreachable_for;
         self.unreachable.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_owned(), (reason, until));
-        self.journal(
+        self.record(
             store,
-            "agent_unreachable",
             Some(task),
-            serde_json::json!({ "agent": name, "reason": reason, "retry_after_s": self.opts.unreachable_for.as_secs() }),
+            Recorded::AgentUnreachable(events::AgentUnreachable {
+                agent: name.to_owned(),
+                reason: reason.to_owned(),
+                retry_after_s: self.opts.unreachable_for.as_secs(),
+            }),
         )
     }
 
@@ -431,11 +425,18 @@ pub fn walk(
         seen: std::sync::Mutex::new(Seen::new(store)),
         publishing: Default::default(),
     };
-    walker.journal(
+    walker.record(
         store,
-        "walk_started",
         None,
-        serde_json::json!({ "agent": walker.opts.agent.name, "parallel": walker.opts.parallel, "labels": walker.opts.labels }),
+        Recorded::WalkStarted(events::WalkStarted {
+            agent: walker.opts.agent.name.clone(),
+            parallel: walker.opts.parallel,
+            labels: walker.opts.labels.clone(),
+            walker: Some(walker.key.clone()),
+            max_units: walker.opts.limits.max_units,
+            max_iterations: walker.opts.limits.max_iterations,
+            per_unit_dispatches: Some(walker.opts.limits.per_unit_dispatches),
+        }),
     )?;
     observer.event(&Event::Started {
         walker: walker.key.clone(),
@@ -485,28 +486,30 @@ pub fn walk(
             runloop::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
             runloop::PausePolicy::Unreachable(why) => why.clone(),
         };
-        walker.journal(store, "walk_paused", None, serde_json::json!({ "policy": policy, "units": units }))?;
+        walker.record(store, None, Recorded::WalkPaused(events::WalkPaused { policy, units: units.clone() }))?;
     }
     let error = errors.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().next();
-    walker.journal(
-        store,
-        "walk_ended",
-        None,
-        serde_json::json!({
-            "stop": stop_word(&stop),
-            "closed": tally.closed, "succeeded": tally.succeeded, "failed": tally.failed,
-            "dispatches": tally.dispatches, "error": error.as_ref().map(|e| format!("{e:#}")),
-        }),
-    )?;
+    let ended = events::WalkEnded {
+        stop: stop_word(&stop).to_owned(),
+        closed: tally.closed,
+        succeeded: tally.succeeded,
+        failed: tally.failed,
+        abandoned: Some(tally.abandoned),
+        dispatches: tally.dispatches,
+        error: error.as_ref().map(|e| format!("{e:#}")),
+    };
+    walker.record(store, None, Recorded::WalkEnded(ended.clone()))?;
     if let Some(key) = &walker.opts.termination_key {
-        let mut data = serde_json::Map::new();
-        data.insert("stop".into(), serde_json::json!(stop_word(&stop)));
-        data.insert("walker".into(), serde_json::json!(walker.key));
-        data.insert("closed".into(), serde_json::json!(tally.closed));
-        data.insert("succeeded".into(), serde_json::json!(tally.succeeded));
-        data.insert("failed".into(), serde_json::json!(tally.failed));
-        data.insert("error".into(), serde_json::json!(error.as_ref().map(|e| format!("{e:#}"))));
-        journal::append(store, ctx, key, NewEvent { kind: "walk_terminated".into(), task: None, session: None, data })?;
+        let (kind, data) = Recorded::WalkTerminated(events::WalkTerminated {
+            stop: ended.stop.clone(),
+            walker: Some(walker.key.clone()),
+            closed: tally.closed,
+            succeeded: tally.succeeded,
+            failed: tally.failed,
+            error: ended.error.clone(),
+        })
+        .into_parts();
+        journal::append(store, ctx, key, NewEvent { kind, task: None, session: None, data })?;
     }
     if stop == Stop::Interrupted {
         let _ = std::fs::remove_file(Layout::of(store.common_dir()).cancel());

@@ -11,7 +11,6 @@
 use std::collections::BTreeSet;
 
 use anyhow::Result;
-use serde_json::json;
 
 use super::unit::{first_line, WorkUnit};
 use super::{Event, Walker};
@@ -111,7 +110,8 @@ impl<'a> GitQueue<'a> {
         let ctx = self.session_ctx(unit);
         let mut transition = backlog::Transition::to(state, Some(reason.to_owned()));
         transition.from = vec![State::Open];
-        transition.data = json!({ "try": unit.try_.as_ref().map(|t| t.number), "walker": self.walker.key });
+        transition.about.number = unit.try_.as_ref().map(|t| t.number);
+        transition.about.walker = Some(self.walker.key.clone());
         match backlog::transition(self.store, &ctx, &unit.id(), transition) {
             Ok(_) => {}
             // A person changed its state meanwhile: their word stands.
@@ -126,6 +126,7 @@ impl<'a> GitQueue<'a> {
                 reason: Some(reason.to_owned()),
                 commit: None,
                 number: unit.try_.as_ref().map(|t| t.number),
+                message: None,
             }),
         )?;
         let riders = self.riders(unit)?;
@@ -217,11 +218,10 @@ impl<'a> GitQueue<'a> {
                     );
                 }
                 tries::BaseMerge::Skipped(reason) => {
-                    self.walker.journal(
+                    self.walker.record(
                         self.store,
-                        "merge_skipped",
                         Some(&unit.task.id),
-                        json!({ "reason": reason }),
+                        Recorded::MergeSkipped(events::MergeSkipped { reason: reason.clone() }),
                     )?;
                     self.walker.observer.event(&Event::Warning {
                         message: format!("{}: not merged into the base: {reason}", unit.task.id),
@@ -249,6 +249,7 @@ impl<'a> GitQueue<'a> {
                 reason: None,
                 commit: Some(commit.to_string()),
                 number: Some(try_.number),
+                message: (!message.trim().is_empty()).then(|| message.to_owned()),
             }),
         )?;
         self.release(unit)?;
@@ -298,11 +299,13 @@ impl runloop::Queue for GitQueue<'_> {
                 // another clone (whose result came with its release).
                 match backlog::open_after_claim(self.store, ctx, id)? {
                     Some(task) => {
-                        self.walker.journal(
+                        self.walker.record(
                             self.store,
-                            "claimed",
                             Some(id.as_str()),
-                            json!({ "title": task.title }),
+                            Recorded::Claimed(events::Claimed {
+                                title: task.title.clone(),
+                                priority: Some(task.priority.to_string()),
+                            }),
                         )?;
                         self.walker.observer.event(&Event::Claimed {
                             task: id.to_string(),
@@ -363,11 +366,13 @@ impl runloop::Queue for GitQueue<'_> {
     }
 
     fn abandon(&mut self, unit: &mut WorkUnit, why: &str) -> Result<()> {
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "unit_abandoned",
             Some(&unit.task.id),
-            json!({ "reason": why, "try": unit.try_.as_ref().map(|t| t.number) }),
+            Recorded::UnitAbandoned(events::UnitAbandoned {
+                reason: why.to_owned(),
+                number: unit.try_.as_ref().map(|t| t.number),
+            }),
         )?;
         self.release(unit)?;
         self.walker.observer.event(&Event::Abandoned { task: unit.task.id.clone(), why: why.to_owned() });

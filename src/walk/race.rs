@@ -129,9 +129,9 @@ impl Ended {
 
 /// Whether an event ends any race in progress: a state change, the race's end, or the unit's
 /// close.
-fn is_boundary(event: &journal::Event, recorded: Option<&Recorded>) -> bool {
-    matches!(recorded, Some(Recorded::RaceEnded(_) | Recorded::UnitClosed(_) | Recorded::HandedBack(_)))
-        || State::ALL.iter().any(|s| s.event_kind() == event.kind)
+fn is_boundary(recorded: &Recorded) -> bool {
+    matches!(recorded, Recorded::RaceEnded(_) | Recorded::UnitClosed(_) | Recorded::HandedBack(_))
+        || State::ALL.iter().any(|s| s.event_kind() == recorded.kind())
 }
 
 /// The race of `task` a killed walk left unfinished, if any.
@@ -146,7 +146,7 @@ pub fn unfinished_in(entries: &[journal::Entry]) -> Option<Unfinished> {
     for entry in entries {
         let recorded = Recorded::of(&entry.event);
         match recorded {
-            Some(Recorded::RaceStarted(started)) => {
+            Recorded::RaceStarted(started) => {
                 current =
                     (started.agents.len() == started.tries.len() && !started.agents.is_empty()).then(|| Unfinished {
                         pick: Pick::parse(&started.pick).unwrap_or(Pick::First),
@@ -157,19 +157,19 @@ pub fn unfinished_in(entries: &[journal::Entry]) -> Option<Unfinished> {
                         won: None,
                     });
             }
-            Some(Recorded::EntrantEnded(e)) => {
+            Recorded::EntrantEnded(e) => {
                 if let (Some(race), Some(outcome)) = (current.as_mut(), Outcome::parse(&e.outcome)) {
                     let mut ended = Ended::new(outcome, e.message);
                     ended.checks = e.checks.filter(|c| !c.is_null());
                     race.ended.insert(e.number, ended);
                 }
             }
-            Some(Recorded::RaceWon(won)) => {
+            Recorded::RaceWon(won) => {
                 if let Some(race) = current.as_mut() {
                     race.won = Some(won.number);
                 }
             }
-            ref other if is_boundary(&entry.event, other.as_ref()) => current = None,
+            ref other if is_boundary(other) => current = None,
             _ => {}
         }
     }
@@ -695,11 +695,14 @@ fn judge(
         ("GIT_LOOP_JUDGE_INPUT".to_owned(), input.display().to_string()),
     ];
     let exit = d.run_command("judge", &command, store.workdir(), &env, Some(input.clone()), &log)?;
-    walker.journal(
+    walker.record(
         store,
-        "judged",
         Some(&task.id),
-        json!({ "tries": numbers, "exit": exit.map(|e| e.to_string()), "log": log.display().to_string() }),
+        Recorded::Judged(events::Judged {
+            tries: numbers.clone(),
+            exit: exit.map(|e| e.to_string()),
+            log: log.display().to_string(),
+        }),
     )?;
     if exit != Some(crate::session::process::Exit::Code(0)) {
         let said = exit.map(|e| e.to_string()).unwrap_or_else(|| "it timed out".into());

@@ -10,13 +10,12 @@
 use std::collections::{HashMap, HashSet};
 
 use anyhow::Result;
-use serde_json::json;
 
 use super::{Event, Walker};
 use crate::ids::TaskId;
 use crate::session::{process, record};
 use crate::store::claim::{self, Listed};
-use crate::store::events::Recorded;
+use crate::store::events::{self, Recorded};
 use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
@@ -73,11 +72,15 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         rec.ended_at = Some(walker.ctx.now());
         rec.ended = Some("recovered after its walk crashed".into());
         record::write(&loop_dir, &rec)?;
-        walker.journal(
+        walker.record(
             store,
-            "recovered",
             Some(&rec.task),
-            json!({ "session": rec.session, "walker": rec.walker, "detail": detail }),
+            Recorded::Recovered(events::Recovered {
+                session: Some(rec.session.clone()),
+                walker: Some(rec.walker.clone()),
+                detail: detail.clone(),
+                ..Default::default()
+            }),
         )?;
         walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
     }
@@ -102,11 +105,15 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         riders.extend(sessions_of.get(&(r.holder.clone(), key.name().to_owned())).into_iter().flatten().cloned());
         claim::release_with(store, &walker.ctx, &key, &r.holder, false, &riders)?;
         let detail = format!("released the claim its crashed walk {} held", r.holder);
-        walker.journal(
+        walker.record(
             store,
-            "recovered",
             Some(key.name()),
-            json!({ "claim": key.to_string(), "walker": r.holder, "detail": detail }),
+            Recorded::Recovered(events::Recovered {
+                claim: Some(key.to_string()),
+                walker: Some(r.holder.clone()),
+                detail: detail.clone(),
+                ..Default::default()
+            }),
         )?;
         walker.observer.event(&Event::Recovered { task: key.name().to_owned(), detail });
     }
@@ -149,7 +156,8 @@ fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path:
             _ => String::new(),
         };
         let detail = format!("removed the worktree of try {number}, left by a walk that crashed ({why}){kept}");
-        walker.journal(store, "recovered", Some(task.as_str()), json!({ "try": number, "detail": detail }))?;
+        let recovered = events::Recovered { number: Some(number), detail: detail.clone(), ..Default::default() };
+        walker.record(store, Some(task.as_str()), Recorded::Recovered(recovered))?;
         walker.observer.event(&Event::Recovered { task: task.to_string(), detail });
     }
     Ok(())
@@ -189,9 +197,9 @@ pub fn left_over(
         None | Some(State::TakenOver) => None,
         Some(State::Open) => {
             let history = history()?;
-            let opened = history.iter().any(
-                |e| matches!(Recorded::of(&e.event), Some(Recorded::TryOpened(opened)) if opened.number == try_.number),
-            );
+            let opened = history
+                .iter()
+                .any(|e| matches!(Recorded::of(&e.event), Recorded::TryOpened(opened) if opened.number == try_.number));
             (!opened && super::race::unfinished_in(&history).is_none())
                 .then(|| "its try was never journaled as opened".to_owned())
         }

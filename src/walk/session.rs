@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
@@ -385,11 +384,15 @@ impl GitDispatcher<'_> {
         if interrupt {
             running.ask_guard_to_interrupt();
         }
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "wrap_up_requested",
             Some(&seat.task.id),
-            json!({ "session": session, "reason": why.describe(), "interrupted": interrupt, "within_s": self.walker.opts.wrap_up.as_secs() }),
+            Recorded::WrapUpRequested(events::WrapUpRequested {
+                session: session.to_owned(),
+                reason: why.describe().to_owned(),
+                interrupted: interrupt,
+                within_s: self.walker.opts.wrap_up.as_secs(),
+            }),
         )
     }
 
@@ -492,11 +495,15 @@ impl GitDispatcher<'_> {
         };
         let run = self.run_step("checks", &command, try_, dir, env)?;
         let json = run.evidence(&command);
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "checks",
             Some(&task.id),
-            json!({ "try": try_.number, "passed": run.passed, "elapsed_ms": run.elapsed.as_millis() as u64, "exit": run.exit.map(|e| e.to_string()) }),
+            Recorded::Checks(events::Checks {
+                number: try_.number,
+                passed: run.passed,
+                elapsed_ms: run.elapsed.as_millis() as u64,
+                exit: run.exit.map(|e| e.to_string()),
+            }),
         )?;
         self.walker.observer.event(&Event::Checks { task: task.id.clone(), passed: run.passed, elapsed: run.elapsed });
         Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json }))
@@ -508,11 +515,15 @@ impl GitDispatcher<'_> {
             return Ok(None);
         };
         let run = self.run_step("review", &command, try_, dir, env)?;
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "review",
             Some(&task.id),
-            json!({ "try": try_.number, "approved": run.passed, "elapsed_ms": run.elapsed.as_millis() as u64, "exit": run.exit.map(|e| e.to_string()) }),
+            Recorded::Review(events::Review {
+                number: try_.number,
+                approved: run.passed,
+                elapsed_ms: run.elapsed.as_millis() as u64,
+                exit: run.exit.map(|e| e.to_string()),
+            }),
         )?;
         self.walker.observer.event(&Event::Reviewed { task: task.id.clone(), approved: run.passed });
         Ok(Some((run.passed, tail(&run.log, 40))))
@@ -541,10 +552,9 @@ impl GitDispatcher<'_> {
     /// tasks in the result file are added either way.
     fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
         let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
-        let from_journal = termination.and_then(|entry| {
-            let word = entry.event.data.get("verdict")?.as_str()?.to_owned();
-            let message = entry.event.data.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
-            Some((parse_verdict(&word)?, message))
+        let from_journal = termination.and_then(|entry| match Recorded::of(&entry.event) {
+            Recorded::Termination(t) => Some((parse_verdict(&t.verdict)?, t.message.unwrap_or_default())),
+            _ => None,
         });
         let result_path = dir.join("result.json");
         let from_file = match std::fs::read(&result_path) {
@@ -579,11 +589,10 @@ impl GitDispatcher<'_> {
         let message = format!(
             "session {session} left a result file that is torn or invalid ({problem}); it counts as no verdict"
         );
-        self.walker.journal(
+        self.walker.record(
             self.store,
-            "result_invalid",
             Some(&task.id),
-            json!({ "session": session, "problem": problem }),
+            Recorded::ResultInvalid(events::ResultInvalid { session: session.to_owned(), problem: problem.to_owned() }),
         )?;
         self.walker.observer.event(&Event::Warning { message });
         Ok(())
@@ -603,11 +612,14 @@ impl GitDispatcher<'_> {
             };
             match backlog::add(self.store, &self.walker.ctx, fields) {
                 Ok(added) => {
-                    self.walker.journal(
+                    self.walker.record(
                         self.store,
-                        "follow_up",
                         Some(&task.id),
-                        json!({ "session": session, "added": added.task.id, "title": follow.title }),
+                        Recorded::FollowUp(events::FollowUp {
+                            session: session.to_owned(),
+                            added: added.task.id.clone(),
+                            title: follow.title.clone(),
+                        }),
                     )?;
                     self.walker.observer.event(&Event::FollowUp {
                         task: task.id.clone(),

@@ -478,3 +478,29 @@ fn events_without_a_clock_read_first_in_time_order_then_the_clocked_ones() {
         "the old by time, then the new by clock"
     );
 }
+
+/// Events of kinds this version does not know (a newer version's), and a known kind whose
+/// data does not read, are kept: a walk reads the task's journal through the typed events
+/// (try numbering, an unfinished try or race) and goes on, and `log --json` shows them as
+/// they were written.
+#[test]
+fn events_of_unknown_kinds_survive_a_walk_and_show_in_log_json() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write hello", "--body", "create hello.txt"]);
+    let newer = serde_json::json!({ "try": 9, "plan": { "steps": ["a", "b"] }, "cost_usd": 0.25 });
+    repo.run(&["journal", "append", "cost_recorded", "--task", &id, "--data", &newer.to_string()]).ok();
+    let unreadable = serde_json::json!({ "try": "two", "agent": 7 });
+    repo.run(&["journal", "append", "race_won", "--task", &id, "--data", &unreadable.to_string()]).ok();
+    let cmd = env.agent("hello", "echo hello > hello.txt\ngit loop finish done --message 'wrote hello'");
+    repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--session-timeout", "60s"]).ok();
+    let all = events(&repo);
+    let of = |kind: &str| all.iter().filter(|e| e["kind"] == kind).map(|e| e["data"].clone()).collect::<Vec<_>>();
+    assert_eq!(of("cost_recorded"), [newer], "the newer version's event is shown unchanged");
+    assert_eq!(of("race_won"), [unreadable], "the unreadable one too");
+    // The walk numbered its try as if they were not there, and closed the task.
+    let opened = of("try_opened");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0]["try"], 1);
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+}

@@ -118,7 +118,7 @@ fn next_claim_takes_the_first_ready_task_and_then_the_next() {
 /// Journal `events` about task `id`, as the walk does, and read its events back.
 fn history(store: &Store, id: &TaskId, events: Vec<Recorded>) -> Vec<journal::Entry> {
     for event in events {
-        backlog::record_event(store, &ctx(), Some(id), event).expect("journal");
+        backlog::record(store, &ctx(), Some(id), event).expect("journal");
     }
     journal::timeline(store, &Filter { task: Some(id.to_string()), session: None }).expect("timeline").entries
 }
@@ -143,7 +143,7 @@ fn the_journal_tells_the_walk_which_try_is_unfinished() {
     assert_eq!(unfinished_try(&history(&store, &id, vec![])), None);
     assert_eq!(unfinished_try(&history(&store, &id, vec![opened(1, false)])), Some(1));
     let closed =
-        Recorded::UnitClosed(UnitClosed { verdict: "failed".into(), reason: None, commit: None, number: Some(1) });
+        Recorded::UnitClosed(UnitClosed { verdict: "failed".into(), reason: None, message: None, commit: None, number: Some(1) });
     assert_eq!(unfinished_try(&history(&store, &id, vec![closed])), None, "closed");
     assert_eq!(unfinished_try(&history(&store, &id, vec![opened(2, false), opened(3, true)])), Some(2), "not a race's");
     backlog::done(&store, &ctx(), &id, Default::default()).expect("done");
