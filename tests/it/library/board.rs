@@ -142,8 +142,13 @@ fn the_journal_tells_the_walk_which_try_is_unfinished() {
     let id = add(&store, &ctx(), "t", TaskFields::default());
     assert_eq!(unfinished_try(&history(&store, &id, vec![])), None);
     assert_eq!(unfinished_try(&history(&store, &id, vec![opened(1, false)])), Some(1));
-    let closed =
-        Recorded::UnitClosed(UnitClosed { verdict: "failed".into(), reason: None, message: None, commit: None, number: Some(1) });
+    let closed = Recorded::UnitClosed(UnitClosed {
+        verdict: "failed".into(),
+        reason: None,
+        message: None,
+        commit: None,
+        number: Some(1),
+    });
     assert_eq!(unfinished_try(&history(&store, &id, vec![closed])), None, "closed");
     assert_eq!(unfinished_try(&history(&store, &id, vec![opened(2, false), opened(3, true)])), Some(2), "not a race's");
     backlog::done(&store, &ctx(), &id, Default::default()).expect("done");
