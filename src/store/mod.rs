@@ -100,24 +100,6 @@ impl Store {
         })
     }
 
-    /// Another handle on the same repository, for another thread: it shares this one's object
-    /// database (its mapped packs and caches), so a walk's threads keep one copy of each pack
-    /// in memory instead of one per thread; everything else a handle keeps is its own.
-    pub fn sibling(&self) -> Store {
-        Store {
-            repo: self.repo.clone(),
-            identity: self.identity.clone(),
-            host: self.host.clone(),
-            clock: self.clock.clone(),
-            git_identity: self.git_identity.clone(),
-            journal_tips: Default::default(),
-            packed_seen: Default::default(),
-            written: Default::default(),
-            confirmed: Default::default(),
-            mirror_reads: Default::default(),
-        }
-    }
-
     /// Remember that this handle changed `name`, so that it is published to `loop.remote`.
     /// Mirrors of a remote and claims (decided by the remote itself, or local to the clone)
     /// and missions (never exchanged) are not shared state to publish.

@@ -451,13 +451,14 @@ pub fn walk(
     let heartbeat_stop = runloop::StopFlag::default();
     let run = runloop::Walk::new(walker.opts.limits);
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
-    // One object database for every thread of the walk (see `Store::sibling`).
-    let beat = store.sibling();
-    let siblings: Vec<Store> = (0..walker.opts.parallel.max(1)).map(|_| store.sibling()).collect();
+    // A handle of its own for every thread of the walk.
+    let beat = Store::open(&walker.ctx, &walker.cwd)?;
+    let handles =
+        (0..walker.opts.parallel.max(1)).map(|_| Store::open(&walker.ctx, &walker.cwd)).collect::<Result<Vec<_>>>()?;
     let (walker_ref, run_ref, errors_ref) = (&walker, &run, &errors);
     std::thread::scope(|scope| {
         scope.spawn(|| heartbeat(walker_ref, beat, &singleton, &heartbeat_stop));
-        let workers: Vec<_> = siblings
+        let workers: Vec<_> = handles
             .into_iter()
             .map(|store| {
                 let (walker, run, errors) = (walker_ref, run_ref, errors_ref);
