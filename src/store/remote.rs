@@ -210,6 +210,7 @@ pub fn set_local(store: &Store, name: &str, value: Option<ObjectId>) -> Result<(
 }
 
 /// What a fetch saw on the remote: every advertised ref that matched the sources.
+#[derive(Debug)]
 pub struct Fetched {
     pub remote_refs: Vec<(String, ObjectId)>,
 }
@@ -290,7 +291,8 @@ const UNPACK_LIMIT: u32 = 100;
 /// our refs' objects up without ever reading the pack directory again, so in a handle that
 /// has not looked since a repack or another handle's fetch moved those objects into a new pack
 /// every fetch fails ("object could not be found"); and the pack it receives is never seen by
-/// `store`'s handle (see `UNPACK_LIMIT`). Opening costs about a millisecond.
+/// `store`'s handle (see `UNPACK_LIMIT`). Opening costs about a millisecond. A repack during
+/// the fetch has the same effect on its handle: the fetch is then tried again in a new one.
 pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
     let _one_at_a_time =
         super::flock::FileLock::exclusive(&store.layout()?.fetch_lock(), "fetching", Duration::from_secs(120))?;
@@ -302,25 +304,75 @@ pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched>
         // Claim records are blobs: there is no history to negotiate, and offering every local
         // commit as a "have" costs more than the records themselves.
         let blobs_only = sources.iter().all(|s| s.starts_with(refs::CLAIMS));
-        let mut dropped = 0;
-        loop {
-            match fetch_with_gix(store, remote, &refspecs, blobs_only) {
-                Ok(fetched) => break fetched,
-                // A mirror is only a copy of what the remote held: one whose object this
-                // clone cannot read (seen once in a fleet of four walks) would stop every
-                // fetch from negotiating. Drop it and fetch again; the remote's refs refill it.
-                Err(err) if dropped == 0 && format!("{err:#}").contains("could not be found") => {
-                    dropped = drop_broken_mirrors(store, remote)?;
-                    if dropped == 0 {
-                        return Err(err);
-                    }
-                }
-                Err(err) => return Err(err),
-            }
-        }
+        fetch_gix_retrying(store, remote, &refspecs, blobs_only, &mut |_, _| {})?
     };
     prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
     Ok(fetched)
+}
+
+/// `fetch_with_gix`, tried again while it finds one of our objects missing; `before_receive`
+/// is told the attempt (from 1) and shown each handle (see `fetch_with_gix`).
+fn fetch_gix_retrying(
+    store: &Store,
+    remote: &str,
+    refspecs: &[String],
+    blobs_only: bool,
+    before_receive: &mut dyn FnMut(u32, &gix::Repository),
+) -> Result<Fetched> {
+    let mut attempt = 1;
+    loop {
+        match fetch_with_gix(store, remote, refspecs, blobs_only, |repo| before_receive(attempt, repo)) {
+            Ok(fetched) => return Ok(fetched),
+            // gix's negotiation reads every local ref's object without ever looking at the
+            // pack directory again: a repack beside it (this clone's maintenance, in another
+            // process or thread) that packs a loose object and prunes it makes that object
+            // look missing (seen in fleets of four walks). A new handle sees the new pack. A
+            // mirror whose object is really gone is only a copy of what the remote held: drop
+            // it, and the fetch fills it again.
+            Err(err) if object_missing(&err) && attempt < FETCH_TRIES => {
+                attempt += 1;
+                drop_broken_mirrors(store, remote)?;
+            }
+            Err(err) if object_missing(&err) => return Err(name_broken_refs(store, err)),
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// How many times a fetch that found one of our objects missing is tried (see `fetch`).
+const FETCH_TRIES: u32 = 4;
+
+/// Whether a fetch failed because a local object could not be found.
+fn object_missing(err: &anyhow::Error) -> bool {
+    format!("{err:#}").contains("could not be found")
+}
+
+/// A fetch that kept finding a local object missing: name the refs whose objects this clone
+/// does not have (a corrupt repository), or, if none, the fetch's own error.
+fn name_broken_refs(store: &Store, err: anyhow::Error) -> anyhow::Error {
+    let mut broken = Vec::new();
+    if let Ok(platform) = store.repo.references() {
+        if let Ok(all) = platform.all() {
+            for reference in all.flatten() {
+                if let Some(id) = reference.target().try_id() {
+                    if !store.repo.has_object(id) {
+                        broken.push(format!("{} -> {id}", reference.name().as_bstr()));
+                    }
+                }
+            }
+        }
+    }
+    if broken.is_empty() {
+        return err;
+    }
+    let more = if broken.len() > 3 { format!(" and {} more", broken.len() - 3) } else { String::new() };
+    broken.truncate(3);
+    Refusal::new(
+        Class::Corrupt,
+        format!("cannot fetch: refs point at objects this clone does not have: {}{more}", broken.join(", ")),
+    )
+    .hint("'git fsck' names what is missing; 'git loop doctor' tells which records are affected")
+    .into()
 }
 
 /// Drop the mirror refs of `remote` whose objects this clone cannot read; how many. A mirror
@@ -345,8 +397,15 @@ fn drop_broken_mirrors(store: &Store, remote: &str) -> Result<usize> {
     Ok(broken.len())
 }
 
-/// `fetch` through gix, in a handle of its own.
-fn fetch_with_gix(store: &Store, remote: &str, refspecs: &[String], blobs_only: bool) -> Result<Fetched> {
+/// `fetch` through gix, in a handle of its own; `before_receive` sees that handle just before
+/// the negotiation (tests use it to repack under it).
+fn fetch_with_gix(
+    store: &Store,
+    remote: &str,
+    refspecs: &[String],
+    blobs_only: bool,
+    before_receive: impl FnOnce(&gix::Repository),
+) -> Result<Fetched> {
     let mut options = store.repo.open_options().clone();
     if blobs_only {
         options = options.cli_overrides(["fetch.negotiationAlgorithm=noop"]);
@@ -367,6 +426,7 @@ fn fetch_with_gix(store: &Store, remote: &str, refspecs: &[String], blobs_only: 
         // The remote has none of these refs (yet): nothing to receive.
         return Ok(Fetched { remote_refs });
     }
+    before_receive(&repo);
     let interrupt = AtomicBool::new(false);
     let outcome = prepare
         .receive(gix::progress::Discard, &interrupt)
@@ -497,5 +557,85 @@ fn unpack_small(repo: &gix::Repository, pack: &gix::odb::pack::bundle::write::Ou
     files.extend(pack.keep_path.clone());
     for file in files {
         let _ = std::fs::remove_file(file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::context::Context;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "T")
+            .env("GIT_AUTHOR_EMAIL", "t@e")
+            .env("GIT_COMMITTER_NAME", "T")
+            .env("GIT_COMMITTER_EMAIL", "t@e")
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A new loose commit on `main` in `clone`, and a new commit for `task` on `bare`, so that
+    /// the next fetch has something to negotiate: the id of the local one.
+    fn diverge(clone: &Path, bare: &Path, task: &str) -> String {
+        git(clone, &["commit", "-q", "--allow-empty", "-m", task]);
+        let tree = git(bare, &["rev-parse", "main^{tree}"]);
+        let theirs = git(bare, &["commit-tree", &tree, "-p", "main", "-m", task]);
+        git(bare, &["update-ref", &format!("refs/loop/tasks/{task}"), &theirs]);
+        git(clone, &["rev-parse", "HEAD"])
+    }
+
+    /// A repack beside a fetch — it packs the loose objects our refs point to and prunes them
+    /// — after the fetch's handle first looked at the object directory: gix's negotiation
+    /// then finds those objects missing, as it never reads the pack directory again. `fetch`
+    /// tries again in a new handle, which sees the new pack.
+    #[test]
+    fn a_repack_under_a_fetch_is_survived() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (bare, clone) = (dir.path().join("remote.git"), dir.path().join("clone"));
+        git(dir.path(), &["init", "-q", "--bare", "-b", "main", "remote.git"]);
+        git(dir.path(), &["clone", "-q", "remote.git", "clone"]);
+        git(&clone, &["commit", "-q", "--allow-empty", "-m", "i"]);
+        git(&clone, &["push", "-q", "origin", "main"]);
+        let store = Store::open(&Context::for_tests(), &clone).expect("open the clone");
+        let specs = vec![format!("+refs/loop/tasks/*:{}", refs::mirror("origin", "refs/loop/tasks/*"))];
+        let repack_under = |local: &str, repo: &gix::Repository| {
+            let id = ObjectId::from_hex(local.as_bytes()).expect("an id");
+            repo.find_object(id).expect("the handle reads the object directory");
+            git(&clone, &["repack", "-a", "-d", "-q"]);
+        };
+
+        // The race, once, as gix meets it.
+        let local = diverge(&clone, &bare, "t-one");
+        let failed = fetch_with_gix(&store, "origin", &specs, false, |repo: &gix::Repository| repack_under(&local, repo))
+            .expect_err("a repack under a negotiation fails it");
+        assert!(object_missing(&failed), "{failed:#}");
+
+        // And in `fetch`, which tries again.
+        let local = diverge(&clone, &bare, "t-two");
+        let mut raced = 0;
+        let fetched = fetch_gix_retrying(&store, "origin", &specs, false, &mut |attempt, repo| {
+            if attempt == 1 {
+                raced += 1;
+                repack_under(&local, repo);
+            }
+        })
+        .expect("the fetch survives the repack");
+        assert_eq!(raced, 1);
+        assert_eq!(fetched.remote_refs.len(), 2, "{:?}", fetched.remote_refs);
+        let mirror = refs::mirror("origin", "refs/loop/tasks/t-two");
+        assert_eq!(
+            crate::git::ref_target(&store.repo, &mirror).expect("read").map(|id| id.to_string()),
+            Some(git(&bare, &["rev-parse", "refs/loop/tasks/t-two"])),
+            "fetched"
+        );
     }
 }
