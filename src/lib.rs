@@ -8,15 +8,18 @@
 //!
 //! - `walk` (the loop over a backlog), `mission`, `people` (a person's verbs on tries),
 //!   `hooks` (what git and the agent CLIs call back into);
-//! - `tries` (one try's lifecycle), `backlog` (the task verbs), `session` (one agent process);
+//! - `tries` (one try's lifecycle), `backlog` (the task verbs), `agent` (one agent process:
+//!   presets, wiring, the guard, supervision, records);
 //! - `store` (the only writer of refs, objects and the files under `.git/loop/`);
 //! - `git` (gix helpers, and the one module that runs the `git` program), `refs` (every ref
 //!   name), `ids`;
-//! - `runloop` (the engine, behind traits), `context`, `error`, `failpoint`.
+//! - `engine` (a run's control flow behind traits: the walk's and missions'), `context`, `error`, `failpoint`.
 
+pub mod agent;
 pub mod backlog;
 pub mod context;
 pub mod doctor;
+pub mod engine;
 pub mod error;
 pub mod failpoint;
 pub mod git;
@@ -25,8 +28,6 @@ pub mod ids;
 pub mod mission;
 pub mod people;
 pub mod refs;
-pub mod runloop;
-pub mod session;
 pub mod store;
 pub mod tries;
 pub mod walk;

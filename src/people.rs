@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use gix::ObjectId;
 
+use crate::agent::{presets, process, record};
 use crate::backlog::{self, DoneOptions, Transition};
 use crate::context::Context;
 use crate::error::{refused, usage};
 use crate::ids::{random_base32, AgentSessionId, ClaimKey, TaskId};
 use crate::refs;
-use crate::session::{presets, process, record};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, Filter};

@@ -10,12 +10,12 @@ use clap::Args;
 
 use super::run::Progress;
 use super::Env;
+use git_loop::agent::presets;
 use git_loop::backlog::{self, TaskFields};
+use git_loop::engine::Limits;
 use git_loop::error::usage;
 use git_loop::git;
 use git_loop::ids::Priority;
-use git_loop::runloop::Limits;
-use git_loop::session::presets;
 use git_loop::walk;
 
 /// See it all work: a scratch project walked by the built-in demo agent.

@@ -3,7 +3,7 @@
 //! and an error's code comes from its refusal's class.
 
 use git_loop::error::{Class, Refusal};
-use git_loop::{mission, runloop};
+use git_loop::{engine, mission};
 
 /// Success; for `run`, no work left or `--max-units` reached.
 pub const OK: u8 = 0;
@@ -36,12 +36,12 @@ pub fn of_error(refusal: Option<&Refusal>) -> u8 {
 }
 
 /// The code of how a walk stopped.
-pub fn of_walk(stop: &runloop::Stop) -> u8 {
+pub fn of_walk(stop: &engine::Stop) -> u8 {
     match stop {
-        runloop::Stop::NoWork | runloop::Stop::Done => OK,
-        runloop::Stop::Budget | runloop::Stop::Failed => FAILED,
-        runloop::Stop::Paused { .. } => PAUSED,
-        runloop::Stop::Interrupted => INTERRUPTED,
+        engine::Stop::NoWork | engine::Stop::Done => OK,
+        engine::Stop::Budget | engine::Stop::Failed => FAILED,
+        engine::Stop::Paused { .. } => PAUSED,
+        engine::Stop::Interrupted => INTERRUPTED,
     }
 }
 

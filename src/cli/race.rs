@@ -5,9 +5,9 @@ use clap::Args;
 
 use super::run::{walk_and_report, walk_options, WalkArgs};
 use super::Env;
+use git_loop::agent::presets;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::{refused, usage};
-use git_loop::session::presets;
 
 /// Race several agents on one task now.
 ///

@@ -11,11 +11,11 @@ use clap::Args;
 use serde_json::json;
 
 use super::{text, Env};
+use git_loop::agent::presets;
+use git_loop::engine::{Limits, PausePolicy, Stop};
 use git_loop::error::usage;
 use git_loop::ids::Span;
 use git_loop::mission::AgentChoice;
-use git_loop::runloop::{Limits, PausePolicy, Stop};
-use git_loop::session::presets;
 use git_loop::walk::unit::human_duration;
 use git_loop::walk::{self, Event, Observer};
 
@@ -192,7 +192,7 @@ fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], wha
     for name in names {
         git_loop::backlog::check_agent_name(name)?;
         let agent = presets::resolve(store, name, None, &env.exe)?;
-        if git_loop::session::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+        if git_loop::agent::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
             return Err(git_loop::error::Refusal::new(
                 git_loop::error::Class::AgentMissing,
                 format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
@@ -273,7 +273,7 @@ pub(super) fn walk_and_report(
 ) -> Result<u8> {
     let observer = Progress::new(json, env.ctx.clone());
     let cancel = AtomicBool::new(false);
-    let ticked = git_loop::runloop::StopFlag::default();
+    let ticked = git_loop::engine::StopFlag::default();
     let ended = std::thread::scope(|scope| {
         scope.spawn(|| {
             observer.tick();
@@ -505,7 +505,7 @@ impl Observer for Progress {
 fn event_json(event: &Event) -> serde_json::Value {
     match event {
         Event::Started { walker, agent, parallel, limits, labels } => json!({
-            "event": "started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
+            "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
         }),
         Event::Recovered { task, detail } => json!({ "event": "recovered", "task": task, "detail": detail }),
@@ -530,27 +530,29 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Merged { task, base, commit } => {
             json!({ "event": "merged", "task": task, "base": base, "commit": commit })
         }
-        Event::Done { task, message } => json!({ "event": "done", "task": task, "message": message }),
+        Event::Done { task, message } => {
+            json!({ "event": "unit_closed", "task": task, "verdict": "done", "message": message })
+        }
         Event::Closed { task, state, reason } => {
-            json!({ "event": "closed", "task": task, "state": state, "reason": reason })
+            json!({ "event": "unit_closed", "task": task, "verdict": state, "reason": reason })
         }
         Event::Reviewed { task, approved } => json!({ "event": "review", "task": task, "approved": approved }),
         Event::RaceStarted { task, agents, tries, line } => {
             json!({ "event": "race_started", "task": task, "agents": agents, "tries": tries, "line": line })
         }
         Event::RaceDecided { task, winner, line } => {
-            json!({ "event": "race_decided", "task": task, "winner": winner, "line": line })
+            json!({ "event": if winner.is_some() { "race_won" } else { "race_ended" }, "task": task, "winner": winner, "line": line })
         }
-        Event::Handover { task, line } => json!({ "event": "handover", "task": task, "line": line }),
+        Event::Handover { task, line } => json!({ "event": "handed_over", "task": task, "line": line }),
         Event::Synced { changes } => json!({ "event": "synced", "changes": changes }),
-        Event::Abandoned { task, why } => json!({ "event": "left_open", "task": task, "reason": why }),
+        Event::Abandoned { task, why } => json!({ "event": "unit_abandoned", "task": task, "reason": why }),
         Event::FollowUp { task, added, title } => {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })
         }
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
         Event::Finished { stop, tally } => {
             let mut value = json!({
-                "event": "finished", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
+                "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
             });
             if let Stop::Paused { policy, units } = stop {

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
+use git_loop::agent::process::{Spec, MARKER_VAR};
 use git_loop::error::usage;
-use git_loop::session::process::{Spec, MARKER_VAR};
 
 /// The subcommand's name, as the walk passes it.
-pub use git_loop::session::guard::SUBCOMMAND as NAME;
+pub use git_loop::agent::guard::SUBCOMMAND as NAME;
 
 struct GuardArgs {
     parent: u32,
@@ -71,7 +71,7 @@ pub fn run(args: impl Iterator<Item = OsString>) -> Result<u8> {
         log: args.log,
         marker: std::env::var(MARKER_VAR).unwrap_or_default(),
     };
-    let code = git_loop::session::guard::run(args.parent, args.grace, &spec)?;
+    let code = git_loop::agent::guard::run(args.parent, args.grace, &spec)?;
     Ok(code.clamp(0, 255) as u8)
 }
 

@@ -9,9 +9,9 @@ use serde_json::json;
 use super::human::{relative, short};
 use super::output::{claim_json, Out};
 use super::Env;
+use git_loop::agent::record;
 use git_loop::backlog::{Board, Readiness};
 use git_loop::mission::record::{self as missions, MissionState};
-use git_loop::session::record;
 use git_loop::store::claim::{self, Listed};
 use git_loop::store::events::Recorded;
 use git_loop::store::journal::{self, Filter};
@@ -114,7 +114,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
-                "log_tail": git_loop::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
+                "log_tail": git_loop::agent::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
             "claims": claims.iter().map(|(_, h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
@@ -160,7 +160,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     if !running.is_empty() {
         out.section("sessions:")?;
         for r in &running {
-            let last = git_loop::session::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
+            let last = git_loop::agent::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 1);
             out.line(format!(
                 "  {:<11} {:<10} {:<8} try {:<3} {:>9}  {}",
                 r.task,

@@ -10,11 +10,11 @@ use anyhow::Result;
 
 use super::records::TaskStates;
 use super::{Action, Checked, Finding, Kind, Options};
+use crate::agent::record;
 use crate::context::Context;
 use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
-use crate::session::record;
 use crate::store::claim::{self, Listed};
 use crate::store::layout::Layout;
 use crate::store::locks::{self, Standing};

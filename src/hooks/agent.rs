@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use serde_json::{json, Map, Value};
 
+use crate::agent::record;
 use crate::context::Context;
 use crate::ids::{AgentSessionId, TaskId};
-use crate::session::record;
 use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
 use crate::store::Store;

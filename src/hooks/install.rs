@@ -20,7 +20,7 @@ use super::json::Json;
 use crate::error::{refused, usage};
 use crate::store::Store;
 
-use crate::session::wiring::{claude_command, claude_session_settings, codex_notify, shell_quote, CODEX_NOTIFY};
+use crate::agent::wiring::{claude_command, claude_session_settings, codex_notify, shell_quote, CODEX_NOTIFY};
 
 /// The git hooks users install, as shipped in `hooks/` (they run `git-loop` from PATH).
 pub const PRE_PUSH: &str = include_str!("../../hooks/pre-push");

@@ -24,11 +24,11 @@ use std::collections::BTreeSet;
 use anyhow::Result;
 use gix::ObjectId;
 
+use crate::agent::record;
 use crate::context::Context;
 use crate::error::{usage, Refusal};
 use crate::ids::{ClaimKey, TaskId};
 use crate::refs;
-use crate::session::record;
 use crate::store::claim::{self, Held};
 use crate::store::lease::{self, Lease};
 use crate::store::Store;

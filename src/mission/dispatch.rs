@@ -3,7 +3,7 @@
 //! observer as they come; when it ends, its `walk_terminated` event is read under that key
 //! from the project's journal, and the mission's tasks there are checked (a drained walk is
 //! not proof). A child that ends without journaling how it ended is a dispatch that came to
-//! nothing: the runloop dispatches again, up to its cap.
+//! nothing: the engine dispatches again, up to its cap.
 //!
 //! The child runs in its own process group, so a Ctrl-C at the terminal reaches the commander
 //! only, which then stops the child itself (SIGTERM: the walk stops its sessions, commits their
@@ -25,10 +25,10 @@ use super::queue::{ProjectUnit, Terminated};
 use super::record::{self, Selection, Status};
 use super::{verify, AgentChoice, Commander, Event, Observer};
 use crate::context::Context;
+use crate::engine::{self, Dispatched, Verdict};
 use crate::error::Refusal;
 use crate::ids::WriterId;
 use crate::refs;
-use crate::runloop::{self, Dispatched, Verdict};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::Store;
@@ -108,7 +108,7 @@ impl<'a> ChildDispatcher<'a> {
         }
         let parent = self.commander.ctx.pid;
         // The death signal fires when the *thread* that forked exits: children are spawned from
-        // the thread that runs the commander's runloop, which lives as long as the run.
+        // the thread that runs the commander's engine, which lives as long as the run.
         // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid) and no
         // allocation; they touch nothing but the child's own process state.
         unsafe {
@@ -164,7 +164,7 @@ impl<'a> ChildDispatcher<'a> {
         }
     }
 
-    /// A dispatch that came to nothing: note it, and let the runloop dispatch again.
+    /// A dispatch that came to nothing: note it, and let the engine dispatch again.
     fn unfinished(&self, unit: &mut ProjectUnit, attempt: u32, note: String) -> Result<Dispatched> {
         unit.unfinished.push(note.clone());
         self.commander.observer.event(&Event::Unfinished { project: unit.name.clone(), attempt, note: note.clone() });
@@ -215,7 +215,7 @@ impl<'a> ChildDispatcher<'a> {
     }
 }
 
-impl runloop::Dispatcher<ProjectUnit> for ChildDispatcher<'_> {
+impl engine::Dispatcher<ProjectUnit> for ChildDispatcher<'_> {
     fn dispatch(&mut self, unit: &mut ProjectUnit, attempt: u32, _carry: Option<&str>) -> Result<Dispatched> {
         if self.commander.interrupted() || self.commander.cancelled(self.store)? {
             return Ok(Dispatched::Interrupted);

@@ -1,8 +1,8 @@
 //! Missions: the loop of loops. One altitude up from `walk`, a unit of work is a whole
 //! project, and working it is a full walk of that project's backlog by a child `git loop
-//! run`. The control flow is `runloop`'s, unchanged: `queue::MissionQueue` hands out the
+//! run`. The control flow is `engine`'s, unchanged: `queue::MissionQueue` hands out the
 //! projects of the current wave, `dispatch::ChildDispatcher` runs one child walk per
-//! dispatch, and `runloop::work` decides re-dispatch, close and pause with these limits:
+//! dispatch, and `engine::work` decides re-dispatch, close and pause with these limits:
 //! three dispatches per project (a child that ends without journaling how it ended is
 //! dispatched again, then the project fails), and one failure pauses the mission.
 //!
@@ -35,11 +35,11 @@ use chrono::{DateTime, Utc};
 pub use crate::ids::{MissionId, ProjectName};
 use record::{MissionState, Outcome, Source, Status};
 
+use crate::agent::presets;
 use crate::context::Context;
+use crate::engine::{self, Limits};
 use crate::error::{Class, Refusal};
 use crate::ids::{random_base32, ClaimKey, WriterId};
-use crate::runloop::{self, Limits};
-use crate::session::presets;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
@@ -165,7 +165,7 @@ impl Stop {
 
 /// How a run ended.
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub struct MissionEnd {
     pub stop: Stop,
 }
 
@@ -309,7 +309,7 @@ pub fn run(
     opts: Options,
     observer: &dyn Observer,
     cancel: &AtomicBool,
-) -> Result<Ended> {
+) -> Result<MissionEnd> {
     let mission = record::require(store, id)?.mission;
     if mission.state == MissionState::Cancelled {
         return Err(crate::error::refused(format!("mission '{id}' is cancelled"))
@@ -342,7 +342,7 @@ pub fn run(
             set_state(store, ctx, id, MissionState::Complete, None)?;
         }
         observer.event(&Event::Finished { stop: Stop::Complete });
-        return Ok(Ended { stop: Stop::Complete });
+        return Ok(MissionEnd { stop: Stop::Complete });
     }
     let key = crate::refs::fleet_claim(id);
     let _held = take_fleet(store, ctx, &key, &commander.key)?;
@@ -367,13 +367,13 @@ pub fn run(
     });
     let limits =
         Limits { max_units: None, max_iterations: None, per_unit_dispatches: DISPATCHES_PER_PROJECT, pause_after: 1 };
-    let walk = runloop::Walk::new(limits);
-    let heartbeat_stop = runloop::StopFlag::default();
+    let walk = engine::Run::new(limits);
+    let heartbeat_stop = engine::StopFlag::default();
     let worked = std::thread::scope(|scope| {
         scope.spawn(|| heartbeat(&commander, &key, &heartbeat_stop));
         let mut queue = queue::MissionQueue::new(store, &commander);
         let mut dispatcher = dispatch::ChildDispatcher::new(store, &commander);
-        let worked = runloop::work(&walk, &mut queue, &mut dispatcher, &|| commander.interrupted());
+        let worked = engine::work(&walk, &mut queue, &mut dispatcher, &|| commander.interrupted());
         heartbeat_stop.stop();
         worked
     });
@@ -401,11 +401,11 @@ pub fn run(
         }),
     )?;
     observer.event(&Event::Finished { stop: stop.clone() });
-    Ok(Ended { stop })
+    Ok(MissionEnd { stop })
 }
 
-/// Why the run stopped, from the runloop's outcome and what the queue found.
-fn decide_stop(store: &Store, commander: &Commander<'_>, stop: runloop::Stop) -> Result<Stop> {
+/// Why the run stopped, from the engine's outcome and what the queue found.
+fn decide_stop(store: &Store, commander: &Commander<'_>, stop: engine::Stop) -> Result<Stop> {
     let flags = std::mem::take(&mut *commander.flags.lock().unwrap_or_else(|p| p.into_inner()));
     if let Some(reason) = flags.cancelled {
         return Ok(Stop::Cancelled { reason });
@@ -415,8 +415,8 @@ fn decide_stop(store: &Store, commander: &Commander<'_>, stop: runloop::Stop) ->
     }
     let mission = record::require(store, &commander.mission)?.mission;
     Ok(match stop {
-        runloop::Stop::Interrupted => Stop::Interrupted,
-        runloop::Stop::Paused { units, .. } => {
+        engine::Stop::Interrupted => Stop::Interrupted,
+        engine::Stop::Paused { units, .. } => {
             let project = units.into_iter().next().unwrap_or_default();
             let reason = match mission.project(&project) {
                 Some(p) => pause_reason(p),
@@ -478,7 +478,7 @@ fn check_agent(commander: &Commander<'_>, mission: &record::Mission) -> Result<(
         agents.push(resolve(&Store::open(&commander.ctx, &commander.cwd)?)?);
     }
     for agent in agents {
-        if crate::session::process::find_program(&agent.program, commander.ctx.path_var.as_deref()).is_none() {
+        if crate::agent::process::find_program(&agent.program, commander.ctx.path_var.as_deref()).is_none() {
             return Err(Refusal::new(
                 Class::AgentMissing,
                 format!("the agent's program '{}' was not found", agent.program),
@@ -513,7 +513,7 @@ fn take_fleet<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder: &s
 }
 
 /// Keep the fleet claim's lease fresh until told to stop.
-fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &runloop::StopFlag) {
+fn heartbeat(commander: &Commander<'_>, key: &ClaimKey, stop: &engine::StopFlag) {
     let Ok(store) = Store::open(&commander.ctx, &commander.cwd) else { return };
     let opts = fleet_options(&commander.ctx, &commander.key);
     let mut last = std::time::Instant::now();

@@ -1,7 +1,7 @@
 //! The mission's queue: hands out the projects of the current wave — the lowest wave with a
 //! project not done — one at a time, and records each project's outcome in the mission when
-//! the runloop closes or leaves it. A wave advances when all its projects are done: a project
-//! that is not pauses the mission first (the runloop's pause rule, with a limit of one).
+//! the engine closes or leaves it. A wave advances when all its projects are done: a project
+//! that is not pauses the mission first (the engine's pause rule, with a limit of one).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -11,8 +11,8 @@ use anyhow::Result;
 use super::record::{self, Outcome, Selection, Status};
 use super::verify::Check;
 use super::{Commander, Event};
+use crate::engine::{self, Verdict};
 use crate::error::Refusal;
-use crate::runloop::{self, Verdict};
 use crate::store::events::{self, Recorded};
 use crate::store::Store;
 
@@ -48,7 +48,7 @@ pub struct ProjectUnit {
     pub unfinished: Vec<String>,
 }
 
-impl runloop::Unit for ProjectUnit {
+impl engine::Unit for ProjectUnit {
     fn id(&self) -> String {
         self.name.clone()
     }
@@ -113,7 +113,7 @@ impl<'a> MissionQueue<'a> {
     }
 }
 
-impl runloop::Queue for MissionQueue<'_> {
+impl engine::Queue for MissionQueue<'_> {
     type Unit = ProjectUnit;
 
     fn next(&mut self) -> Result<Option<ProjectUnit>> {
@@ -153,7 +153,7 @@ impl runloop::Queue for MissionQueue<'_> {
         let (status, reason) = match verdict {
             Verdict::Done => (Status::Done, None),
             Verdict::Blocked | Verdict::Undecided => (Status::Incomplete, Some(message.to_owned())),
-            // The runloop closes a unit whose every dispatch came to nothing as failed.
+            // The engine closes a unit whose every dispatch came to nothing as failed.
             Verdict::Failed if unit.terminated.is_none() && !unit.unfinished.is_empty() => {
                 let last = unit.unfinished.last().expect("not empty");
                 let n = unit.unfinished.len();

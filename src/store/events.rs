@@ -1,14 +1,3 @@
-//! The journal events git-loop reads back — crash recovery, race resumption, try numbering,
-//! who last worked a task and what a person handed back — as types: one enum, written and read
-//! through it, so that renaming a field is a compile error rather than a silent recovery bug.
-//!
-//! Each is stored as a journal event's `kind` and `data` (docs/storage.md, "Journal event"):
-//! `Recorded` is serde's adjacently tagged form of exactly those two fields. Fields added
-//! later are `#[serde(default)]`, so events written by earlier versions still read; fields
-//! this version does not know (a later version's) are ignored. Events of other kinds —
-//! journaled for people, by agents, by a newer version — are kept as they are and read here as
-//! `None`: nothing below depends on them.
-
 //! The journal's events as types: one enum, every event git-loop journals written and read
 //! through it — crash recovery, race resumption, try numbering, status, `log --json` and the
 //! `run --json` stream — so that renaming a field is a compile error rather than a silent

@@ -615,8 +615,9 @@ mod tests {
 
         // The race, once, as gix meets it.
         let local = diverge(&clone, &bare, "t-one");
-        let failed = fetch_with_gix(&store, "origin", &specs, false, |repo: &gix::Repository| repack_under(&local, repo))
-            .expect_err("a repack under a negotiation fails it");
+        let failed =
+            fetch_with_gix(&store, "origin", &specs, false, |repo: &gix::Repository| repack_under(&local, repo))
+                .expect_err("a repack under a negotiation fails it");
         assert!(object_missing(&failed), "{failed:#}");
 
         // And in `fetch`, which tries again.

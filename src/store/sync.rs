@@ -483,7 +483,7 @@ fn reconcile(
                 Class::Task => task::merge(repo, name, l, o)?,
                 Class::Journal => merge_chain(store, l, o)?,
                 Class::Notes => merge_notes(store, l, o)?,
-                Class::Forward => match forward(repo, l, o)? {
+                Class::Forward => match forward(store, l, o)? {
                     Some(m) => m,
                     None => return keep_ours(store, name, l, o),
                 },
@@ -527,20 +527,12 @@ fn keep_ours(
     }
 }
 
-/// Whether `ancestor` is reachable from `descendant`.
-fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
-    Ok(repo
-        .merge_base(ancestor, descendant)
-        .context("could not compare histories")?
-        .is_some_and(|base| base.detach() == ancestor))
-}
-
 /// Fast-forward either way, or `None` when the two have diverged. A try anchor first holds a
 /// number record (a blob) and later the try's head (a commit): the commit is the later state.
-fn forward(repo: &gix::Repository, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
-    let kind = |id: ObjectId| repo.find_header(id).map(|h| h.kind()).ok();
+fn forward(store: &Store, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
+    let kind = |id: ObjectId| store.repo.find_header(id).map(|h| h.kind()).ok();
     match (kind(local), kind(other)) {
-        (Some(gix::object::Kind::Commit), Some(gix::object::Kind::Commit)) => fast_forward(repo, local, other),
+        (Some(gix::object::Kind::Commit), Some(gix::object::Kind::Commit)) => fast_forward(store, local, other),
         (Some(gix::object::Kind::Commit), Some(gix::object::Kind::Blob)) => Ok(Some(Merge::LocalAhead)),
         (Some(gix::object::Kind::Blob), Some(gix::object::Kind::Commit)) => Ok(Some(Merge::FastForward(other))),
         _ => Ok(None),
@@ -548,10 +540,10 @@ fn forward(repo: &gix::Repository, local: ObjectId, other: ObjectId) -> Result<O
 }
 
 /// Fast-forward either way between two commits, or `None` when they have diverged.
-fn fast_forward(repo: &gix::Repository, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
-    if is_ancestor(repo, other, local)? {
+fn fast_forward(store: &Store, local: ObjectId, other: ObjectId) -> Result<Option<Merge>> {
+    if store.is_ancestor(other, local)? {
         Ok(Some(Merge::LocalAhead))
-    } else if is_ancestor(repo, local, other)? {
+    } else if store.is_ancestor(local, other)? {
         Ok(Some(Merge::FastForward(other)))
     } else {
         Ok(None)
@@ -577,7 +569,7 @@ fn merge_signature(repo: &gix::Repository, parents: &[ObjectId]) -> gix::actor::
 /// Two copies of an append-only chain: fast-forward, or join both in a merge commit.
 fn merge_chain(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge> {
     let repo = &store.repo;
-    if let Some(ff) = fast_forward(repo, local, other)? {
+    if let Some(ff) = fast_forward(store, local, other)? {
         return Ok(ff);
     }
     let mut parents = [local, other];
@@ -592,7 +584,7 @@ fn merge_chain(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
 /// completions of both (`notes::merge`: the later entry of a task both completed there).
 fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge> {
     let repo = &store.repo;
-    if let Some(ff) = fast_forward(repo, local, other)? {
+    if let Some(ff) = fast_forward(store, local, other)? {
         return Ok(ff);
     }
     let local_tree = repo.find_commit(local)?.tree_id()?.detach();

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::Try;
+use crate::agent::guard;
+use crate::agent::process::Exit;
 use crate::ids::random_base32;
-use crate::session::guard;
-use crate::session::process::Exit;
 
 /// Who runs the commands, and for how long.
 pub struct Runner<'r> {

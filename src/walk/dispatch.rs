@@ -19,9 +19,9 @@ use gix::ObjectId;
 
 use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
 use super::{handoff, race, Event};
+use crate::engine::{self, Budget, Dispatched, Verdict};
 use crate::ids::TaskId;
 use crate::refs;
-use crate::runloop::{self, Budget, Dispatched, Verdict};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
@@ -287,7 +287,7 @@ impl GitDispatcher<'_> {
     }
 }
 
-impl runloop::Dispatcher<WorkUnit> for GitDispatcher<'_> {
+impl engine::Dispatcher<WorkUnit> for GitDispatcher<'_> {
     fn dispatch(&mut self, unit: &mut WorkUnit, attempt: u32, carry: Option<&str>) -> Result<Dispatched> {
         self.dispatch_within(unit, attempt, carry, &Budget::none())
     }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use crate::agent::{reach, record};
 use crate::refs;
-use crate::session::{reach, record};
 use crate::store::Store;
 use crate::tries::{self, Try};
 
@@ -73,7 +73,7 @@ pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Opti
         }
         (_, Some(session)) => {
             let log = record::dir(&store.loop_dir()?, session).join("log");
-            let tail = crate::session::record::tail(&log, 20);
+            let tail = crate::agent::record::tail(&log, 20);
             if !tail.trim().is_empty() {
                 out.push_str(&format!("\nThe last lines of its last session's output:\n{tail}\n"));
             }

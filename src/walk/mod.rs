@@ -1,5 +1,5 @@
 //! The git-native walk behind `git loop run`: the queue claims tasks and closes them in git,
-//! the dispatcher runs agent sessions in try worktrees; `runloop` decides the control flow.
+//! the dispatcher runs agent sessions in try worktrees; `engine` decides the control flow.
 //!
 //! A walk, start to end:
 //! 1. Check the agent's program exists (exit 77 before any claim).
@@ -8,7 +8,7 @@
 //!    at once rather than after its lease.
 //! 3. Recover what a crashed walk of this clone left: stop its orphaned sessions, commit
 //!    their leftovers to their try branches, release their task claims.
-//! 4. Run `parallel` workers (see `runloop::work`), each with its own repository handle.
+//! 4. Run `parallel` workers (see `engine::work`), each with its own repository handle.
 //! 5. Journal how it ended, release the singleton, report.
 
 pub mod dispatch;
@@ -28,13 +28,13 @@ use anyhow::Result;
 use chrono::Utc;
 use gix::ObjectId;
 
+use crate::agent::presets::Agent;
 use crate::backlog::Board;
 use crate::context::Context;
+use crate::engine::{self, Limits, Stop, Tally};
 use crate::error::{Class, Refusal};
 use crate::ids::{ClaimKey, WriterId};
 use crate::refs;
-use crate::runloop::{self, Limits, Stop, Tally};
-use crate::session::presets::Agent;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, NewEvent};
@@ -312,13 +312,13 @@ impl Walker<'_> {
         if name == self.opts.agent.name {
             return Ok(self.opts.agent.clone());
         }
-        crate::session::presets::resolve(store, name, None, &self.exe)
+        crate::agent::presets::resolve(store, name, None, &self.exe)
     }
 
     /// Whether agent `name` can be started here (its program is on PATH).
     pub fn installed(&self, store: &Store, name: &str) -> bool {
         self.agent(store, name).is_ok_and(|agent| {
-            crate::session::process::find_program(&agent.program, self.ctx.path_var.as_deref()).is_some()
+            crate::agent::process::find_program(&agent.program, self.ctx.path_var.as_deref()).is_some()
         })
     }
 
@@ -379,7 +379,7 @@ impl Walker<'_> {
 
 /// How a walk ended, for the exit code and the summary.
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub struct WalkEnd {
     pub stop: Stop,
 }
 
@@ -397,9 +397,9 @@ pub fn walk(
     opts: Options,
     observer: &dyn Observer,
     cancel: &AtomicBool,
-) -> Result<Ended> {
+) -> Result<WalkEnd> {
     let program_path = ctx.path_var.as_deref();
-    if crate::session::process::find_program(&opts.agent.program, program_path).is_none() {
+    if crate::agent::process::find_program(&opts.agent.program, program_path).is_none() {
         return Err(Refusal::new(
             Class::AgentMissing,
             format!("the agent's program '{}' was not found", opts.agent.program),
@@ -448,8 +448,8 @@ pub fn walk(
     // Start from the remote's board, so the first picks are not tasks done elsewhere.
     sync_with_remote(store, &walker);
     recover::recover(store, &walker)?;
-    let heartbeat_stop = runloop::StopFlag::default();
-    let run = runloop::Walk::new(walker.opts.limits);
+    let heartbeat_stop = engine::StopFlag::default();
+    let run = engine::Run::new(walker.opts.limits);
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
     // A handle of its own for every thread of the walk.
     let beat = Store::open(&walker.ctx, &walker.cwd)?;
@@ -465,7 +465,7 @@ pub fn walk(
                 scope.spawn(move || {
                     let mut queue = queue::GitQueue::new(&store, walker);
                     let mut dispatcher = unit::GitDispatcher::new(&store, walker);
-                    let outcome = runloop::work(run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store));
+                    let outcome = engine::work(run, &mut queue, &mut dispatcher, &|| walker.cancelled(&store));
                     if let Err(err) = outcome {
                         errors.lock().unwrap_or_else(|p| p.into_inner()).push(err);
                     }
@@ -483,9 +483,9 @@ pub fn walk(
     }
     if let Stop::Paused { policy, units } = &stop {
         let policy = match policy {
-            runloop::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
-            runloop::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
-            runloop::PausePolicy::Unreachable(why) => why.clone(),
+            engine::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
+            engine::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
+            engine::PausePolicy::Unreachable(why) => why.clone(),
         };
         walker.record(store, None, Recorded::WalkPaused(events::WalkPaused { policy, units: units.clone() }))?;
     }
@@ -522,7 +522,7 @@ pub fn walk(
     if let Some(err) = error {
         return Err(err);
     }
-    Ok(Ended { stop })
+    Ok(WalkEnd { stop })
 }
 
 /// Whether a walk runs in this clone, as the next walk would judge it.
@@ -570,7 +570,7 @@ pub fn recover_crashed(
     let walker = Walker {
         key,
         // Recovery starts no session: the agent is never run.
-        opts: Options::new(crate::session::presets::custom("recovery", "true")),
+        opts: Options::new(crate::agent::presets::custom("recovery", "true")),
         ctx: ctx.clone(),
         cwd,
         exe,
@@ -649,7 +649,7 @@ pub(crate) fn give_back_memory() {
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
 /// take-over, a reassignment) reaches this walk. After each refresh and sync, consolidate the
 /// packs and loose objects if they have grown (here, beside the units, never in a claim).
-fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &runloop::StopFlag) {
+fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::StopFlag) {
     let opts = singleton_options(&walker.ctx, &walker.key);
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();

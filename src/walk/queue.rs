@@ -16,9 +16,9 @@ use super::unit::{first_line, WorkUnit};
 use super::{Event, Walker};
 use crate::backlog::{self, DoneOptions};
 use crate::context::{Context, SessionEnv};
+use crate::engine::{self, Verdict};
 use crate::ids::{ClaimKey, TaskId};
 use crate::refs;
-use crate::runloop::{self, Verdict};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::task::{self, State};
@@ -164,7 +164,7 @@ impl<'a> GitQueue<'a> {
         let id = unit.id();
         if task::read(self.store, &id)?.is_none_or(|now| now.task.state != State::Open) {
             // A person closed it while its last session was being checked: their word stands.
-            runloop::Queue::abandon(self, unit, "a person closed the task as its try passed")?;
+            engine::Queue::abandon(self, unit, "a person closed the task as its try passed")?;
             return Ok(false);
         }
         let branch = refs::task_branch(&id);
@@ -259,7 +259,7 @@ impl<'a> GitQueue<'a> {
     }
 }
 
-impl runloop::Queue for GitQueue<'_> {
+impl engine::Queue for GitQueue<'_> {
     type Unit = WorkUnit;
 
     fn next(&mut self) -> Result<Option<WorkUnit>> {

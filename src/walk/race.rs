@@ -29,8 +29,8 @@ use serde_json::json;
 
 use super::unit::{first_line, GitDispatcher, Pick, Seat, Step, Withdrawal, WorkUnit};
 use super::{Event, Walker};
+use crate::engine::{Budget, Dispatched, Verdict};
 use crate::refs;
-use crate::runloop::{Budget, Dispatched, Verdict};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{State, Task};
@@ -56,7 +56,7 @@ pub struct Unfinished {
     pub pick: Pick,
     pub start: Option<ObjectId>,
     /// Entrants that finished, by try number.
-    pub ended: HashMap<u32, Ended>,
+    pub ended: HashMap<u32, EntrantEnd>,
     /// The winner, if one was chosen.
     pub won: Option<u32>,
 }
@@ -106,7 +106,7 @@ impl Outcome {
 
 /// What an entrant came to.
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub struct EntrantEnd {
     pub outcome: Outcome,
     pub message: String,
     pub checks: Option<serde_json::Value>,
@@ -121,9 +121,9 @@ enum Abort {
     Interrupted,
 }
 
-impl Ended {
-    fn new(outcome: Outcome, message: impl Into<String>) -> Ended {
-        Ended { outcome, message: message.into(), checks: None, abort: None }
+impl EntrantEnd {
+    fn new(outcome: Outcome, message: impl Into<String>) -> EntrantEnd {
+        EntrantEnd { outcome, message: message.into(), checks: None, abort: None }
     }
 }
 
@@ -159,7 +159,7 @@ pub fn unfinished_in(entries: &[journal::Entry]) -> Option<Unfinished> {
             }
             Recorded::EntrantEnded(e) => {
                 if let (Some(race), Some(outcome)) = (current.as_mut(), Outcome::parse(&e.outcome)) {
-                    let mut ended = Ended::new(outcome, e.message);
+                    let mut ended = EntrantEnd::new(outcome, e.message);
                     ended.checks = e.checks.filter(|c| !c.is_null());
                     race.ended.insert(e.number, ended);
                 }
@@ -300,7 +300,7 @@ pub fn run(
     let names = labels(&race.agents, &race.tries);
     if let Some(won) = race.won {
         // Won before the walk stopped: close it now.
-        let ended = race.ended.get(&won).cloned().unwrap_or_else(|| Ended::new(Outcome::Passed, ""));
+        let ended = race.ended.get(&won).cloned().unwrap_or_else(|| EntrantEnd::new(Outcome::Passed, ""));
         return win(d, unit, &race, &names, won, ended, None);
     }
     // Each entrant's try: its branch (from the race's start) and, if it still runs, its worktree.
@@ -341,7 +341,7 @@ pub fn run(
     let shared =
         Shared { halt: AtomicBool::new(false), winner: Mutex::new(None), prepaid: AtomicBool::new(true), budget };
     let handoff = unit.handoff.take();
-    let results: Vec<(usize, Result<Ended>)> = std::thread::scope(|scope| {
+    let results: Vec<(usize, Result<EntrantEnd>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = seats
             .iter()
             .map(|(i, try_)| {
@@ -355,7 +355,7 @@ pub fn run(
             .map(|h| h.join().unwrap_or_else(|_| (usize::MAX, Err(anyhow::anyhow!("a race entrant panicked")))))
             .collect()
     });
-    let mut outcomes: Vec<(usize, Ended)> =
+    let mut outcomes: Vec<(usize, EntrantEnd)> =
         race.tries.iter().enumerate().filter_map(|(i, n)| race.ended.get(n).map(|e| (i, e.clone()))).collect();
     let mut error = None;
     for (i, result) in results {
@@ -399,7 +399,8 @@ pub fn run(
         let ended = outcomes.iter().find(|(j, _)| *j == i).map(|(_, e)| e.clone()).expect("the winner ended");
         return win(d, unit, &race, &names, won, ended, Some(&outcomes));
     }
-    let passing: Vec<(usize, Ended)> = outcomes.iter().filter(|(_, e)| e.outcome == Outcome::Passed).cloned().collect();
+    let passing: Vec<(usize, EntrantEnd)> =
+        outcomes.iter().filter(|(_, e)| e.outcome == Outcome::Passed).cloned().collect();
     match passing.len() {
         0 => {}
         1 => {
@@ -482,13 +483,13 @@ fn entrant(
     carry: Option<&str>,
     handoff: Option<&std::path::Path>,
     shared: &Shared<'_>,
-) -> Result<Ended> {
+) -> Result<EntrantEnd> {
     let store = Store::open(&walker.ctx, &walker.cwd)?;
     let d = GitDispatcher::new(&store, walker);
     let agent = walker.agent(&store, agent_name)?;
     let mut carry = carry.map(ToOwned::to_owned);
     let mut attempt = 0;
-    let journal_end = |ended: &Ended| -> Result<()> {
+    let journal_end = |ended: &EntrantEnd| -> Result<()> {
         walker.record(
             &store,
             Some(&task.id),
@@ -504,13 +505,13 @@ fn entrant(
     };
     loop {
         if shared.halt.load(Ordering::SeqCst) {
-            let ended = Ended::new(Outcome::Stopped, "another try won");
+            let ended = EntrantEnd::new(Outcome::Stopped, "another try won");
             journal_end(&ended)?;
             return Ok(ended);
         }
         if !shared.take_session() {
             // Not finished: a later walk goes on with it.
-            return Ok(Ended::new(Outcome::Spent, "the session budget ran out"));
+            return Ok(EntrantEnd::new(Outcome::Spent, "the session budget ran out"));
         }
         attempt += 1;
         let ran = d.session(&Seat {
@@ -522,13 +523,13 @@ fn entrant(
             halt: Some(&shared.halt),
             handoff: if attempt == 1 { handoff } else { None },
         })?;
-        let abort = |why: Abort, outcome: Outcome| -> Ended {
+        let abort = |why: Abort, outcome: Outcome| -> EntrantEnd {
             shared.halt.store(true, Ordering::SeqCst);
-            Ended { outcome, message: String::new(), checks: None, abort: Some(why) }
+            EntrantEnd { outcome, message: String::new(), checks: None, abort: Some(why) }
         };
         let ended = match ran.step {
             Step::Passed { message } => {
-                let ended = Ended { outcome: Outcome::Passed, message, checks: ran.checks.clone(), abort: None };
+                let ended = EntrantEnd { outcome: Outcome::Passed, message, checks: ran.checks.clone(), abort: None };
                 journal_end(&ended)?;
                 if pick == Pick::First {
                     let mut winner = shared.winner.lock().unwrap_or_else(|p| p.into_inner());
@@ -554,13 +555,13 @@ fn entrant(
             }
             Step::Verdict { verdict, message } => {
                 let outcome = if verdict == Verdict::Blocked { Outcome::Blocked } else { Outcome::Failed };
-                Ended::new(outcome, message)
+                EntrantEnd::new(outcome, message)
             }
             Step::Unreachable { reason } => {
                 walker.mark_unreachable(&store, agent_name, reason, &task.id)?;
-                Ended::new(Outcome::Unreachable, reason)
+                EntrantEnd::new(Outcome::Unreachable, reason)
             }
-            Step::Halted => Ended::new(Outcome::Stopped, "another try won"),
+            Step::Halted => EntrantEnd::new(Outcome::Stopped, "another try won"),
             // The race as a whole ends; nothing is journaled for this entrant, so a walk that
             // takes the race up again (after an interruption) restarts it.
             Step::Lost { reason } => return Ok(abort(Abort::Lost(reason), Outcome::Aborted)),
@@ -580,8 +581,8 @@ fn win(
     race: &Unfinished,
     names: &[String],
     won: u32,
-    ended: Ended,
-    outcomes: Option<&[(usize, Ended)]>,
+    ended: EntrantEnd,
+    outcomes: Option<&[(usize, EntrantEnd)]>,
 ) -> Result<Dispatched> {
     let (store, walker) = (d.store, d.walker);
     let root = tries::worktrees_root(store)?;
@@ -643,7 +644,7 @@ fn judge(
     task: &Task,
     race: &Unfinished,
     names: &[String],
-    passing: &[(usize, Ended)],
+    passing: &[(usize, EntrantEnd)],
 ) -> Result<Result<u32, String>> {
     let (store, walker) = (d.store, d.walker);
     let numbers: Vec<u32> = passing.iter().map(|(i, _)| race.tries[*i]).collect();
@@ -704,7 +705,7 @@ fn judge(
             log: log.display().to_string(),
         }),
     )?;
-    if exit != Some(crate::session::process::Exit::Code(0)) {
+    if exit != Some(crate::agent::process::Exit::Code(0)) {
         let said = exit.map(|e| e.to_string()).unwrap_or_else(|| "it timed out".into());
         return Ok(Err(format!(
             "the judge failed ({said}); {} tries passed ({list}): pick one with 'git loop done {id} --try <n>'",
@@ -712,7 +713,7 @@ fn judge(
         )));
     }
     // The last line of its output names the winner: "3", "try 3" or "#3".
-    let output = crate::session::record::tail(&log, 5);
+    let output = crate::agent::record::tail(&log, 5);
     let answer = output.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_owned();
     let lower = answer.to_lowercase();
     let picked = lower.trim_start_matches("try").trim().trim_start_matches('#').parse::<u32>().ok();

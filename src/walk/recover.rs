@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use anyhow::Result;
 
 use super::{Event, Walker};
+use crate::agent::{process, record};
 use crate::ids::TaskId;
-use crate::session::{process, record};
 use crate::store::claim::{self, Listed};
 use crate::store::events::{self, Recorded};
 use crate::store::task::State;

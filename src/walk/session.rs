@@ -22,15 +22,15 @@ use serde::Deserialize;
 
 use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
+use crate::agent::guard;
+use crate::agent::presets::{Agent, PromptVia};
+use crate::agent::process::{Exit, Running};
+use crate::agent::reach;
+use crate::agent::record::{self, tail};
 use crate::backlog::{self, TaskFields};
+use crate::engine::Verdict;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
-use crate::runloop::Verdict;
-use crate::session::guard;
-use crate::session::presets::{Agent, PromptVia};
-use crate::session::process::{Exit, Running};
-use crate::session::reach;
-use crate::session::record::{self, tail};
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
@@ -131,7 +131,7 @@ impl GitDispatcher<'_> {
             agent: agent.name.clone(),
             worktree: try_.worktree.clone(),
             pid: running.pid,
-            pid_start: crate::session::process::start_time(running.pid),
+            pid_start: crate::agent::process::start_time(running.pid),
             boot_id: self.walker.ctx.boot_id.clone(),
             marker: marker.clone(),
             started_at,
@@ -308,7 +308,7 @@ impl GitDispatcher<'_> {
         let timeout = self.walker.opts.session_timeout;
         let grace = self.walker.opts.grace;
         let mut last_refresh = Instant::now();
-        let mut watch = Watch::new(task);
+        let mut watch = TaskWatch::new(task);
         let mut wrap: Option<WrapUp> = None;
         loop {
             if let Some(exit) = running.poll()? {
@@ -637,7 +637,6 @@ impl GitDispatcher<'_> {
     }
 }
 
-/// How a checks or review command went.
 /// What the checks said.
 struct Checked {
     passed: bool,
@@ -648,7 +647,7 @@ struct Checked {
 /// Watches a task's record while a session runs: a person's stop, take-over or reassignment
 /// is a new operation on it. Reading the ref is a file read; the record is parsed only when
 /// the ref moved.
-pub struct Watch {
+pub struct TaskWatch {
     name: String,
     /// The tip last looked at (none yet: the first look reads the record).
     seen: Option<gix::ObjectId>,
@@ -657,10 +656,10 @@ pub struct Watch {
     last: Option<Instant>,
 }
 
-impl Watch {
+impl TaskWatch {
     /// Watch `task` as it was when the session's agent was chosen.
-    pub fn new(task: &Task) -> Watch {
-        Watch {
+    pub fn new(task: &Task) -> TaskWatch {
+        TaskWatch {
             name: refs::task(&task.task_id()),
             seen: None,
             assigned: task.assigned.as_ref().map(|a| a.nonce.clone()),

@@ -9,9 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Walker;
+use crate::agent::presets::Agent;
+use crate::engine::{self, Verdict};
 use crate::ids::{Priority, TaskId};
-use crate::runloop::{self, Verdict};
-use crate::session::presets::Agent;
 use crate::store::task::{State, Task};
 use crate::store::Store;
 use crate::tries::Try;
@@ -88,7 +88,7 @@ impl WorkUnit {
     }
 }
 
-impl runloop::Unit for WorkUnit {
+impl engine::Unit for WorkUnit {
     fn id(&self) -> String {
         self.task.id.clone()
     }

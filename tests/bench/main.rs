@@ -3,7 +3,7 @@
 //! build) and copy the table into docs/performance.md.
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop, fleet.
+//! next, claim, remote, journal, sync, loop, fleet, claims-fleet.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -363,6 +363,116 @@ done"#
     )]
 }
 
+/// A `git daemon` on 127.0.0.1 serving (and receiving into) the repositories under `root`,
+/// once it answers; and the URL of `repo` there.
+fn daemon(s: &Scratch, root: &Path, repo: &str) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).expect("a port").port();
+    let daemon = s
+        .cmd("git", root)
+        .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}"), "--export-all"])
+        .args(["--enable=receive-pack", &format!("--base-path={}", root.display()), root.to_str().expect("utf-8")])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("git daemon");
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (daemon, format!("git://127.0.0.1:{port}/{repo}"))
+}
+
+/// The `q` quantile of `xs`.
+fn quantile(mut xs: Vec<Duration>, q: f64) -> Duration {
+    xs.sort();
+    xs[((xs.len() as f64 * q).ceil() as usize).saturating_sub(1)]
+}
+
+/// Eight clones of one remote served by `git daemon`, each calling `next --claim` 50 times one
+/// after another, all at once, over 420 ready tasks: the 95th percentile of a call. Beside it,
+/// the same eight clones each pushing 50 new claim-sized objects with the raw
+/// `git push --atomic --force-with-lease=<ref>:` (what a free claim costs git alone), all at
+/// once. Both are whole processes; the machine's cores are shared by the clients and the
+/// daemon's `receive-pack`s, as in a fleet.
+fn bench_fleet_claims(s: &Scratch) -> Vec<Row> {
+    let (clones, calls, tasks) = (8, 50, 420);
+    let root = s.path("claims-fleet");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let seed = s.repo("claims-fleet/seed");
+    s.run("git", &root, &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), "r.git"]);
+    let (mut daemon, url) = daemon(s, &root, "r.git");
+    let clone = |i: usize| -> PathBuf {
+        let dir = root.join(format!("c{i}"));
+        s.run("git", &root, &["clone", "-q", &url, dir.to_str().expect("utf-8")]);
+        s.run(BIN, &dir, &["init", "--remote", "origin"]);
+        dir
+    };
+    let first = clone(0);
+    let lines: String = (0..tasks).map(|i| format!("{{\"title\":\"task {i}\"}}\n")).collect();
+    let file = root.join("tasks.jsonl");
+    std::fs::write(&file, lines).expect("write");
+    s.run(BIN, &first, &["import", file.to_str().expect("utf-8")]);
+    s.run(BIN, &first, &["sync"]);
+    let dirs: Vec<PathBuf> = std::iter::once(first).chain((1..clones).map(clone)).collect();
+    for dir in &dirs {
+        s.run(BIN, dir, &["sync"]);
+    }
+    let all_at_once = |call: &(dyn Fn(usize, &Path, usize) -> Duration + Sync)| -> Vec<Duration> {
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = dirs
+                .iter()
+                .enumerate()
+                .map(|(c, dir)| scope.spawn(move || (0..calls).map(|n| call(c, dir, n)).collect::<Vec<_>>()))
+                .collect();
+            runs.into_iter().flat_map(|r| r.join().expect("a clone's calls")).collect()
+        })
+    };
+    let ours = all_at_once(&|c, dir, _| {
+        time(s.cmd(BIN, dir).args(["next", "--claim", "--holder", &format!("agent-{c}"), "--json"]))
+    });
+    // The raw pushes' objects are made before the clock starts, as a claim's record is
+    // written before its push.
+    let blobs: Vec<Vec<String>> = dirs
+        .iter()
+        .enumerate()
+        .map(|(c, dir)| {
+            (0..calls)
+                .map(|n| {
+                    let record = dir.join(format!(".git/record-{n}"));
+                    std::fs::write(&record, format!("{{\"holder\":\"agent-{c}\",\"n\":{n}}}")).expect("write");
+                    s.run("git", dir, &["hash-object", "-w", record.to_str().expect("utf-8")])
+                })
+                .collect()
+        })
+        .collect();
+    let git = all_at_once(&|c, dir, n| {
+        let name = format!("refs/loop/claims/node/raw-{c}-{n}");
+        time(s.cmd("git", dir).args([
+            "push",
+            "--porcelain",
+            "--atomic",
+            &format!("--force-with-lease={name}:"),
+            "origin",
+            &format!("{}:{name}", blobs[c][n]),
+        ]))
+    });
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    eprintln!(
+        "  next --claim: p50 {} p95 {} max {}; raw push: p50 {} p95 {} max {}",
+        ms(quantile(ours.clone(), 0.5)),
+        ms(quantile(ours.clone(), 0.95)),
+        ms(quantile(ours.clone(), 1.0)),
+        ms(quantile(git.clone(), 0.5)),
+        ms(quantile(git.clone(), 0.95)),
+        ms(quantile(git.clone(), 1.0)),
+    );
+    vec![row(
+        "8 clones × 50 next --claim at once through git daemon, 420 tasks (p95 of a call)",
+        quantile(ours, 0.95),
+        quantile(git, 0.95),
+        "p95 ≤ 1 s; git: push --atomic --force-with-lease, 8 × 50 at once",
+    )]
+}
+
 /// A fleet: four clones, each walking with two workers, over one backlog of 200 tasks on one
 /// remote served by `git daemon` on 127.0.0.1, with agents that take a second each; beside one
 /// clone alone walking the same 200 with two workers. The row compares time per unit (the
@@ -375,18 +485,7 @@ fn bench_fleet(s: &Scratch) -> Vec<Row> {
         let seed = s.repo(&format!("{name}/seed"));
         let bare = root.join("r.git");
         s.run("git", &root, &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), bare.to_str().expect("utf-8")]);
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).expect("a port").port();
-        let mut daemon = s
-            .cmd("git", &root)
-            .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}"), "--export-all"])
-            .args(["--enable=receive-pack", &format!("--base-path={}", root.display()), root.to_str().expect("utf-8")])
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("git daemon");
-        let url = format!("git://127.0.0.1:{port}/r.git");
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (mut daemon, url) = daemon(s, &root, "r.git");
         let agent = root.join("agent.sh");
         std::fs::write(
             &agent,
@@ -456,7 +555,7 @@ fn main() {
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 7] = [
+    let all: [(&str, Bench); 8] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -464,6 +563,7 @@ fn main() {
         ("sync", bench_sync),
         ("loop", bench_loop),
         ("fleet", bench_fleet),
+        ("claims-fleet", bench_fleet_claims),
     ];
     for (name, bench) in all {
         if wanted(name) {

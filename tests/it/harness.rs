@@ -20,8 +20,6 @@ pub fn bin() -> &'static str {
 pub struct TestEnv {
     pub root: tempfile::TempDir,
     home: PathBuf,
-    /// Shared use of the machine, while this world lasts (see [`alone`]).
-    _machine: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl TestEnv {
@@ -31,8 +29,7 @@ impl TestEnv {
         root.disable_cleanup(std::env::var_os("GIT_LOOP_KEEP_TESTS").is_some());
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("create HOME");
-        let machine = (!ALONE.get()).then(|| MACHINE.read().unwrap_or_else(|e| e.into_inner()));
-        TestEnv { root, home, _machine: machine }
+        TestEnv { root, home }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -534,33 +531,6 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
 pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Every test world shares the machine ([`TestEnv::new`] takes this for reading); a test that
-/// measures latencies the issue states as figures takes it alone ([`alone`]).
-static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-thread_local! {
-    /// This thread has the machine to itself: its own worlds do not wait for it.
-    static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// The machine to this test alone, until dropped: it waits for every other test's worlds to
-/// end, and no new one starts meanwhile. For the few tests whose figures are latencies (on two
-/// cores, the rest of the suite running beside them would be what they measure).
-pub fn alone() -> Alone {
-    let guard = MACHINE.write().unwrap_or_else(|e| e.into_inner());
-    ALONE.set(true);
-    Alone(Some(guard))
-}
-
-pub struct Alone(Option<std::sync::RwLockWriteGuard<'static, ()>>);
-
-impl Drop for Alone {
-    fn drop(&mut self) {
-        ALONE.set(false);
-        self.0.take();
-    }
 }
 
 /// Hold `lock` open in a process of its own, as git holds the locks it takes, until dropped.

@@ -80,21 +80,24 @@ fn a_two_wave_mission_walks_every_project_and_records_their_outcomes() {
     add_project(&c, "docs", &docs.dir, 2);
     let out = c.run(&["mission", "run", "m1", "--agent", "demo", "--json"]).ok();
     let evs = events(&out);
-    let dispatched: Vec<&str> =
-        evs.iter().filter(|e| e["event"] == "dispatched").map(|e| e["project"].as_str().expect("project")).collect();
+    let dispatched: Vec<&str> = evs
+        .iter()
+        .filter(|e| e["event"] == "project_dispatched")
+        .map(|e| e["project"].as_str().expect("project"))
+        .collect();
     assert_eq!(dispatched, ["api", "web", "docs"], "wave 1's projects, then wave 2's");
     let waves: Vec<u64> = evs.iter().filter(|e| e["event"] == "wave").map(|e| e["wave"].as_u64().expect("n")).collect();
     assert_eq!(waves, [1, 2]);
     let child_ends: Vec<(&str, u64)> = evs
         .iter()
-        .filter(|e| e["event"] == "output" && e["line"]["event"] == "finished")
+        .filter(|e| e["event"] == "output" && e["line"]["event"] == "walk_ended")
         .map(|e| (e["project"].as_str().expect("project"), e["line"]["done"].as_u64().expect("done")))
         .collect();
     assert_eq!(child_ends, [("api", 2), ("web", 1), ("docs", 1)], "each child walk's lines come through, tagged");
     let last = evs.last().expect("a finished event");
     assert_eq!(
         (last["event"].as_str(), last["stop"].as_str(), last["exit_code"].as_u64()),
-        (Some("finished"), Some("complete"), Some(0))
+        (Some("mission_ended"), Some("complete"), Some(0))
     );
 
     for (repo, ids) in [(&api, &api_ids), (&web, &web_ids), (&docs, &docs_ids)] {

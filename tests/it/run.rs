@@ -50,15 +50,15 @@ fn a_done_task_moves_its_branch_gets_a_note_and_releases_its_claim() {
     assert_eq!(
         names,
         [
-            "started",
+            "walk_started",
             "claimed",
             "try_opened",
             "session_started",
             "session_ended",
             "checks",
             "branch_moved",
-            "done",
-            "finished"
+            "unit_closed",
+            "walk_ended"
         ],
         "the walk's events, in order"
     );
@@ -331,7 +331,7 @@ fn an_agent_that_exits_leaving_background_processes_leaves_none_of_them() {
         ),
     );
     let out = run(&repo, &cmd, &["--json"]).ok();
-    assert!(events(&out).iter().any(|e| e["event"] == "done"), "the task is done");
+    assert!(events(&out).iter().any(|e| e["event"] == "unit_closed" && e["verdict"] == "done"), "the task is done");
     let left: Vec<u32> = std::fs::read_to_string(&pids)
         .expect("pids")
         .split_whitespace()
@@ -366,7 +366,7 @@ fn short_lived_processes_an_agent_orphans_are_reaped_while_it_runs() {
         ),
     );
     let out = run(&repo, &cmd, &["--json"]).ok();
-    assert!(events(&out).iter().any(|e| e["event"] == "done"), "the task is done");
+    assert!(events(&out).iter().any(|e| e["event"] == "unit_closed" && e["verdict"] == "done"), "the task is done");
     assert_eq!(std::fs::read_to_string(&count).expect("count").trim(), "0", "zombies under the guard mid-session");
 }
 
@@ -611,7 +611,7 @@ fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_hol
     unsafe { libc::kill(walk_pid, libc::SIGCONT) };
     let out = Run::from(child.wait_with_output().expect("walk ends"));
     let evs = events(&out);
-    let left = evs.iter().find(|e| e["event"] == "left_open").expect("the unit is left, not closed");
+    let left = evs.iter().find(|e| e["event"] == "unit_abandoned").expect("the unit is left, not closed");
     assert!(left["reason"].as_str().expect("reason").contains("taken by person"), "{left}");
     assert_eq!(repo.git(&["show", &format!("loop-try/{id}/1:mine.txt")]), "mine", "its work is committed");
     let task = repo.run_with(&["show", &id, "--json"], &real_clock).ok().json();

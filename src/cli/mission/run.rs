@@ -194,12 +194,12 @@ impl Observer for Progress {
 fn event_json(event: &Event) -> serde_json::Value {
     match event {
         Event::Started { mission, commander, waves, agent } => json!({
-            "event": "started", "mission": mission, "commander": commander, "agent": agent,
+            "event": "mission_started", "mission": mission, "commander": commander, "agent": agent,
             "waves": waves.iter().map(|(n, ps)| json!({ "wave": n, "projects": ps })).collect::<Vec<_>>(),
         }),
         Event::Wave { wave, projects } => json!({ "event": "wave", "wave": wave, "projects": projects }),
         Event::Dispatched { project, wave, attempt, key, dir } => json!({
-            "event": "dispatched", "project": project, "wave": wave, "attempt": attempt, "key": key, "dir": dir,
+            "event": "project_dispatched", "project": project, "wave": wave, "attempt": attempt, "key": key, "dir": dir,
         }),
         Event::Output { project, line, stderr } => {
             let line = serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|_| json!(line));
@@ -222,7 +222,7 @@ fn event_json(event: &Event) -> serde_json::Value {
                 Stop::Paused { project, .. } => Some(project.clone()),
                 _ => None,
             };
-            json!({ "event": "finished", "stop": stop.word(), "exit_code": crate::cli::exit::of_mission(stop), "reason": reason, "project": project })
+            json!({ "event": "mission_ended", "stop": stop.word(), "exit_code": crate::cli::exit::of_mission(stop), "reason": reason, "project": project })
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The engine (`runloop`) behind its traits, driven by fakes: which unit is worked, how often,
+//! The engine (`engine`) behind its traits, driven by fakes: which unit is worked, how often,
 //! when a unit is closed or abandoned, and what ends a walk.
 
 use std::collections::{HashMap, VecDeque};
@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use git_loop::runloop::{
-    work, Budget, Dispatched, Dispatcher, Limits, PausePolicy, Queue, Stop, StopFlag, Unit, Verdict, Walk,
+use git_loop::engine::{
+    work, Budget, Dispatched, Dispatcher, Limits, PausePolicy, Queue, Run, Stop, StopFlag, Unit, Verdict,
 };
 
 #[derive(Debug, Clone)]
@@ -118,8 +118,8 @@ fn note(text: &str) -> Dispatched {
     Dispatched::Continue { note: text.into() }
 }
 
-fn run(limits: Limits, q: &mut FakeQueue, d: &mut Scripted) -> (Stop, git_loop::runloop::Tally) {
-    let walk = Walk::new(limits);
+fn run(limits: Limits, q: &mut FakeQueue, d: &mut Scripted) -> (Stop, git_loop::engine::Tally) {
+    let walk = Run::new(limits);
     work(&walk, q, d, &|| false).expect("the walk ends without an error");
     walk.outcome()
 }
@@ -251,7 +251,7 @@ fn cancellation_is_seen_between_dispatches_and_before_the_first_unit() {
     }
     let mut q = queue(&["a", "b"]);
     let mut d = Cancelling(&cancelled, Scripted::new(vec![("a", vec![note("more")])]));
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     work(&walk, &mut q, &mut d, &|| cancelled.load(Ordering::SeqCst)).expect("no error");
     let (stop, tally) = walk.outcome();
     assert_eq!((stop, tally.dispatches, tally.abandoned), (Stop::Interrupted, 1, 1));
@@ -260,7 +260,7 @@ fn cancellation_is_seen_between_dispatches_and_before_the_first_unit() {
 
     // Cancelled before anything: no unit is even taken.
     let mut q = queue(&["a"]);
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     work(&walk, &mut q, &mut Scripted::default(), &|| true).expect("no error");
     assert_eq!((walk.outcome().0, q.handed), (Stop::Interrupted, 0));
 }
@@ -268,7 +268,7 @@ fn cancellation_is_seen_between_dispatches_and_before_the_first_unit() {
 #[test]
 fn a_walk_stopped_from_outside_takes_no_unit() {
     let mut q = queue(&["a"]);
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     walk.stop(Stop::Budget);
     walk.stop(Stop::Interrupted);
     work(&walk, &mut q, &mut Scripted::default(), &|| false).expect("no error");
@@ -280,7 +280,7 @@ fn a_dispatch_error_abandons_the_unit_and_ends_the_walk_with_it() {
     let mut q = queue(&["a", "b"]);
     let mut d = Scripted::default();
     d.scripts.insert("a".into(), VecDeque::from([Err("the worktree vanished".to_owned())]));
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     let err = work(&walk, &mut q, &mut d, &|| false).expect_err("the error ends the walk");
     assert!(format!("{err:#}").contains("the worktree vanished"));
     let (stop, tally) = walk.outcome();
@@ -294,7 +294,7 @@ fn a_dispatch_error_abandons_the_unit_and_ends_the_walk_with_it() {
 fn a_queue_error_ends_the_walk_with_it() {
     let mut q = queue(&["a", "b"]);
     q.fail_after = Some(1);
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     let err = work(&walk, &mut q, &mut Scripted::default(), &|| false).expect_err("the error ends the walk");
     assert!(format!("{err:#}").contains("cannot be read"));
     let (stop, tally) = walk.outcome();
@@ -349,7 +349,7 @@ impl Dispatcher<FakeUnit> for WaitsForAnEmptyLook<'_> {
 fn a_worker_that_finds_nothing_ready_waits_for_the_units_in_flight() {
     let state = Mutex::new((vec!["a", "b"], Vec::new()));
     let empty_looks = AtomicU32::new(0);
-    let walk = Walk::new(Limits::default());
+    let walk = Run::new(Limits::default());
     std::thread::scope(|scope| {
         for _ in 0..2 {
             scope.spawn(|| {
@@ -399,4 +399,174 @@ fn each_stop_has_its_word() {
         .map(stop_word)
         .collect();
     assert_eq!(words, ["no_work", "done", "budget", "paused", "interrupted", "failed"]);
+}
+
+// The engine's first tests, from when it lived in the crate with fakes of its own.
+
+fn done() -> Dispatched {
+    verdict(Verdict::Done, "")
+}
+
+fn silent() -> Dispatched {
+    note("no verdict")
+}
+
+#[test]
+fn a_drained_queue_ends_with_no_work() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(stop, Stop::NoWork);
+    assert_eq!((tally.closed, tally.succeeded, tally.dispatches), (2, 2, 2));
+}
+
+#[test]
+fn three_consecutive_failures_pause_and_a_success_resets_the_count() {
+    let (mut q, mut d) = (
+        queue(&["a", "b", "c", "d", "e", "f"]),
+        Scripted::new(vec![
+            ("a", vec![failed()]),
+            ("b", vec![failed()]),
+            ("d", vec![failed()]),
+            ("e", vec![failed()]),
+            ("f", vec![failed()]),
+        ]),
+    );
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(
+        stop,
+        Stop::Paused { policy: PausePolicy::ConsecutiveFailures(3), units: vec!["d".into(), "e".into(), "f".into()] }
+    );
+    assert_eq!((tally.failed, tally.succeeded), (5, 1), "c's success reset the count after a and b");
+}
+
+#[test]
+fn a_p0_failure_pauses_at_once() {
+    let (mut q, mut d) = (queue(&["p0-x", "b"]), Scripted::new(vec![("p0-x", vec![failed()])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(stop, Stop::Paused { policy: PausePolicy::P0Failure, units: vec!["p0-x".into()] });
+    assert_eq!(tally.closed, 1, "b was never taken");
+}
+
+#[test]
+fn sessions_without_a_verdict_continue_with_a_note_up_to_the_cap() {
+    let (mut q, mut d) = (queue(&["a"]), Scripted::new(vec![("a", vec![silent(), silent(), silent()])]));
+    let limits = Limits { per_unit_dispatches: 3, ..Default::default() };
+    let (stop, tally) = run(limits, &mut q, &mut d);
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Failed)], "no verdict after the cap is a failure");
+    let carries: Vec<Option<String>> = d.calls.iter().map(|(_, _, carry)| carry.clone()).collect();
+    assert_eq!(carries, vec![None, Some("no verdict".into()), Some("no verdict".into())]);
+    assert_eq!((stop, tally.dispatches), (Stop::NoWork, 3));
+}
+
+#[test]
+fn max_units_is_once_mode_and_counts_parked_units() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![]));
+    let (stop, _) = run(Limits { max_units: Some(1), ..Default::default() }, &mut q, &mut d);
+    assert_eq!((stop, q.closed.len()), (Stop::Done, 1));
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![failed()])]));
+    let (stop, _) = run(Limits { max_units: Some(1), ..Default::default() }, &mut q, &mut d);
+    assert_eq!((stop, q.closed.len()), (Stop::Budget, 1), "a parked unit counts, and the walk did not succeed");
+}
+
+#[test]
+fn max_iterations_counts_every_dispatch_and_abandons_the_unit_in_hand() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![silent(), silent()])]));
+    let (stop, tally) = run(Limits { max_iterations: Some(2), ..Default::default() }, &mut q, &mut d);
+    assert_eq!((stop, tally.dispatches), (Stop::Budget, 2));
+    assert_eq!(q.abandoned_ids(), vec!["a"]);
+}
+
+#[test]
+fn a_lost_claim_abandons_without_closing_and_the_walk_goes_on() {
+    let (mut q, mut d) =
+        (queue(&["a", "b"]), Scripted::new(vec![("a", vec![Dispatched::Lost { reason: "taken".into() }])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!((stop, tally.closed, tally.abandoned), (Stop::NoWork, 1, 1));
+    assert!(q.closed_ids().iter().all(|(id, _)| *id != "a"));
+}
+
+#[test]
+fn an_interruption_abandons_the_unit_and_stops() {
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![Dispatched::Interrupted])]));
+    let (stop, _) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!((stop, q.abandoned_ids(), q.closed.len()), (Stop::Interrupted, vec!["a"], 0));
+}
+
+/// A `FakeQueue` behind a lock, for workers in parallel.
+struct Shared<'a>(&'a Mutex<FakeQueue>);
+
+impl Queue for Shared<'_> {
+    type Unit = FakeUnit;
+    fn next(&mut self) -> Result<Option<FakeUnit>> {
+        self.0.lock().expect("lock").next()
+    }
+    fn close(&mut self, unit: &mut FakeUnit, verdict: Verdict, message: &str) -> Result<bool> {
+        self.0.lock().expect("lock").close(unit, verdict, message)
+    }
+    fn abandon(&mut self, unit: &mut FakeUnit, why: &str) -> Result<()> {
+        self.0.lock().expect("lock").abandon(unit, why)
+    }
+}
+
+#[test]
+fn parallel_workers_share_the_unit_budget_without_overshooting() {
+    let walk = Run::new(Limits { max_units: Some(3), ..Default::default() });
+    let shared = Mutex::new(queue(&["a", "b", "c", "d", "e", "f"]));
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| work(&walk, &mut Shared(&shared), &mut Scripted::new(vec![]), &|| false).expect("works"));
+        }
+    });
+    let (stop, tally) = walk.outcome();
+    assert_eq!((stop, tally.closed), (Stop::Done, 3));
+    assert_eq!(shared.lock().expect("lock").closed.len(), 3, "exactly max_units units were closed");
+}
+
+/// Runs "races": each dispatch takes `extra` more sessions from the budget, then passes.
+struct Racing {
+    extra: u32,
+    taken: Vec<u32>,
+}
+
+impl Dispatcher<FakeUnit> for Racing {
+    fn dispatch(&mut self, _unit: &mut FakeUnit, _attempt: u32, _carry: Option<&str>) -> Result<Dispatched> {
+        unreachable!("the engine dispatches within a budget")
+    }
+    fn dispatch_within(
+        &mut self,
+        _unit: &mut FakeUnit,
+        _attempt: u32,
+        _carry: Option<&str>,
+        budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
+        let taken = (0..self.extra).take_while(|_| budget.take()).count() as u32;
+        self.taken.push(taken);
+        Ok(if taken == self.extra { done() } else { Dispatched::Spent })
+    }
+}
+
+#[test]
+fn a_race_takes_its_extra_sessions_from_the_unit_and_the_walk_budgets() {
+    let walk = Run::new(Limits { max_iterations: Some(7), per_unit_dispatches: 4, ..Default::default() });
+    let (mut q, mut d) = (queue(&["a", "b", "c"]), Racing { extra: 2, taken: Vec::new() });
+    work(&walk, &mut q, &mut d, &|| false).expect("no errors");
+    let (stop, tally) = walk.outcome();
+    // a: 1 + 2, b: 1 + 2, c: 1 + 0 of 2 (the walk's 7 are spent).
+    assert_eq!(d.taken, vec![2, 2, 0]);
+    assert_eq!((stop, tally.dispatches, tally.succeeded, tally.abandoned), (Stop::Budget, 7, 2, 1));
+    let walk = Run::new(Limits { per_unit_dispatches: 2, ..Default::default() });
+    let (mut q, mut d) = (queue(&["a"]), Racing { extra: 3, taken: Vec::new() });
+    work(&walk, &mut q, &mut d, &|| false).expect("no errors");
+    assert_eq!(d.taken, vec![1], "a unit's cap bounds its race");
+    assert_eq!(q.abandoned_ids(), vec!["a"]);
+}
+
+#[test]
+fn nobody_to_work_a_unit_pauses_the_walk_and_leaves_the_unit_open() {
+    let reason = "claude is unreachable (usage limit) and no fallback agent is set".to_owned();
+    let (mut q, mut d) =
+        (queue(&["a", "b"]), Scripted::new(vec![("a", vec![Dispatched::Pause { reason: reason.clone() }])]));
+    let (stop, tally) = run(Limits::default(), &mut q, &mut d);
+    assert_eq!(stop, Stop::Paused { policy: PausePolicy::Unreachable(reason), units: vec!["a".into()] });
+    assert_eq!((tally.closed, q.abandoned_ids()), (0, vec!["a"]));
 }

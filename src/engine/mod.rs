@@ -1,7 +1,8 @@
-//! The walk, as pure control flow: a queue hands out units, a dispatcher runs one session on
-//! a unit, and this module decides what happens next — re-dispatch, close, pause, stop —
-//! under budgets and the walk policy. No git and no processes here: the git-native queue
-//! and dispatcher live in `walk`, and the tests below drive this with in-memory fakes.
+//! The engine: a run as pure control flow. A queue hands out units, a dispatcher runs one
+//! session on a unit, and this module decides what happens next — re-dispatch, close, pause,
+//! stop — under budgets and the policy. No git and no processes here: the walk (`walk`: the
+//! backlog's queue, agent sessions) and missions (`mission`: projects, child walks) each bring
+//! a queue and a dispatcher, and `tests/it/library/engine.rs` drives it with in-memory fakes.
 //!
 //! Semantics (kept from the seeds):
 //! - A session that ends without a verdict is re-dispatched (a continuation, told what the
@@ -72,7 +73,7 @@ pub trait Dispatcher<U> {
     /// continuation.
     fn dispatch(&mut self, unit: &mut U, attempt: u32, carry: Option<&str>) -> Result<Dispatched>;
 
-    /// The same, for a dispatcher that may run more sessions than the one the runloop took
+    /// The same, for a dispatcher that may run more sessions than the one the engine took
     /// from the budget for this dispatch (a race): it takes each further one from `budget`.
     fn dispatch_within(
         &mut self,
@@ -88,7 +89,7 @@ pub trait Dispatcher<U> {
 
 /// What a dispatch may still spend: sessions left for its unit, and the walk's own budget.
 pub struct Budget<'w> {
-    walk: Option<&'w Walk>,
+    walk: Option<&'w Run>,
     unit_left: Mutex<u32>,
 }
 
@@ -199,15 +200,15 @@ impl StopFlag {
     }
 }
 
-/// One walk's shared state; hand a reference to each worker.
-pub struct Walk {
+/// One run's shared state (a walk's or a mission's); hand a reference to each worker.
+pub struct Run {
     state: Mutex<State>,
     changed: Condvar,
 }
 
-impl Walk {
-    pub fn new(limits: Limits) -> Walk {
-        Walk {
+impl Run {
+    pub fn new(limits: Limits) -> Run {
+        Run {
             state: Mutex::new(State {
                 limits,
                 tally: Tally::default(),
@@ -318,7 +319,7 @@ impl Walk {
 
 /// One worker: take units and work them until the walk stops. `cancelled` is polled between
 /// steps (the dispatcher watches it during sessions).
-pub fn work<Q, D>(walk: &Walk, queue: &mut Q, dispatcher: &mut D, cancelled: &dyn Fn() -> bool) -> Result<()>
+pub fn work<Q, D>(walk: &Run, queue: &mut Q, dispatcher: &mut D, cancelled: &dyn Fn() -> bool) -> Result<()>
 where
     Q: Queue,
     D: Dispatcher<Q::Unit>,
@@ -361,7 +362,7 @@ where
 
 /// Work one unit to a close; `None` if it was abandoned (not closed).
 fn work_unit<Q, D>(
-    walk: &Walk,
+    walk: &Run,
     queue: &mut Q,
     dispatcher: &mut D,
     unit: &mut Q::Unit,
@@ -416,252 +417,4 @@ where
     }
     let message = format!("no verdict after {cap} sessions");
     queue.close(unit, Verdict::Failed, &message).map(Some)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::VecDeque;
-
-    use super::*;
-
-    #[derive(Debug, Clone)]
-    struct FakeUnit {
-        id: String,
-        p0: bool,
-    }
-
-    impl Unit for FakeUnit {
-        fn id(&self) -> String {
-            self.id.clone()
-        }
-        fn is_p0(&self) -> bool {
-            self.p0
-        }
-    }
-
-    #[derive(Default)]
-    struct FakeQueue {
-        units: VecDeque<FakeUnit>,
-        closed: Vec<(String, Verdict)>,
-        abandoned: Vec<String>,
-    }
-
-    impl Queue for FakeQueue {
-        type Unit = FakeUnit;
-        fn next(&mut self) -> Result<Option<FakeUnit>> {
-            Ok(self.units.pop_front())
-        }
-        fn close(&mut self, unit: &mut FakeUnit, verdict: Verdict, _message: &str) -> Result<bool> {
-            self.closed.push((unit.id.clone(), verdict));
-            Ok(verdict == Verdict::Done)
-        }
-        fn abandon(&mut self, unit: &mut FakeUnit, _why: &str) -> Result<()> {
-            self.abandoned.push(unit.id.clone());
-            Ok(())
-        }
-    }
-
-    /// Plays a script of dispatch results per unit id; once a script is used up, `done`.
-    struct Scripted {
-        scripts: std::collections::HashMap<String, VecDeque<Dispatched>>,
-        carries: Vec<Option<String>>,
-    }
-
-    impl Scripted {
-        fn new(scripts: &[(&str, Vec<Dispatched>)]) -> Scripted {
-            Scripted {
-                scripts: scripts.iter().map(|(id, s)| (id.to_string(), s.iter().cloned().collect())).collect(),
-                carries: Vec::new(),
-            }
-        }
-    }
-
-    impl Dispatcher<FakeUnit> for Scripted {
-        fn dispatch(&mut self, unit: &mut FakeUnit, _attempt: u32, carry: Option<&str>) -> Result<Dispatched> {
-            self.carries.push(carry.map(ToOwned::to_owned));
-            Ok(self.scripts.get_mut(&unit.id).and_then(VecDeque::pop_front).unwrap_or(done()))
-        }
-    }
-
-    fn done() -> Dispatched {
-        Dispatched::Verdict { verdict: Verdict::Done, message: String::new() }
-    }
-    fn failed() -> Dispatched {
-        Dispatched::Verdict { verdict: Verdict::Failed, message: "broke".into() }
-    }
-    fn silent() -> Dispatched {
-        Dispatched::Continue { note: "no verdict".into() }
-    }
-
-    fn queue(ids: &[&str]) -> FakeQueue {
-        FakeQueue {
-            units: ids.iter().map(|id| FakeUnit { id: id.to_string(), p0: id.starts_with("p0") }).collect(),
-            ..Default::default()
-        }
-    }
-
-    fn run(limits: Limits, q: &mut FakeQueue, d: &mut Scripted) -> (Stop, Tally) {
-        let walk = Walk::new(limits);
-        work(&walk, q, d, &|| false).expect("no errors");
-        walk.outcome()
-    }
-
-    #[test]
-    fn a_drained_queue_ends_with_no_work() {
-        let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(&[]));
-        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!(stop, Stop::NoWork);
-        assert_eq!((tally.closed, tally.succeeded, tally.dispatches), (2, 2, 2));
-    }
-
-    #[test]
-    fn three_consecutive_failures_pause_and_a_success_resets_the_count() {
-        let (mut q, mut d) = (
-            queue(&["a", "b", "c", "d", "e", "f"]),
-            Scripted::new(&[
-                ("a", vec![failed()]),
-                ("b", vec![failed()]),
-                ("d", vec![failed()]),
-                ("e", vec![failed()]),
-                ("f", vec![failed()]),
-            ]),
-        );
-        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!(
-            stop,
-            Stop::Paused {
-                policy: PausePolicy::ConsecutiveFailures(3),
-                units: vec!["d".into(), "e".into(), "f".into()]
-            }
-        );
-        assert_eq!((tally.failed, tally.succeeded), (5, 1), "c's success reset the count after a and b");
-    }
-
-    #[test]
-    fn a_p0_failure_pauses_at_once() {
-        let (mut q, mut d) = (queue(&["p0-x", "b"]), Scripted::new(&[("p0-x", vec![failed()])]));
-        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!(stop, Stop::Paused { policy: PausePolicy::P0Failure, units: vec!["p0-x".into()] });
-        assert_eq!(tally.closed, 1, "b was never taken");
-    }
-
-    #[test]
-    fn sessions_without_a_verdict_continue_with_a_note_up_to_the_cap() {
-        let (mut q, mut d) = (queue(&["a"]), Scripted::new(&[("a", vec![silent(), silent(), silent()])]));
-        let limits = Limits { per_unit_dispatches: 3, ..Default::default() };
-        let (stop, tally) = run(limits, &mut q, &mut d);
-        assert_eq!(q.closed, vec![("a".to_owned(), Verdict::Failed)], "no verdict after the cap is a failure");
-        assert_eq!(d.carries, vec![None, Some("no verdict".into()), Some("no verdict".into())]);
-        assert_eq!((stop, tally.dispatches), (Stop::NoWork, 3));
-    }
-
-    #[test]
-    fn max_units_is_once_mode_and_counts_parked_units() {
-        let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(&[]));
-        let (stop, _) = run(Limits { max_units: Some(1), ..Default::default() }, &mut q, &mut d);
-        assert_eq!((stop, q.closed.len()), (Stop::Done, 1));
-        let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(&[("a", vec![failed()])]));
-        let (stop, _) = run(Limits { max_units: Some(1), ..Default::default() }, &mut q, &mut d);
-        assert_eq!((stop, q.closed.len()), (Stop::Budget, 1), "a parked unit counts, and the walk did not succeed");
-    }
-
-    #[test]
-    fn max_iterations_counts_every_dispatch_and_abandons_the_unit_in_hand() {
-        let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(&[("a", vec![silent(), silent()])]));
-        let (stop, tally) = run(Limits { max_iterations: Some(2), ..Default::default() }, &mut q, &mut d);
-        assert_eq!((stop, tally.dispatches), (Stop::Budget, 2));
-        assert_eq!(q.abandoned, vec!["a".to_owned()]);
-    }
-
-    #[test]
-    fn a_lost_claim_abandons_without_closing_and_the_walk_goes_on() {
-        let (mut q, mut d) =
-            (queue(&["a", "b"]), Scripted::new(&[("a", vec![Dispatched::Lost { reason: "taken".into() }])]));
-        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!((stop, tally.closed, tally.abandoned), (Stop::NoWork, 1, 1));
-        assert!(q.closed.iter().all(|(id, _)| id != "a"));
-    }
-
-    #[test]
-    fn an_interruption_abandons_the_unit_and_stops() {
-        let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(&[("a", vec![Dispatched::Interrupted])]));
-        let (stop, _) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!((stop, q.abandoned.clone(), q.closed.len()), (Stop::Interrupted, vec!["a".to_owned()], 0));
-    }
-
-    #[test]
-    fn parallel_workers_share_the_unit_budget_without_overshooting() {
-        let walk = Walk::new(Limits { max_units: Some(3), ..Default::default() });
-        let shared = Mutex::new(queue(&["a", "b", "c", "d", "e", "f"]));
-        struct Shared<'a>(&'a Mutex<FakeQueue>);
-        impl Queue for Shared<'_> {
-            type Unit = FakeUnit;
-            fn next(&mut self) -> Result<Option<FakeUnit>> {
-                self.0.lock().expect("lock").next()
-            }
-            fn close(&mut self, unit: &mut FakeUnit, verdict: Verdict, message: &str) -> Result<bool> {
-                self.0.lock().expect("lock").close(unit, verdict, message)
-            }
-            fn abandon(&mut self, unit: &mut FakeUnit, why: &str) -> Result<()> {
-                self.0.lock().expect("lock").abandon(unit, why)
-            }
-        }
-        std::thread::scope(|scope| {
-            for _ in 0..3 {
-                scope.spawn(|| work(&walk, &mut Shared(&shared), &mut Scripted::new(&[]), &|| false).expect("works"));
-            }
-        });
-        let (stop, tally) = walk.outcome();
-        assert_eq!((stop, tally.closed), (Stop::Done, 3));
-        assert_eq!(shared.lock().expect("lock").closed.len(), 3, "exactly max_units units were closed");
-    }
-
-    /// Runs "races": each dispatch takes `extra` more sessions from the budget, then passes.
-    struct Racing {
-        extra: u32,
-        taken: Vec<u32>,
-    }
-
-    impl Dispatcher<FakeUnit> for Racing {
-        fn dispatch(&mut self, _unit: &mut FakeUnit, _attempt: u32, _carry: Option<&str>) -> Result<Dispatched> {
-            unreachable!("the runloop dispatches within a budget")
-        }
-        fn dispatch_within(
-            &mut self,
-            _unit: &mut FakeUnit,
-            _attempt: u32,
-            _carry: Option<&str>,
-            budget: &Budget<'_>,
-        ) -> Result<Dispatched> {
-            let taken = (0..self.extra).take_while(|_| budget.take()).count() as u32;
-            self.taken.push(taken);
-            Ok(if taken == self.extra { done() } else { Dispatched::Spent })
-        }
-    }
-
-    #[test]
-    fn a_race_takes_its_extra_sessions_from_the_unit_and_the_walk_budgets() {
-        let walk = Walk::new(Limits { max_iterations: Some(7), per_unit_dispatches: 4, ..Default::default() });
-        let (mut q, mut d) = (queue(&["a", "b", "c"]), Racing { extra: 2, taken: Vec::new() });
-        work(&walk, &mut q, &mut d, &|| false).expect("no errors");
-        let (stop, tally) = walk.outcome();
-        // a: 1 + 2, b: 1 + 2, c: 1 + 0 of 2 (the walk's 7 are spent).
-        assert_eq!(d.taken, vec![2, 2, 0]);
-        assert_eq!((stop, tally.dispatches, tally.succeeded, tally.abandoned), (Stop::Budget, 7, 2, 1));
-        let walk = Walk::new(Limits { per_unit_dispatches: 2, ..Default::default() });
-        let (mut q, mut d) = (queue(&["a"]), Racing { extra: 3, taken: Vec::new() });
-        work(&walk, &mut q, &mut d, &|| false).expect("no errors");
-        assert_eq!(d.taken, vec![1], "a unit's cap bounds its race");
-        assert_eq!(q.abandoned, vec!["a".to_owned()]);
-    }
-
-    #[test]
-    fn nobody_to_work_a_unit_pauses_the_walk_and_leaves_the_unit_open() {
-        let reason = "claude is unreachable (usage limit) and no fallback agent is set".to_owned();
-        let (mut q, mut d) =
-            (queue(&["a", "b"]), Scripted::new(&[("a", vec![Dispatched::Pause { reason: reason.clone() }])]));
-        let (stop, tally) = run(Limits::default(), &mut q, &mut d);
-        assert_eq!(stop, Stop::Paused { policy: PausePolicy::Unreachable(reason), units: vec!["a".into()] });
-        assert_eq!((tally.closed, q.abandoned.clone()), (0, vec!["a".to_owned()]));
-    }
 }

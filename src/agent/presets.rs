@@ -254,7 +254,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         env: preset.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         session_files: match preset.hooks {
             Hooks::ClaudeSettings => {
-                vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::session::wiring::claude_session_settings(exe))]
+                vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::agent::wiring::claude_session_settings(exe))]
             }
             Hooks::CodexStopHook | Hooks::None => Vec::new(),
         },
@@ -405,7 +405,7 @@ mod tests {
             prompt: PromptVia::Stdin,
             resume: None,
             env: vec![],
-            session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::session::wiring::claude_session_settings(exe))],
+            session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::agent::wiring::claude_session_settings(exe))],
         };
         let argv = agent.argv(std::path::Path::new("/s/s-1/prompt.md"), "u-1");
         let at = argv.iter().position(|a| a == "--settings").expect("--settings");
@@ -417,7 +417,7 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join(CLAUDE_SETTINGS_FILE)).expect("read")).expect("JSON");
         assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "/opt/git-loop hook claude-code");
         assert_eq!(
-            crate::session::wiring::codex_stop_hook(exe),
+            crate::agent::wiring::codex_stop_hook(exe),
             r#"[{hooks=[{type="command",command="/opt/git-loop hook codex",timeout=60}]}]"#
         );
     }
