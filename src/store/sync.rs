@@ -2,7 +2,8 @@
 //! nothing lost or resurrected, whatever order clones do things in. Three verbs share one
 //! exchange:
 //!
-//! - `sync`: every loop ref, both ways (`git loop sync`, a walk's heartbeat, its start and end);
+//! - `sync`: every loop ref, both ways (`git loop sync`, a walk's heartbeat, its start and end),
+//!   in two exchanges: every ref but the notes ref, then the notes ref (see `sync`);
 //! - `publish`: the refs a command or a closing unit changed, and, in the same atomic push, the
 //!   claim change that must not be seen before them (a task's result and its claim's release
 //!   arrive together, so whoever sees the claim free also sees the task done);
@@ -150,17 +151,31 @@ fn class_of(name: &str) -> Option<Class> {
     }
 }
 
-/// What a full sync fetches (each lands under `refs/loop-remotes/<remote>/`).
+/// What a full sync's first exchange fetches (each lands under `refs/loop-remotes/<remote>/`):
+/// every loop ref but the notes ref, which has an exchange of its own (see `sync`).
 fn all_sources() -> Vec<String> {
-    ["refs/loop/*", refs::NOTES, "refs/heads/loop/*", "refs/heads/loop-try/*", "refs/heads/loop-kept/*"]
+    ["refs/loop/*", "refs/heads/loop/*", "refs/heads/loop-try/*", "refs/heads/loop-kept/*"]
         .iter()
         .map(|s| s.to_string())
         .collect()
 }
 
-/// Sync every loop ref with `remote`.
+/// The notes ref alone, as a scope.
+fn only_notes() -> Scope {
+    Scope::Refs(BTreeSet::from([refs::NOTES.to_owned()]))
+}
+
+/// Sync every loop ref with `remote`: every ref but the notes in one exchange, then the notes
+/// ref in one of its own. The notes ref is the one ref every close anywhere in the fleet
+/// changes: leased in the same atomic push as the rest, it made a busy fleet's syncs lose
+/// round after round (16 of them, then "kept changing") although nobody else had touched
+/// their other refs. Each ref merges by its own rule, so the two exchanges need no common
+/// lease; the tasks' records, which carry their completions, go first.
 pub fn sync(store: &Store, ctx: &Context, remote_name: &str) -> Result<Report> {
-    exchange(store, ctx, remote_name, Plan::new(Scope::All))
+    let mut report = exchange(store, ctx, remote_name, Plan::new(Scope::All))?;
+    let notes = exchange(store, ctx, remote_name, Plan::new(only_notes()))?;
+    report.changes.extend(notes.changes);
+    Ok(report)
 }
 
 /// Bring the remote up to date with our side of `names` (merging what it has first), and make
@@ -180,8 +195,7 @@ pub fn publish(
     let notes = names.remove(refs::NOTES);
     let mut report = exchange(store, ctx, remote_name, Plan { claim, ..Plan::new(Scope::Refs(names)) })?;
     if notes {
-        let only_notes = BTreeSet::from([refs::NOTES.to_owned()]);
-        if let Ok(more) = exchange(store, ctx, remote_name, Plan { rounds: 4, ..Plan::new(Scope::Refs(only_notes)) }) {
+        if let Ok(more) = exchange(store, ctx, remote_name, Plan { rounds: 4, ..Plan::new(only_notes()) }) {
             report.changes.extend(more.changes);
         }
     }
@@ -429,15 +443,25 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
 /// they can be pushed with one wildcard refspec and no lease (see `program::push`).
 const WILDCARD: &[&str] = &[refs::TASKS, refs::JOURNAL];
 
-/// Replace the explicit updates of a wildcard-safe class by its wildcard refspec — unless a
-/// ref of that class could not be merged this round (it may be behind the remote locally).
+/// A wildcard-safe class is pushed by its wildcard refspec once it has at least this many
+/// updates: git resolves explicit refspecs one by one (a thousand cost a second of CPU), but a
+/// wildcard pushes every local ref of the class, those not ahead too, and in a busy fleet some
+/// of them have moved on the remote since our fetch ("fetch first"): the atomic push fails as
+/// a whole. With few updates — a walk's sync, every 30 s — explicit refspecs cost nothing and
+/// touch only what we changed (four walks over 200 tasks lost 16 rounds in a row, twice, with
+/// a wildcard for one or two updates).
+const WILDCARD_FROM: usize = 64;
+
+/// Replace the explicit updates of a wildcard-safe class by its wildcard refspec when there
+/// are many of them (`WILDCARD_FROM`) — unless a ref of that class could not be merged this
+/// round (it may be behind the remote locally).
 fn wildcard(updates: Vec<PushUpdate>, report: &Report) -> (Vec<PushUpdate>, Vec<String>) {
     let mut patterns = Vec::new();
     let mut explicit = updates;
     for prefix in WILDCARD {
         let troubled =
             report.changes.iter().any(|c| c.name.starts_with(prefix) && matches!(c.change, Change::Problem(_)));
-        if troubled || !explicit.iter().any(|u| u.dst.starts_with(prefix)) {
+        if troubled || explicit.iter().filter(|u| u.dst.starts_with(prefix)).count() < WILDCARD_FROM {
             continue;
         }
         explicit.retain(|u| !u.dst.starts_with(prefix));
@@ -608,11 +632,11 @@ fn merge_notes(store: &Store, local: ObjectId, other: ObjectId) -> Result<Merge>
     Ok(Merge::Merged(git::write_commit(repo, tree, &parents, "notes: merge\n", &sig)?))
 }
 
-/// Every local ref `sync` exchanges.
+/// Every local ref a full sync's first exchange covers (all but the notes ref, see `sync`).
 fn local_refs(store: &Store) -> Result<BTreeMap<String, ObjectId>> {
     let mut out = BTreeMap::new();
     let platform = store.repo.references().context("could not list refs")?;
-    for prefix in [refs::LOOP, refs::NOTES, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES] {
+    for prefix in [refs::LOOP, refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES] {
         for reference in platform.prefixed(prefix).context("could not list refs")?.flatten() {
             let name = reference.name().as_bstr().to_string();
             if let Some(id) = reference.target().try_id() {
@@ -671,7 +695,8 @@ pub fn adopt(store: &mut Store, ctx: &Context) -> Result<Adoption> {
         None if names.len() == 1 => names[0].clone(),
         None => return Ok(Adoption::NoRemote),
     };
-    let report = exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(Scope::All) })?;
+    let mut report = exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(Scope::All) })?;
+    report.changes.extend(exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(only_notes()) })?.changes);
     if !has_loop_state(store)? {
         return Ok(Adoption::Nothing);
     }

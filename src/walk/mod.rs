@@ -248,8 +248,9 @@ pub struct Walker<'a> {
     unreachable: std::sync::Mutex<std::collections::HashMap<String, (&'static str, std::time::Instant)>>,
     /// The board and the journal's chains, kept current between steps.
     seen: std::sync::Mutex<Seen>,
-    /// Held while a worker publishes a closing unit: the walk's workers share its journal
-    /// chain, and two of them pushing it at once would fail each other's pushes.
+    /// Held while a worker publishes a closing unit, or the heartbeat syncs: the walk's workers
+    /// share its journal chain, and two of them pushing it at once would fail each other's
+    /// pushes.
     publishing: std::sync::Mutex<()>,
 }
 
@@ -666,7 +667,12 @@ fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::S
             if last_sync.elapsed() >= every {
                 grown = true;
                 last_sync = std::time::Instant::now();
-                match crate::store::sync::sync(&store, &walker.ctx, remote) {
+                // Not while a worker publishes a closing unit: both push the walk's journal
+                // chain and the unit's refs, and would fail each other's atomic pushes.
+                let one_at_a_time = walker.publishing();
+                let synced = crate::store::sync::sync(&store, &walker.ctx, remote);
+                drop(one_at_a_time);
+                match synced {
                     Ok(report) => {
                         let incoming = report.incoming();
                         if incoming > 0 {
