@@ -416,19 +416,26 @@ pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
 /// current (see `LiveChains`) instead of listing every journal ref.
 pub fn task_timeline(store: &Store, task: &str, live: &mut LiveChains, watch: &mut Watch) -> Result<Timeline> {
     store.fresh_refs();
-    let tips = live.chains(&store.repo, watch)?;
-    by_task::timeline(store, task, tips)
+    live.refresh(&store.repo, watch)?;
+    let LiveChains { tips, indexed } = live;
+    by_task::timeline(store, task, tips.as_ref().expect("refreshed just now"), indexed)
 }
 
 /// The journal's chains and their tips, kept current through a watch: after the first full
-/// listing only the chains the watch names are read again.
+/// listing only the chains the watch names are read again. With them, what the task index
+/// (`by_task`) last said it covers. A walk asks for a task's history four times a unit, and
+/// each session adds a chain: nothing here is copied or read again per chain, so a step costs
+/// the same at the 10,000th unit as at the first (copying every chain's name per read made a
+/// long walk's memory creep up with its sessions).
 #[derive(Default)]
 pub struct LiveChains {
     tips: Option<BTreeMap<String, ObjectId>>,
+    indexed: by_task::Indexed,
 }
 
 impl LiveChains {
-    pub fn chains(&mut self, repo: &gix::Repository, watch: &mut Watch) -> Result<Vec<(String, ObjectId)>> {
+    /// Bring the tips up to date.
+    fn refresh(&mut self, repo: &gix::Repository, watch: &mut Watch) -> Result<&BTreeMap<String, ObjectId>> {
         let tips = match (self.tips.take(), watch.changes(refs::JOURNAL)) {
             (Some(mut tips), Changes::Names(names)) => {
                 for name in names {
@@ -442,7 +449,7 @@ impl LiveChains {
             }
             _ => chains(repo)?.into_iter().collect(),
         };
-        Ok(self.tips.insert(tips).iter().map(|(name, tip)| (name.clone(), *tip)).collect())
+        Ok(self.tips.insert(tips))
     }
 }
 
@@ -462,7 +469,8 @@ pub struct Timeline {
 
 pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
     if let (Some(task), None) = (&filter.task, &filter.session) {
-        return by_task::timeline(store, task, chains(&store.repo)?);
+        let tips = chains(&store.repo)?.into_iter().collect();
+        return by_task::timeline(store, task, &tips, &mut by_task::Indexed::default());
     }
     let repo = &store.repo;
     let mut problems = Vec::new();
@@ -499,7 +507,7 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
 /// met twice are appended twice and read once (by commit id). Deleting the directory loses
 /// nothing: the next read indexes every chain again.
 mod by_task {
-    use std::collections::{HashMap, HashSet, VecDeque};
+    use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
     use std::io::Write as _;
 
     use anyhow::Result;
@@ -510,12 +518,43 @@ mod by_task {
 
     const TIPS: &str = "tips";
 
+    /// The tips file as this process last read or wrote it: read again only once another
+    /// process replaced it (a new file: another inode, or another size or time).
+    #[derive(Default)]
+    pub struct Indexed {
+        stamp: Option<(u64, u64, std::time::SystemTime)>,
+        tips: HashMap<String, ObjectId>,
+    }
+
+    impl Indexed {
+        fn stamp(path: &std::path::Path) -> Option<(u64, u64, std::time::SystemTime)> {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.ino(), meta.len(), meta.modified().ok()?))
+        }
+
+        /// What the tips file at `path` says now.
+        fn current(&mut self, path: &std::path::Path) -> &HashMap<String, ObjectId> {
+            let stamp = Indexed::stamp(path);
+            if stamp.is_none() || stamp != self.stamp {
+                self.tips = read_tips(path);
+                self.stamp = stamp;
+            }
+            &self.tips
+        }
+    }
+
     /// `tips`: every chain and its tip, as `chains` lists them.
-    pub fn timeline(store: &Store, task: &str, tips: Vec<(String, ObjectId)>) -> Result<Timeline> {
+    pub fn timeline(
+        store: &Store,
+        task: &str,
+        tips: &BTreeMap<String, ObjectId>,
+        indexed: &mut Indexed,
+    ) -> Result<Timeline> {
         let repo = &store.repo;
         let dir = super::Layout::of(repo.common_dir()).journal_tasks();
         let mut problems = Vec::new();
-        catch_up(repo, &dir, tips, &mut problems)?;
+        catch_up(repo, &dir, tips, indexed, &mut problems)?;
         let text = if task.parse::<crate::ids::TaskId>().is_ok() {
             std::fs::read_to_string(dir.join(task)).unwrap_or_default()
         } else {
@@ -542,15 +581,16 @@ mod by_task {
     fn catch_up(
         repo: &gix::Repository,
         dir: &std::path::Path,
-        tips: Vec<(String, ObjectId)>,
+        tips: &BTreeMap<String, ObjectId>,
+        cache: &mut Indexed,
         problems: &mut Vec<String>,
     ) -> Result<()> {
-        let indexed = read_tips(&dir.join(TIPS));
+        let indexed = cache.current(&dir.join(TIPS));
         if tips.iter().all(|(name, tip)| indexed.get(name) == Some(tip)) {
             return Ok(());
         }
         let mut lines: HashMap<String, String> = HashMap::new();
-        for (name, tip) in &tips {
+        for (name, tip) in tips {
             let stop = indexed.get(name);
             if stop == Some(tip) {
                 continue;
@@ -588,10 +628,22 @@ mod by_task {
             // One write of whole lines: concurrent appenders do not interleave within it.
             file.write_all(text.as_bytes())?;
         }
-        let text: String = tips.iter().map(|(name, tip)| format!("{name}\t{tip}\n")).collect();
+        let mut text = String::with_capacity(tips.len() * 64);
+        for (name, tip) in tips {
+            use std::fmt::Write as _;
+            let _ = writeln!(text, "{name}\t{tip}");
+        }
         let tmp = dir.join(format!("{TIPS}.{}.{}", std::process::id(), crate::ids::random_base32(8)));
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, dir.join(TIPS))?;
+        // What the file says now, without reading it back: only the chains that moved change.
+        cache.tips.retain(|name, _| tips.contains_key(name));
+        for (name, tip) in tips {
+            if cache.tips.get(name) != Some(tip) {
+                cache.tips.insert(name.clone(), *tip);
+            }
+        }
+        cache.stamp = Indexed::stamp(&dir.join(TIPS));
         Ok(())
     }
 
