@@ -166,14 +166,15 @@ fn bench_next(s: &Scratch) -> Vec<Row> {
     ]
 }
 
-/// `claim acquire`, whole process, beside `git hash-object -w --stdin` + `git update-ref`.
+/// `claim acquire`, whole process, beside `git hash-object -w --stdin` + `git update-ref`. The
+/// keys are of a kind of their own (`bench:`): a `node:` key must name a task.
 fn bench_claim(s: &Scratch) -> Vec<Row> {
     let repo = s.repo("claim");
     s.run(BIN, &repo, &["add", "warm up"]);
     let record = r#"{"version":1,"key":"node:x","holder":"bench","host":"h","pid":1,"boot_id":"b","nonce":"n","acquired_at":"2026-01-01T00:00:00Z","refreshed_at":"2026-01-01T00:00:00Z","expires_at":"2026-01-01T01:00:00Z"}"#;
     let (mut ours, mut git) = (Vec::new(), Vec::new());
     for i in 0..51 {
-        ours.push(time(s.cmd(BIN, &repo).args(["claim", "acquire", &format!("node:b{i}"), "--holder", "bench"])));
+        ours.push(time(s.cmd(BIN, &repo).args(["claim", "acquire", &format!("bench:b{i}"), "--holder", "bench"])));
         let started = Instant::now();
         let mut hash = s
             .cmd("git", &repo)
@@ -210,7 +211,7 @@ fn bench_remote(s: &Scratch) -> Vec<Row> {
     s.run(BIN, &clone, &["init", "--remote", "origin"]);
     let (mut ours, mut git) = (Vec::new(), Vec::new());
     for i in 0..21 {
-        ours.push(time(s.cmd(BIN, &clone).args(["claim", "acquire", &format!("node:r{i}"), "--holder", "bench"])));
+        ours.push(time(s.cmd(BIN, &clone).args(["claim", "acquire", &format!("bench:r{i}"), "--holder", "bench"])));
         // Like a claim, each push carries a new object (made before the clock starts).
         let record = s.path(&format!("record-{i}"));
         std::fs::write(&record, format!("{{\"holder\":\"bench\",\"n\":{i}}}")).expect("write");
