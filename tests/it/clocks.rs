@@ -280,7 +280,7 @@ fn a_live_claim_is_never_taken_over_by_a_clone_whose_clock_is_an_hour_off() {
     signal(&slow_walk, libc::SIGCONT);
     let slow_out = finish(slow_walk, "the slow walk");
     assert!(
-        slow_out.stdout.contains("\"event\":\"left_open\"") && slow_out.stdout.contains("taken by intruder-"),
+        slow_out.stdout.contains("\"event\":\"unit_abandoned\"") && slow_out.stdout.contains("taken by intruder-"),
         "the resumed walk sees its claim lost and leaves the task:\n{}",
         slow_out.stdout
     );
