@@ -193,17 +193,7 @@ mod tests {
     use crate::context::Context;
     use crate::store::{remote, Store};
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .expect("run git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
+    use crate::git::for_tests as git;
 
     /// A bare remote and a clone of it with one commit, under `dir`.
     fn remote_and_clone(dir: &Path) -> (PathBuf, PathBuf) {

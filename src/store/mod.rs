@@ -315,10 +315,7 @@ mod tests {
     use super::*;
     use crate::ids::ClaimKey;
 
-    fn git(dir: &Path, args: &[&str]) {
-        let out = std::process::Command::new("git").args(args).current_dir(dir).output().expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
+    use crate::git::for_tests as git;
 
     /// What `git pack-refs` does between two reads, within one tick of the file clock: the
     /// claim's loose ref is packed and removed, and packed-refs keeps its modification time.

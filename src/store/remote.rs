@@ -566,22 +566,7 @@ mod tests {
 
     use super::*;
     use crate::context::Context;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "T")
-            .env("GIT_AUTHOR_EMAIL", "t@e")
-            .env("GIT_COMMITTER_NAME", "T")
-            .env("GIT_COMMITTER_EMAIL", "t@e")
-            .output()
-            .expect("run git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
+    use crate::git::for_tests as git;
 
     /// A new loose commit on `main` in `clone`, and a new commit for `task` on `bare`, so that
     /// the next fetch has something to negotiate: the id of the local one.

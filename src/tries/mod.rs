@@ -581,10 +581,7 @@ mod tests {
     use super::*;
     use crate::context::Context;
 
-    fn git(dir: &Path, args: &[&str]) {
-        let out = std::process::Command::new("git").args(args).current_dir(dir).output().expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
+    use crate::git::for_tests as git;
 
     /// Two clones of one remote, neither knowing what the other did: each takes a try number
     /// for the same task, and they get different ones, because the number is taken on the

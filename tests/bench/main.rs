@@ -368,9 +368,12 @@ done"#
 /// once it answers; and the URL of `repo` there.
 fn daemon(s: &Scratch, root: &Path, repo: &str) -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).expect("a port").port();
+    // The daemon itself, not `git daemon`: the `git` wrapper runs it as a child, and killing
+    // the wrapper would leave the daemon running (holding the bench's output open).
+    let program = PathBuf::from(s.run("git", root, &["--exec-path"])).join("git-daemon");
     let daemon = s
-        .cmd("git", root)
-        .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}"), "--export-all"])
+        .cmd(program.to_str().expect("utf-8"), root)
+        .args(["--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}"), "--export-all"])
         .args(["--enable=receive-pack", &format!("--base-path={}", root.display()), root.to_str().expect("utf-8")])
         .stderr(Stdio::null())
         .spawn()
@@ -381,25 +384,14 @@ fn daemon(s: &Scratch, root: &Path, repo: &str) -> (std::process::Child, String)
     (daemon, format!("git://127.0.0.1:{port}/{repo}"))
 }
 
-/// The `q` quantile of `xs`.
-fn quantile(mut xs: Vec<Duration>, q: f64) -> Duration {
-    xs.sort();
-    xs[((xs.len() as f64 * q).ceil() as usize).saturating_sub(1)]
-}
-
-/// Eight clones of one remote served by `git daemon`, each calling `next --claim` 50 times one
-/// after another, all at once, over 420 ready tasks: the 95th percentile of a call. Beside it,
-/// the same eight clones each pushing 50 new claim-sized objects with the raw
-/// `git push --atomic --force-with-lease=<ref>:` (what a free claim costs git alone), all at
-/// once. Both are whole processes; the machine's cores are shared by the clients and the
-/// daemon's `receive-pack`s, as in a fleet.
-fn bench_fleet_claims(s: &Scratch) -> Vec<Row> {
-    let (clones, calls, tasks) = (8, 50, 420);
-    let root = s.path("claims-fleet");
+/// A fleet under `name`: a bare remote served by `git daemon` (see `daemon`) and `clones`
+/// clones of it following it, the first of which imported `tasks` tasks, all synced.
+fn fleet(s: &Scratch, name: &str, clones: usize, tasks: usize) -> (std::process::Child, Vec<PathBuf>) {
+    let root = s.path(name);
     std::fs::create_dir_all(&root).expect("mkdir");
-    let seed = s.repo("claims-fleet/seed");
+    let seed = s.repo(&format!("{name}/seed"));
     s.run("git", &root, &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), "r.git"]);
-    let (mut daemon, url) = daemon(s, &root, "r.git");
+    let (daemon, url) = daemon(s, &root, "r.git");
     let clone = |i: usize| -> PathBuf {
         let dir = root.join(format!("c{i}"));
         s.run("git", &root, &["clone", "-q", &url, dir.to_str().expect("utf-8")]);
@@ -416,6 +408,24 @@ fn bench_fleet_claims(s: &Scratch) -> Vec<Row> {
     for dir in &dirs {
         s.run(BIN, dir, &["sync"]);
     }
+    (daemon, dirs)
+}
+
+/// The `q` quantile of `xs`.
+fn quantile(mut xs: Vec<Duration>, q: f64) -> Duration {
+    xs.sort();
+    xs[((xs.len() as f64 * q).ceil() as usize).saturating_sub(1)]
+}
+
+/// Eight clones of one remote served by `git daemon`, each calling `next --claim` 50 times one
+/// after another, all at once, over 420 ready tasks: the 95th percentile of a call. Beside it,
+/// the same eight clones each pushing 50 new claim-sized objects with the raw
+/// `git push --atomic --force-with-lease=<ref>:` (what a free claim costs git alone), all at
+/// once. Both are whole processes; the machine's cores are shared by the clients and the
+/// daemon's `receive-pack`s, as in a fleet.
+fn bench_fleet_claims(s: &Scratch) -> Vec<Row> {
+    let (clones, calls, tasks) = (8, 50, 420);
+    let (mut daemon, dirs) = fleet(s, "claims-fleet", clones, tasks);
     let all_at_once = |call: &(dyn Fn(usize, &Path, usize) -> Duration + Sync)| -> Vec<Duration> {
         std::thread::scope(|scope| {
             let runs: Vec<_> = dirs
@@ -481,35 +491,9 @@ fn bench_fleet_claims(s: &Scratch) -> Vec<Row> {
 fn bench_fleet(s: &Scratch) -> Vec<Row> {
     let tasks = 200;
     let run = |name: &str, clones: usize| -> Duration {
-        let root = s.path(name);
-        std::fs::create_dir_all(&root).expect("mkdir");
-        let seed = s.repo(&format!("{name}/seed"));
-        let bare = root.join("r.git");
-        s.run("git", &root, &["clone", "-q", "--bare", seed.to_str().expect("utf-8"), bare.to_str().expect("utf-8")]);
-        let (mut daemon, url) = daemon(s, &root, "r.git");
-        let agent = root.join("agent.sh");
-        std::fs::write(
-            &agent,
-            "sleep 1
-echo '{\"verdict\":\"done\"}' > \"$GIT_LOOP_RESULT\"\n",
-        )
-        .expect("agent");
-        let clone = |i: usize| -> PathBuf {
-            let dir = root.join(format!("c{i}"));
-            s.run("git", &root, &["clone", "-q", &url, dir.to_str().expect("utf-8")]);
-            s.run(BIN, &dir, &["init", "--remote", "origin"]);
-            dir
-        };
-        let first = clone(0);
-        let lines: String = (0..tasks).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
-        let file = root.join("tasks.jsonl");
-        std::fs::write(&file, lines).expect("write");
-        s.run(BIN, &first, &["import", file.to_str().expect("utf-8")]);
-        s.run(BIN, &first, &["sync"]);
-        let dirs: Vec<PathBuf> = std::iter::once(first).chain((1..clones).map(clone)).collect();
-        for dir in &dirs {
-            s.run(BIN, dir, &["sync"]);
-        }
+        let (mut daemon, dirs) = fleet(s, name, clones, tasks as usize);
+        let agent = s.path(name).join("agent.sh");
+        std::fs::write(&agent, "sleep 1\necho '{\"verdict\":\"done\"}' > \"$GIT_LOOP_RESULT\"\n").expect("agent");
         let started = Instant::now();
         let walks: Vec<std::process::Child> = dirs
             .iter()
