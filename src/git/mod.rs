@@ -511,6 +511,26 @@ pub fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
     Ok(commit.id)
 }
 
+/// The git program as unit tests run it: in `dir`, without the machine's or the user's
+/// configuration, as a fixed identity. Its trimmed stdout; a failure fails the test with
+/// git's stderr.
+#[cfg(test)]
+pub(crate) fn for_tests(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@e")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_COMMITTER_EMAIL", "t@e")
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::retry_vanished;
@@ -560,24 +580,4 @@ mod tests {
         });
         assert_eq!((never.is_err(), calls), (true, 11));
     }
-}
-
-/// The git program as unit tests run it: in `dir`, without the machine's or the user's
-/// configuration, as a fixed identity. Its trimmed stdout; a failure fails the test with
-/// git's stderr.
-#[cfg(test)]
-pub(crate) fn for_tests(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "T")
-        .env("GIT_AUTHOR_EMAIL", "t@e")
-        .env("GIT_COMMITTER_NAME", "T")
-        .env("GIT_COMMITTER_EMAIL", "t@e")
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
