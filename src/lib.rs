@@ -8,6 +8,8 @@
 //!
 //! - `walk` (the loop over a backlog), `mission`, `people` (a person's verbs on tries),
 //!   `hooks` (what git and the agent CLIs call back into);
+//! - `landing` (the merge queue: done task branches onto a target, checked on the merged
+//!   result);
 //! - `tries` (one try's lifecycle), `backlog` (the task verbs), `agent` (one agent process:
 //!   presets, wiring, the guard, supervision, records);
 //! - `store` (the only writer of refs, objects and the files under `.git/loop/`);
@@ -25,6 +27,7 @@ pub mod failpoint;
 pub mod git;
 pub mod hooks;
 pub mod ids;
+pub mod landing;
 pub mod mission;
 pub mod people;
 pub mod refs;

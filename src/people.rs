@@ -533,7 +533,7 @@ fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &st
         cancelled: &|| false,
     };
     let env = [("GIT_LOOP_TASK".to_owned(), try_.task.to_string())];
-    let ran = tries::checks::run(&runner, "checks", command, try_, &env, &log)?;
+    let ran = tries::checks::run(&runner, "checks", command, &try_.worktree, &env, &log)?;
     if !ran.passed {
         let how = match ran.exit {
             _ if ran.elapsed >= runner.timeout => {

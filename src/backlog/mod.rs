@@ -343,6 +343,7 @@ fn completed(task: &TaskId, title: &str, commit: ObjectId, done: &Completion) ->
         message: done.message.clone(),
         at: done.at,
         by: done.by.clone(),
+        landed: None,
     }
 }
 
@@ -480,8 +481,12 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
         previous.set(task.state);
         match (task.state, state) {
             (now, to) if now == to => Err(refused(format!("task '{}' is already {}", task.id, to.as_str()))),
-            (State::Done, to) if to != State::Open => Err(refused(format!("task '{}' is done", task.id))
-                .hint(format!("reopen it first with 'git loop reopen {}'", task.id))),
+            // Leaving done for anything but open is only for a caller that says so (`from`
+            // names done): the landing queue, when a done task's work cannot land.
+            (State::Done, to) if to != State::Open && !from.contains(&State::Done) => {
+                Err(refused(format!("task '{}' is done", task.id))
+                    .hint(format!("reopen it first with 'git loop reopen {}'", task.id)))
+            }
             (now, _) if !from.is_empty() && !from.contains(&now) => Err(refused(format!(
                 "task '{}' is {}, not {}",
                 task.id,

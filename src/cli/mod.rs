@@ -19,6 +19,7 @@ mod human;
 mod import;
 mod init;
 mod journal;
+mod land;
 mod list;
 mod log;
 mod mission;
@@ -84,6 +85,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     Run(run::RunArgs),
     Race(race::RaceArgs),
+    Land(land::LandArgs),
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
@@ -221,7 +223,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
         // one more, a while later, ends the process at once.
-        Command::Run(_) | Command::Race(_) | Command::Demo(_) => interrupt_gracefully(),
+        Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Land(_) => interrupt_gracefully(),
         // Likewise for a mission's commander: the first signal stops the running child walk.
         Command::Mission(ref cmd) if cmd.is_run() => interrupt_gracefully(),
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
@@ -236,7 +238,12 @@ pub fn main() -> ExitCode {
     };
     let publishes = !matches!(
         cli.command,
-        Command::Sync(_) | Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Mission(_)
+        Command::Sync(_)
+            | Command::Run(_)
+            | Command::Race(_)
+            | Command::Demo(_)
+            | Command::Mission(_)
+            | Command::Land(_)
     );
     let outcome = match cli.command {
         Command::Init(args) => init::run(&env, args),
@@ -257,6 +264,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&env, args),
         Command::Run(args) => run::run(&env, args),
         Command::Race(args) => race::run(&env, args),
+        Command::Land(args) => land::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Hook(cmd) => hook::run(&env, cmd),

@@ -116,3 +116,18 @@ pub fn warn_corrupt(corrupt: &[(String, String)]) {
         }
     }
 }
+
+/// The landing queue of `status --json` and `show --json`.
+pub fn landing_json(view: &git_loop::landing::View) -> serde_json::Value {
+    serde_json::json!({
+        "into": git_loop::refs::short_branch(&view.into),
+        "target": view.tip.map(|t| t.to_string()),
+        "queue": view.queue,
+        "lander": view.lander.as_ref().map(|h| serde_json::json!({
+            "holder": h.record.holder, "pid": h.record.pid, "host": h.record.host, "since": h.record.acquired_at,
+        })),
+        "last_failure": view.last_failure.as_ref().map(|(task, at, failed)| serde_json::json!({
+            "task": task, "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log,
+        })),
+    })
+}

@@ -144,9 +144,11 @@ pub struct WalkArgs {
     /// Where task branches start (default: loop.base, else the current branch).
     #[arg(long, value_name = "REV")]
     base: Option<String>,
-    /// Also merge each done task branch into the current branch (or loop.mergeInto).
-    #[arg(long)]
-    merge: bool,
+    /// Land each done task on the current branch (or loop.mergeInto) through the landing
+    /// queue, checked on the merged result, as 'git loop land' does (default: loop.land);
+    /// --merge is an alias.
+    #[arg(long, visible_alias = "merge")]
+    land: bool,
     /// Stream events as JSON lines.
     #[arg(long)]
     json: bool,
@@ -251,7 +253,8 @@ pub(super) fn walk_options(
         ..Default::default()
     };
     opts.base = args.base;
-    opts.merge = args.merge;
+    opts.land = args.land || store.settings().land()?;
+    opts.land_batch = store.settings().land_batch()?;
     opts.together = together;
     opts.pick = pick;
     opts.pick_default = pick_default;
@@ -441,9 +444,14 @@ impl Observer for Progress {
             Event::BranchMoved { task, branch, commit } => {
                 self.say(Some(task), format!("{branch} moved to {}", short(commit)))
             }
-            Event::Merged { task, base, commit } => {
-                self.say(Some(task), format!("merged into {base} at {}", short(commit)))
+            Event::Landed { task, into, commit, batch } => {
+                let with = if *batch > 1 { format!(" (a batch of {batch})") } else { String::new() };
+                self.say(Some(task), format!("landed on {into} at {}{with}", short(commit)))
             }
+            Event::LandingFailed { task, into, reason } => {
+                self.say(Some(task), format!("not landed on {into}, needs you: {reason}"))
+            }
+            Event::NotLanded { tasks, why } => self.say(Some(&tasks.join(", ")), format!("not landed yet: {why}")),
             Event::Done { task, message } => {
                 let said = if message.is_empty() {
                     String::new()
@@ -527,9 +535,13 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::BranchMoved { task, branch, commit } => {
             json!({ "event": "branch_moved", "task": task, "branch": branch, "commit": commit })
         }
-        Event::Merged { task, base, commit } => {
-            json!({ "event": "merged", "task": task, "base": base, "commit": commit })
+        Event::Landed { task, into, commit, batch } => {
+            json!({ "event": "landed", "task": task, "into": into, "commit": commit, "batch": batch })
         }
+        Event::LandingFailed { task, into, reason } => {
+            json!({ "event": "landing_failed", "task": task, "into": into, "reason": reason })
+        }
+        Event::NotLanded { tasks, why } => json!({ "event": "not_landed", "tasks": tasks, "reason": why }),
         Event::Done { task, message } => {
             json!({ "event": "unit_closed", "task": task, "verdict": "done", "message": message })
         }

@@ -32,9 +32,14 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         return Err(usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'").into());
     };
     let board = Board::load(&store, &env.ctx)?;
+    let landing = landing_of(&store, &env.ctx, &id)?;
     let mut out = Out::new();
     if args.json {
-        out.json(&task_json(&board, &snapshot))?;
+        let mut doc = task_json(&board, &snapshot);
+        if let Some(object) = doc.as_object_mut() {
+            object.insert("landing".into(), landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone()));
+        }
+        out.json(&doc)?;
         return Ok(0);
     }
     let t = &snapshot.task;
@@ -95,6 +100,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
             out.body("           ", message)?;
         }
     }
+    if let Some((_, line)) = &landing {
+        out.line(format!("  landing: {line}"))?;
+    }
     if let Some(origin) = &t.origin {
         out.line(format!("  from:    {} {}", origin.format, origin.id))?;
     }
@@ -104,4 +112,43 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         out.body("  ", &t.body)?;
     }
     Ok(0)
+}
+
+/// Where task `id`'s work stands with the landing queue of the default target: as JSON, and as
+/// a line for people. `None` when it has no task branch or there is no target.
+fn landing_of(
+    store: &git_loop::store::Store,
+    ctx: &git_loop::context::Context,
+    id: &git_loop::ids::TaskId,
+) -> Result<Option<(serde_json::Value, String)>> {
+    let Some(head) = store.ref_target(&git_loop::refs::task_branch(id))? else { return Ok(None) };
+    let Some(view) = git_loop::landing::view(store, ctx)? else { return Ok(None) };
+    let into = git_loop::refs::short_branch(&view.into).to_owned();
+    let failure = view.last_failure.as_ref().filter(|(task, ..)| task == id.as_str()).map(|(_, at, failed)| {
+        serde_json::json!({ "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log })
+    });
+    let position = view.queue.iter().position(|q| q.task == id.as_str());
+    let landed = match view.tip {
+        Some(tip) => store.is_ancestor(head, tip)?,
+        None => false,
+    };
+    let (state, line) = match (landed, position) {
+        (true, _) => ("landed", format!("on {into}")),
+        (false, Some(n)) if view.queue[n].waiting_for.is_empty() => {
+            ("queued", format!("number {} in the queue to {into}", n + 1))
+        }
+        (false, Some(n)) => {
+            ("waiting", format!("waits for {} to land on {into} first", view.queue[n].waiting_for.join(", ")))
+        }
+        (false, None) => match &failure {
+            Some(_) => ("failed", format!("its landing on {into} failed (see the reason above)")),
+            None => ("not_queued", format!("not on {into}; it lands once it is done")),
+        },
+    };
+    let json = serde_json::json!({
+        "into": into, "state": state, "position": position.map(|n| n + 1),
+        "waiting_for": position.map(|n| view.queue[n].waiting_for.clone()).unwrap_or_default(),
+        "last_failure": failure,
+    });
+    Ok(Some((json, line)))
 }

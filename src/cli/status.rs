@@ -104,6 +104,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             missions::Listed::Corrupt { name, problem } => mission_corrupt.push((name, problem)),
         }
     }
+    let landing = git_loop::landing::view(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut out = Out::new();
@@ -128,6 +129,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 "taken_over": count(State::TakenOver), "failed": count(State::Failed),
                 "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
             },
+            "landing": landing.as_ref().map(super::output::landing_json),
             "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
             "missions": mission_list.iter().map(|m| json!({
                 "id": m.id, "title": m.title, "state": m.state.as_str(), "reason": m.reason,
@@ -233,6 +235,39 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                     projects.iter().map(|p| format!("{} {}", p.name, p.status.as_str())).collect();
                 out.line(format!("    wave {wave}  {}", projects.join(" · ")))?;
             }
+        }
+    }
+    if let Some(view) = &landing {
+        let into = git_loop::refs::short_branch(&view.into);
+        if let Some(held) = &view.lander {
+            out.line(format!(
+                "lander {} at work on {into} since {} (pid {} on {})",
+                held.record.holder,
+                relative(held.record.acquired_at, now),
+                held.record.pid,
+                held.record.host
+            ))?;
+        }
+        if !view.queue.is_empty() {
+            out.section(format!("waiting to land on {into}:"))?;
+            for q in view.queue.iter().take(10) {
+                let waits = if q.waiting_for.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (after {})", q.waiting_for.join(", "))
+                };
+                out.line(format!("  {:<11} {}  {}{waits}", q.task, q.priority, short(&q.title, 50)))?;
+            }
+            if view.queue.len() > 10 {
+                out.line(format!("  … and {} more", view.queue.len() - 10))?;
+            }
+        }
+        if let Some((task, at, failed)) = &view.last_failure {
+            out.section(format!(
+                "last landing failure on {into}: {task} {}: {}",
+                relative(*at, now),
+                short(&failed.reason, 100)
+            ))?;
         }
     }
     if let Some((e, policy, units)) = paused {

@@ -1,5 +1,7 @@
 //! The only module that runs the `git` program, used where gix cannot do the job: pushing
-//! (gix 0.90 has no push), fetching over http, and repacking. One function per invocation;
+//! (gix 0.90 has no push), fetching over http, repacking, and the landing queue's worktree
+//! updates (a two-tree checkout of a worktree that follows its branch, the landing worktree's
+//! reset, and whether a worktree is clean). One function per invocation;
 //! stdin closed; hooks, fsmonitor and prompts disabled; errors name the argv, the exit status
 //! and stderr.
 
@@ -104,6 +106,11 @@ fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
         .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.writeCommitGraph=false"])
         .args(args)
         .current_dir(dir)
+        // Every call names its repository by `dir` (or `--git-dir`): what an outer git set for
+        // its own process must not redirect a checkout or a status to another worktree.
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
         .stdin(Stdio::null())
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
@@ -264,6 +271,46 @@ fn run(dir: &Path, args: &[String]) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `git read-tree -m -u <old> <new>` in the worktree `dir`: its index and files go from commit
+/// `old` to commit `new` (a two-tree merge, as `git checkout` does when it switches), so a
+/// worktree that has a branch checked out follows the branch when it is moved under it.
+/// Refuses, changing nothing, where a file it would write differs from `old` or is an
+/// untracked file in the way. Used by the landing queue after checking the worktree is clean:
+/// gix 0.90 has no two-tree checkout that keeps the stat cache and refuses to overwrite.
+pub fn read_tree_update(dir: &Path, old: ObjectId, new: ObjectId) -> Result<()> {
+    let args: Vec<String> = vec!["read-tree".into(), "-m".into(), "-u".into(), old.to_string(), new.to_string()];
+    run(dir, &args)?;
+    Ok(())
+}
+
+/// The paths `git status --porcelain -z --untracked-files=no` lists in the worktree `dir`:
+/// tracked files whose index or contents differ from `HEAD` (empty: clean). Untracked files
+/// do not count (a two-tree update refuses to overwrite one that is in its way).
+pub fn changed_paths(dir: &Path) -> Result<Vec<String>> {
+    let args: Vec<String> =
+        vec!["status".into(), "--porcelain".into(), "-z".into(), "--untracked-files=no".into(), "--no-renames".into()];
+    let out = run(dir, &args)?;
+    Ok(out.split('\0').filter(|entry| entry.len() > 3).map(|entry| entry[3..].to_owned()).collect())
+}
+
+/// `git checkout --quiet --force --detach <commit>` in the worktree `dir`: its `HEAD`, index
+/// and tracked files become `commit`'s, whatever was changed there (the landing worktree,
+/// reused from one candidate to the next).
+pub fn checkout_detached(dir: &Path, commit: ObjectId) -> Result<()> {
+    let args: Vec<String> =
+        vec!["checkout".into(), "--quiet".into(), "--force".into(), "--detach".into(), commit.to_string()];
+    run(dir, &args)?;
+    Ok(())
+}
+
+/// `git clean -f -d -q` in the worktree `dir`: untracked files and directories go; ignored
+/// ones (build caches) stay, so checks run again incrementally.
+pub fn clean_untracked(dir: &Path) -> Result<()> {
+    let args: Vec<String> = vec!["clean".into(), "-f".into(), "-d".into(), "-q".into()];
+    run(dir, &args)?;
+    Ok(())
 }
 
 /// `git repack -d -l -n -q --geometric=2` on the repository whose common directory is

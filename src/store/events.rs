@@ -97,8 +97,14 @@ recorded! {
     Claimed(Claimed) = "claimed",
     /// The walk recovered what a crashed walk left.
     Recovered(Recovered) = "recovered",
-    /// A done task's branch was not merged into the base.
+    /// A done task's branch was not merged into the base (written by versions before the
+    /// landing queue; still read).
     MergeSkipped(MergeSkipped) = "merge_skipped",
+    // Landing.
+    /// A done task's work landed on a target branch (the landing queue).
+    TaskLanded(TaskLanded) = "task_landed",
+    /// A done task's work could not land: its merge conflicts, or the checks fail on it.
+    LandingFailed(LandingFailed) = "landing_failed",
     // Sync.
     /// Two clones' copies of a forward-only ref diverged.
     RefDiverged(RefDiverged) = "ref_diverged",
@@ -467,6 +473,54 @@ pub struct Recovered {
 pub struct MergeSkipped {
     #[serde(default)]
     pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskLanded {
+    /// The target branch (full ref name).
+    pub into: String,
+    /// The commit the target moved to, holding the task's work.
+    pub commit: String,
+    /// The task branch's head that landed.
+    #[serde(default)]
+    pub head: String,
+    /// The target's commit before (the batch was merged onto it).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// How many tasks landed in the same move of the target.
+    #[serde(default)]
+    pub batch: usize,
+    /// The checks that passed on the merged result (none: landed on the merge alone).
+    #[serde(default)]
+    pub checks: Option<String>,
+    /// Who landed it (the lander's holder name).
+    #[serde(default)]
+    pub lander: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LandingFailed {
+    /// The target branch (full ref name).
+    pub into: String,
+    /// `conflict` or `checks`.
+    pub cause: String,
+    /// Why, in words (the conflicting paths, or the checks' exit and the tail of their output).
+    #[serde(default)]
+    pub reason: String,
+    /// The conflicting paths (`conflict`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The checks' output (`checks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// The task branch's head that could not land.
+    #[serde(default)]
+    pub head: String,
+    /// The target's commit it was merged onto.
+    #[serde(default)]
+    pub onto: String,
+    #[serde(default)]
+    pub lander: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -114,6 +114,16 @@ impl Layout {
     }
 
     /// The log of the checks `hand-back --keep` ran on a try.
+    /// The output of the landing queue's last checks on target `name` (its lander claim's name).
+    pub fn landing_log(&self, name: &str) -> PathBuf {
+        self.root.join("landing").join(format!("{name}.log"))
+    }
+
+    /// The output of the checks that failed `task`'s landing, kept for a person.
+    pub fn landing_failure_log(&self, task: &str) -> PathBuf {
+        self.root.join("landing").join(format!("{task}-checks.log"))
+    }
+
     pub fn kept_checks_log(&self, task: &str, try_number: u32) -> PathBuf {
         self.root.join(format!("checks-{task}-{try_number}.log"))
     }

@@ -125,10 +125,10 @@ impl Watcher {
         };
         let r = &held.record;
         let length = (r.expires_at - r.refreshed_at).to_std().unwrap_or_default();
-        // A singleton (a clone's walker, a mission's commander) is held by the process that
-        // wrote it, as is a walk's claim on a task.
-        let own_process =
-            matches!(key.kind(), super::claim_record::LOCAL_KIND | "fleet") || crate::ids::is_walker_key(&r.holder);
+        // A singleton (a clone's walker, a mission's commander, a target's lander) is held by
+        // the process that wrote it, as is a walk's claim on a task.
+        let own_process = matches!(key.kind(), super::claim_record::LOCAL_KIND | "fleet" | "lander")
+            || crate::ids::is_walker_key(&r.holder);
         Lease { length, unchanged_for, holder_gone: own_process && r.holder_gone_here(&self.ctx) }
     }
 

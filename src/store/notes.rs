@@ -40,6 +40,20 @@ pub struct Completed {
     pub message: Option<String>,
     pub at: DateTime<Utc>,
     pub by: String,
+    /// Where the task's work landed (the landing queue), once it has. Added to version 2;
+    /// absent before it lands, and on notes written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Landed>,
+}
+
+/// Where a task's work landed: the target branch and the commit the target moved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Landed {
+    /// The target branch (full ref name).
+    pub into: String,
+    /// The target's commit holding the work (the merge that landed it).
+    pub commit: String,
+    pub at: DateTime<Utc>,
 }
 
 /// A note of version 2: every task this commit completed, sorted by task id.
@@ -115,7 +129,10 @@ pub fn union(a: Vec<Completed>, b: Vec<Completed>) -> Vec<Completed> {
     for entry in a.into_iter().chain(b) {
         match out.iter_mut().find(|kept| kept.task == entry.task) {
             Some(kept) => {
-                let key = |c: &Completed| (c.at, serde_json::to_string(c).unwrap_or_default());
+                // Its landing is added to an entry later, under the same `at`.
+                let key = |c: &Completed| {
+                    (c.at, c.landed.as_ref().map(|l| l.at), serde_json::to_string(c).unwrap_or_default())
+                };
                 if key(&entry) > key(kept) {
                     *kept = entry;
                 }
@@ -199,6 +216,18 @@ pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()>
     })
 }
 
+/// Record where `task`'s work landed in its entry of the note on `commit` (its completing
+/// commit). False, changing nothing, when that note has no entry for the task.
+pub fn set_landed(store: &Store, commit: ObjectId, task: &str, landed: Landed) -> Result<bool> {
+    let (_, blob, _) = current(store, commit)?;
+    let Some(blob) = blob else { return Ok(false) };
+    let Parsed::Known(completions) = parse(&git::read_blob(&store.repo, blob)?) else { return Ok(false) };
+    let Some(mut entry) = completions.into_iter().find(|c| c.task == task) else { return Ok(false) };
+    entry.landed = Some(landed);
+    add(store, commit, &entry)?;
+    Ok(true)
+}
+
 /// The note two clones' notes on one commit merge to: the union of their completions, in the
 /// one form every clone writes for it (so two clones merging the same pair write the same
 /// blob). A note of a newer version is kept over ours (we cannot merge what we cannot read);
@@ -280,6 +309,7 @@ mod tests {
             message: Some(message.into()),
             at: at.parse().expect("RFC 3339"),
             by: "Tess <t@e>".into(),
+            landed: None,
         }
     }
 

@@ -71,6 +71,49 @@ pub fn swap_checked(
     new: Option<ObjectId>,
     checks: &[(String, ObjectId)],
 ) -> Result<Cas> {
+    swap_with(store, remote, name, expect, new, checks, Mirror::Local)
+}
+
+/// Change branch `name` (a full ref name) on the remote from `old` to `new` by a push with a
+/// lease — the landing queue moving its target on the shared remote: never a force push, and
+/// `new` descends from `old`, so it is a fast-forward as well. The local branch of that name is
+/// left alone (it may be checked out, or hold work of its own): the remote's value is kept in
+/// its mirror (`refs/loop-remotes/<remote>/heads/...`). `Lost` carries the remote's value,
+/// whose objects are fetched.
+pub fn swap_branch(store: &Store, remote: &str, name: &str, old: ObjectId, new: ObjectId) -> Result<Cas> {
+    swap_with(store, remote, name, Expect::Is(old), Some(new), &[], Mirror::Only)
+}
+
+/// The remote's value of branch `name` (fetched, with its objects, into its mirror), leaving
+/// the local branch alone.
+pub fn read_branch(store: &Store, remote: &str, name: &str) -> Result<Option<ObjectId>> {
+    let fetched = fetch(store, remote, &[name.to_owned()])?;
+    Ok(fetched.remote_refs.iter().find(|(n, _)| n == name).map(|(_, id)| *id))
+}
+
+/// Where a swap keeps what the remote now holds: the local ref of the same name (claims and
+/// records, which mirror the remote), or only the mirror (a branch the landing queue moves).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mirror {
+    Local,
+    Only,
+}
+
+fn swap_with(
+    store: &Store,
+    remote: &str,
+    name: &str,
+    expect: Expect,
+    new: Option<ObjectId>,
+    checks: &[(String, ObjectId)],
+    mirror: Mirror,
+) -> Result<Cas> {
+    let read_back = |store: &Store| -> Result<Option<ObjectId>> {
+        match mirror {
+            Mirror::Local => refresh_mirror(store, remote, name),
+            Mirror::Only => read_branch(store, remote, name),
+        }
+    };
     let lease = match expect {
         Expect::Absent => None,
         Expect::Is(id) => Some(id),
@@ -87,8 +130,13 @@ pub fn swap_checked(
     crate::failpoint::write_point();
     match pushed {
         Ok(report) if report.all_ok() => {
-            set_local(store, name, new)?;
-            note_mirrored(store, name, pushed_at);
+            match mirror {
+                Mirror::Local => {
+                    set_local(store, name, new)?;
+                    note_mirrored(store, name, pushed_at);
+                }
+                Mirror::Only => mirror_pushed(store, remote, &updates[..1])?,
+            }
             Ok(Cas::Applied)
         }
         Ok(report) => {
@@ -98,7 +146,7 @@ pub fn swap_checked(
             let actual = if is_arbitrated_claim(name) {
                 refresh_claims(store, remote)?.get(name).copied()
             } else {
-                refresh_mirror(store, remote, name)?
+                read_back(store)?
             };
             if let Some(refusal) = report.refusal() {
                 // A lease that held when the client checked it but not when the server took
@@ -126,7 +174,7 @@ pub fn swap_checked(
                 return Err(err);
             }
             // Unknown outcome: the server is the judge.
-            let actual = refresh_mirror(store, remote, name).with_context(|| {
+            let actual = read_back(store).with_context(|| {
                 format!("the push to '{remote}' failed and the remote could not be read back: {err:#}")
             })?;
             if actual == new {

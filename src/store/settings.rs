@@ -43,7 +43,18 @@ pub const KEYS: &[Key] = &[
         meaning: "how long the checks (and the review, the judge) may run before they are stopped (default 10m; `run --checks-timeout`)",
     },
     Key { key: "loop.base", meaning: "where task branches start (default: the current branch)" },
-    Key { key: "loop.mergeInto", meaning: "the branch `run --merge` merges into (default: the current branch)" },
+    Key {
+        key: "loop.mergeInto",
+        meaning: "the branch done work lands on (`git loop land`, `run --land`; default: the current branch)",
+    },
+    Key {
+        key: "loop.land",
+        meaning: "`true`: `run` and `race` land each done task as if given `--land` (default false)",
+    },
+    Key {
+        key: "loop.landBatch",
+        meaning: "how many task branches the landing queue merges before checking the result once (default 8; `land --batch`)",
+    },
     Key { key: "loop.worktrees", meaning: "where try worktrees go (default: `<git-common-dir>/loop/worktrees`)" },
     Key {
         key: "loop.holder",
@@ -57,6 +68,9 @@ pub const KEYS: &[Key] = &[
 
 /// How often a walk syncs when `loop.syncEvery` is not set.
 pub const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How many task branches a landing merges before checking, when `loop.landBatch` is not set.
+pub const LAND_BATCH: usize = 8;
 
 /// How long checks may run when `loop.checksTimeout` is not set.
 pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -158,9 +172,31 @@ impl<'s> Settings<'s> {
         self.text("loop.base")
     }
 
-    /// `loop.mergeInto`: the branch `run --merge` merges into.
+    /// `loop.mergeInto`: the branch done work lands on.
     pub fn merge_into(&self) -> Option<String> {
         self.text("loop.mergeInto")
+    }
+
+    /// `loop.land`: whether `run` and `race` land each done task (as `--land`).
+    pub fn land(&self) -> Result<bool, Refusal> {
+        match self.text("loop.land").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("false" | "no" | "off" | "0") => Ok(false),
+            Some("true" | "yes" | "on" | "1") => Ok(true),
+            Some(other) => Err(usage(format!("loop.land '{}' is not a boolean", other.escape_debug()))
+                .hint("set it to true or false: git config loop.land true")),
+        }
+    }
+
+    /// `loop.landBatch`: how many task branches a landing merges before checking; [`LAND_BATCH`]
+    /// when unset.
+    pub fn land_batch(&self) -> Result<usize, Refusal> {
+        match self.text("loop.landBatch") {
+            None => Ok(LAND_BATCH),
+            Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                usage(format!("loop.landBatch '{}' is not a number of at least 1", v.escape_debug()))
+                    .hint("e.g. git config loop.landBatch 8")
+            }),
+        }
     }
 
     /// `loop.user`: the name the shared remote authenticates this clone's pushes as.

@@ -1,14 +1,14 @@
 //! Running a try's checks — and the review, a command of the same kind — in the try's
-//! worktree, under the session guard (so nothing it starts outlives the process that asked),
-//! to its end or the configured timeout (`--checks-timeout`, `loop.checksTimeout`). The one
-//! way the walk and a person's `hand-back --keep` run them.
+//! worktree (or the landing queue's, on a merged result), under the session guard (so nothing
+//! it starts outlives the process that asked), to its end or the configured timeout
+//! (`--checks-timeout`, `loop.checksTimeout`). The one way the walk, a person's
+//! `hand-back --keep` and the landing queue run them.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::Try;
 use crate::agent::guard;
 use crate::agent::process::Exit;
 use crate::ids::random_base32;
@@ -51,13 +51,13 @@ impl Ran {
     }
 }
 
-/// Run `sh -c command` (its kind: `name`, e.g. `checks`) in `try_`'s worktree with `env`, its
-/// output to `log`.
+/// Run `sh -c command` (its kind: `name`, e.g. `checks`) in `cwd` (a try's worktree, or the
+/// landing worktree) with `env`, its output to `log`.
 pub fn run(
     runner: &Runner<'_>,
     name: &str,
     command: &str,
-    try_: &Try,
+    cwd: &Path,
     env: &[(String, String)],
     log: &Path,
 ) -> Result<Ran> {
@@ -70,7 +70,7 @@ pub fn run(
         grace: runner.grace,
         program: "sh",
         args: &args,
-        cwd: &try_.worktree,
+        cwd,
         env,
         stdin: None,
         log,

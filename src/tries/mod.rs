@@ -314,58 +314,6 @@ pub fn land(store: &Store, try_: &Try, head: ObjectId, why: &str) -> Result<Land
     })
 }
 
-/// What merging a done task's branch into the base (`run --merge`) did.
-pub enum BaseMerge {
-    /// The base branch (`base`, short name) holds `commit`: moved there now, or (`moved`
-    /// false) it held the work already.
-    Merged {
-        base: String,
-        commit: ObjectId,
-        moved: bool,
-    },
-    Conflict(Vec<String>),
-    Skipped(String),
-}
-
-/// Merge task `task`'s done work (`commit`; `title` names it in the merge commit) into the
-/// base branch (`loop.mergeInto`, else the main worktree's branch) by compare-and-swap. Never
-/// a half-merged base: a conflict changes nothing. The base branch is not moved while it is
-/// checked out (the worktree would revert it): that is skipped, with what to do.
-pub fn merge_into_base(store: &Store, task: &TaskId, title: &str, commit: ObjectId) -> Result<BaseMerge> {
-    let base_branch = match store.head_branch() {
-        Some(name) => name,
-        None => return Ok(BaseMerge::Skipped("the main worktree is not on a branch".into())),
-    };
-    let base_branch = store.settings().merge_into().map(|b| format!("refs/heads/{b}")).unwrap_or(base_branch);
-    let base_name = refs::short_branch(&base_branch).to_owned();
-    let Some(base) = store.ref_target(&base_branch)? else {
-        return Ok(BaseMerge::Skipped(format!("branch '{base_name}' does not exist")));
-    };
-    if store.is_ancestor(commit, base)? {
-        return Ok(BaseMerge::Merged { base: base_name, commit: base, moved: false });
-    }
-    let task_branch = refs::task_branch(task);
-    let target = if store.is_ancestor(base, commit)? {
-        commit
-    } else {
-        let title = title.lines().next().unwrap_or("");
-        let message = format!("loop: merge {} ({title})\n", refs::short_branch(&task_branch));
-        match store.merge(base, commit, &message)? {
-            Merged::Commit(c) => c,
-            Merged::Conflict(paths) => return Ok(BaseMerge::Conflict(paths)),
-        }
-    };
-    Ok(match move_branch(store, &base_branch, Some(base), target, "loop: merge task branch")? {
-        Move::Moved => BaseMerge::Merged { base: base_name, commit: target, moved: true },
-        Move::CheckedOut(path) => BaseMerge::Skipped(format!(
-            "{base_name} is checked out in {}; merge it there with 'git merge {}'",
-            path.display(),
-            refs::short_branch(&task_branch)
-        )),
-        Move::Lost(_) => BaseMerge::Skipped(format!("{base_name} moved meanwhile; merge by hand")),
-    })
-}
-
 /// A try opened to work in.
 pub struct Opened {
     pub try_: Try,

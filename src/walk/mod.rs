@@ -33,7 +33,7 @@ use crate::backlog::Board;
 use crate::context::Context;
 use crate::engine::{self, Limits, Stop, Tally};
 use crate::error::{Class, Refusal};
-use crate::ids::{ClaimKey, WriterId};
+use crate::ids::{ClaimKey, TaskId, WriterId};
 use crate::refs;
 use crate::store::claim::{self, AcquireOptions, Singleton};
 use crate::store::events::{self, Recorded};
@@ -62,8 +62,10 @@ pub struct Options {
     pub parallel: u32,
     /// The revision task branches start from (default: the current branch).
     pub base: Option<String>,
-    /// Also merge each done task branch into the base branch.
-    pub merge: bool,
+    /// Land each done task through the landing queue (`--land`, `--merge`, `loop.land`).
+    pub land: bool,
+    /// How many branches a landing merges before checking (`loop.landBatch`).
+    pub land_batch: usize,
     /// Agents to race on every task that does not name its own (on every task, with
     /// `together_first`).
     pub together: Vec<String>,
@@ -103,7 +105,8 @@ impl Options {
             limits: Limits::default(),
             parallel: 1,
             base: None,
-            merge: false,
+            land: false,
+            land_batch: crate::store::settings::LAND_BATCH,
             together: Vec::new(),
             together_first: false,
             pick: None,
@@ -193,10 +196,23 @@ pub enum Event {
         branch: String,
         commit: String,
     },
-    Merged {
+    /// A done task landed on the target (the landing queue).
+    Landed {
         task: String,
-        base: String,
+        into: String,
         commit: String,
+        batch: usize,
+    },
+    /// A done task could not land: it needs a person now.
+    LandingFailed {
+        task: String,
+        into: String,
+        reason: String,
+    },
+    /// Done tasks wait to land: why (another lander, a dirty checkout, a dependency).
+    NotLanded {
+        tasks: Vec<String>,
+        why: String,
     },
     Done {
         task: String,
@@ -252,6 +268,12 @@ pub struct Walker<'a> {
     /// share its journal chain, and two of them pushing it at once would fail each other's
     /// pushes.
     publishing: std::sync::Mutex<()>,
+    /// Done tasks of this walk not landed yet (`--land`).
+    to_land: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Held by the worker that lands; the others leave their tasks in `to_land` for it.
+    landing: std::sync::Mutex<()>,
+    /// Whether the walk said that it lands without checks (it says so once).
+    said_no_checks: AtomicBool,
 }
 
 /// What a walk keeps current between steps instead of listing every ref again: its watch
@@ -292,6 +314,117 @@ impl Walker<'_> {
     /// One worker at a time publishes (see `publishing`).
     pub fn publishing(&self) -> std::sync::MutexGuard<'_, ()> {
         self.publishing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Land `done` (a task this walk just closed done), with every other done task of this
+    /// walk not landed yet, through the landing queue. One worker lands at a time; a worker
+    /// that finds another landing leaves its task for it (it looks again after each landing),
+    /// so the tasks parallel workers finish meanwhile land together, in one batch. What stays
+    /// unlanded (another clone's lander at work, a dirty checkout of the target) is tried again
+    /// at the next close and when the walk ends. Never fails the walk: what went wrong is said.
+    pub fn land(&self, store: &Store, done: Option<TaskId>) -> bool {
+        if let Some(id) = done {
+            self.to_land.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string());
+        }
+        let mut busy = false;
+        loop {
+            let Ok(_landing) = self.landing.try_lock() else { return false };
+            let ids: Vec<String> =
+                std::mem::take(&mut *self.to_land.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
+            if !ids.is_empty() {
+                busy |= self.land_now(store, ids);
+            }
+            drop(_landing);
+            // A task added while this worker landed, by a worker that found it landing.
+            if busy || self.to_land.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                return busy;
+            }
+        }
+    }
+
+    /// Land `ids` now; true when they must wait (another lander holds the target).
+    fn land_now(&self, store: &Store, ids: Vec<String>) -> bool {
+        let only: Vec<TaskId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
+        let checks = self.opts.checks.clone();
+        if checks.is_none() && !self.said_no_checks.swap(true, Ordering::SeqCst) {
+            self.observer.event(&Event::Warning {
+                message: "no checks are configured (--checks, loop.checks): done work lands on its merge alone".into(),
+            });
+        }
+        let cancelled = || self.cancelled(store);
+        let opts = crate::landing::Options {
+            into: None,
+            only,
+            batch: self.opts.land_batch,
+            checks,
+            checks_timeout: self.opts.checks_timeout,
+            grace: self.opts.grace,
+            exe: self.exe.clone(),
+            holder: self.key.clone(),
+            cancelled: &cancelled,
+            resolver: &crate::landing::NoResolver,
+        };
+        let keep = |why: String| {
+            self.to_land.lock().unwrap_or_else(|p| p.into_inner()).extend(ids.iter().cloned());
+            self.observer.event(&Event::NotLanded { tasks: ids.clone(), why });
+        };
+        match crate::landing::land(store, &self.ctx, &opts) {
+            Ok(crate::landing::Outcome::Ran(report)) => {
+                let into = report.into.clone();
+                for landed in &report.landed {
+                    self.observer.event(&Event::Landed {
+                        task: landed.task.clone(),
+                        into: into.clone(),
+                        commit: landed.commit.clone(),
+                        batch: landed.batch,
+                    });
+                }
+                for failed in &report.failed {
+                    self.observer.event(&Event::LandingFailed {
+                        task: failed.task.clone(),
+                        into: into.clone(),
+                        reason: failed.reason.clone(),
+                    });
+                }
+                for waiting in &report.waiting {
+                    self.observer.event(&Event::NotLanded {
+                        tasks: vec![waiting.task.clone()],
+                        why: format!("it waits for {} to land first", waiting.waiting_for.join(", ")),
+                    });
+                }
+                for note in &report.notes {
+                    self.observer.event(&Event::Warning { message: note.clone() });
+                }
+                false
+            }
+            Ok(crate::landing::Outcome::Busy(held)) => {
+                keep(format!(
+                    "another lander is at work on the target: {} (pid {} on {})",
+                    held.record.holder, held.record.pid, held.record.host
+                ));
+                true
+            }
+            Err(err) => {
+                let why = match crate::error::find_refusal(&err) {
+                    Some(refusal) => match &refusal.hint {
+                        Some(hint) => format!("{} ({hint})", refusal.message),
+                        None => refusal.message.clone(),
+                    },
+                    None => format!("{err:#}"),
+                };
+                keep(why);
+                false
+            }
+        }
+    }
+
+    /// Land what this walk finished and has not landed yet, as the walk ends: waiting while
+    /// another lander holds the target (up to `LAND_WAIT`), unless the walk is interrupted.
+    fn land_the_rest(&self, store: &Store) {
+        let started = std::time::Instant::now();
+        while self.land(store, None) && started.elapsed() < LAND_WAIT && !self.cancelled(store) {
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     /// Every task and claim, as `Board::load` reads them, re-reading only what changed.
@@ -378,6 +511,9 @@ impl Walker<'_> {
     }
 }
 
+/// How long a walk that ends waits for another clone's lander to let it land its done tasks.
+const LAND_WAIT: Duration = Duration::from_secs(10 * 60);
+
 /// How a walk ended, for the exit code and the summary.
 #[derive(Debug, Clone)]
 pub struct WalkEnd {
@@ -426,6 +562,9 @@ pub fn walk(
         unreachable: Default::default(),
         seen: std::sync::Mutex::new(Seen::new(store)),
         publishing: Default::default(),
+        to_land: Default::default(),
+        landing: Default::default(),
+        said_no_checks: AtomicBool::new(false),
     };
     walker.record(
         store,
@@ -479,6 +618,9 @@ pub fn walk(
         }
         heartbeat_stop.stop();
     });
+    if walker.opts.land {
+        walker.land_the_rest(store);
+    }
     let (mut stop, tally) = run.outcome();
     if walker.cancelled(store) {
         stop = Stop::Interrupted;
@@ -583,6 +725,9 @@ pub fn recover_crashed(
         unreachable: Default::default(),
         seen: std::sync::Mutex::new(Seen::new(store)),
         publishing: Default::default(),
+        to_land: Default::default(),
+        landing: Default::default(),
+        said_no_checks: AtomicBool::new(false),
     };
     recover::recover(store, &walker)?;
     Ok(None)

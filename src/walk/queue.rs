@@ -2,7 +2,8 @@
 //!
 //! Closing done: the task branch moves to the try's head by compare-and-swap (fast-forward
 //! when it can, else a merge of the two), never while it is checked out somewhere; the task
-//! is marked done with a completion note on that commit; the claim is released.
+//! is marked done with a completion note on that commit; the claim is released; with
+//! `--land`, the task goes to the landing queue (`Walker::land`).
 //! Closing otherwise: failed goes to `failed`, blocked (or work that cannot land without a
 //! person) to `needs-you`, an undecided race to `needs-decision`; the claim is kept with its
 //! lease refreshed (park exclusion: `next` moves on instead of re-picking a broken task) until
@@ -198,37 +199,6 @@ impl<'a> GitQueue<'a> {
             branch: refs::short_branch(&branch).to_owned(),
             commit: commit.to_string(),
         });
-        if self.walker.opts.merge {
-            match tries::merge_into_base(self.store, &id, &unit.task.title, commit)? {
-                tries::BaseMerge::Merged { base, commit, moved: true } => {
-                    self.walker.observer.event(&Event::Merged {
-                        task: unit.task.id.clone(),
-                        base,
-                        commit: commit.to_string(),
-                    });
-                }
-                tries::BaseMerge::Merged { .. } => {}
-                tries::BaseMerge::Conflict(paths) => {
-                    return self.park(
-                        unit,
-                        &format!(
-                            "its branch is ready, but merging it into the base conflicts in: {}",
-                            paths.join(", ")
-                        ),
-                    );
-                }
-                tries::BaseMerge::Skipped(reason) => {
-                    self.walker.record(
-                        self.store,
-                        Some(&unit.task.id),
-                        Recorded::MergeSkipped(events::MergeSkipped { reason: reason.clone() }),
-                    )?;
-                    self.walker.observer.event(&Event::Warning {
-                        message: format!("{}: not merged into the base: {reason}", unit.task.id),
-                    });
-                }
-            }
-        }
         let ctx = self.session_ctx(unit);
         backlog::done(
             self.store,
@@ -350,7 +320,13 @@ impl engine::Queue for GitQueue<'_> {
 
     fn close(&mut self, unit: &mut WorkUnit, verdict: Verdict, message: &str) -> Result<bool> {
         match verdict {
-            Verdict::Done => self.finish(unit, message),
+            Verdict::Done => {
+                let done = self.finish(unit, message)?;
+                if done && self.walker.opts.land {
+                    self.walker.land(self.store, Some(unit.id()));
+                }
+                Ok(done)
+            }
             Verdict::Blocked => self.close_as(
                 unit,
                 State::NeedsYou,

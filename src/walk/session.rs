@@ -485,7 +485,7 @@ impl GitDispatcher<'_> {
             timeout: self.walker.opts.checks_timeout,
             cancelled: &|| self.walker.cancelled(self.store),
         };
-        checks::run(&runner, name, command, try_, env, &dir.join(format!("{name}.log")))
+        checks::run(&runner, name, command, &try_.worktree, env, &dir.join(format!("{name}.log")))
     }
 
     /// Run the checks in the worktree; `None` when there are none.

@@ -16,6 +16,7 @@ mod hooks;
 mod hostile;
 mod interrupt;
 mod journal;
+mod land;
 mod library;
 mod mission;
 mod model_server;

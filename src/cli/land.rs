@@ -1,0 +1,121 @@
+//! `git loop land`: the landing queue — done task branches onto the target branch, checked on
+//! the merged result.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::{exit, text, Env};
+use git_loop::error::{usage, Class, Refusal};
+use git_loop::ids::Span;
+use git_loop::landing::{self, Outcome};
+
+/// Land done work on the target branch, checked on the merged result.
+///
+/// Done task branches not yet in the target are merged onto it in dependency order, then
+/// priority (p0 first), then when they were done; a task waits for a dependency that has not
+/// landed. Up to --batch branches are merged one after another and the result is checked once
+/// in a landing worktree of its own; when the checks fail, the batch is bisected until the
+/// failing tasks are found, and the others land. The target only ever moves to a commit whose
+/// checks passed, by compare-and-swap (with loop.remote: on the remote, by a push with a
+/// lease), and never needs to be checked out: a worktree that has it checked out and clean
+/// follows it, a dirty one is refused. A task whose merge conflicts or whose checks fail goes
+/// to needs-you with the reason, and the target is left as it was. One lander per target
+/// across clones (claim lander:<branch>).
+///
+/// Exit codes: 0 everything queued landed (or nothing was queued), 1 a landing failed or the
+/// target is checked out with changes, 2 usage, 3 another lander holds the target.
+///
+/// Example: git loop land --checks "cargo test" --batch 4
+#[derive(Args)]
+pub struct LandArgs {
+    /// Only these tasks (id or unique prefix; each must be done).
+    ids: Vec<String>,
+    /// The branch to land on (default: loop.mergeInto, else the current branch).
+    #[arg(long, value_name = "BRANCH")]
+    into: Option<String>,
+    /// How many task branches to merge before checking the result once (default:
+    /// loop.landBatch, else 8).
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
+    /// The checks to run on each merged result (default: loop.checks; none: land on the merge
+    /// alone).
+    #[arg(long, value_name = "COMMAND")]
+    checks: Option<String>,
+    /// Stop the checks after this long [default: loop.checksTimeout, else 10m].
+    #[arg(long, value_name = "DURATION")]
+    checks_timeout: Option<Span>,
+    /// Print what landed as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
+    if args.batch == Some(0) {
+        return Err(usage("--batch must be at least 1").into());
+    }
+    let store = env.open()?;
+    let only = args.ids.iter().map(|id| git_loop::backlog::resolve(&store, id)).collect::<Result<Vec<_>>>()?;
+    let batch = match args.batch {
+        Some(n) => n,
+        None => store.settings().land_batch()?,
+    };
+    let checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
+    let checks_timeout = match args.checks_timeout {
+        Some(span) => std::time::Duration::from_secs(span.0.num_seconds().max(0) as u64),
+        None => store.settings().checks_timeout()?,
+    };
+    let cancelled = || gix::interrupt::is_triggered();
+    let opts = landing::Options {
+        into: args.into,
+        only,
+        batch,
+        checks,
+        checks_timeout,
+        grace: std::time::Duration::from_secs(10),
+        exe: env.exe.clone(),
+        holder: format!("lander-{}", git_loop::ids::random_base32(8)),
+        cancelled: &cancelled,
+        resolver: &landing::NoResolver,
+    };
+    let report = match landing::land(&store, &env.ctx, &opts)? {
+        Outcome::Ran(report) => report,
+        Outcome::Busy(held) => {
+            let r = &held.record;
+            return Err(Refusal::new(
+                Class::Busy,
+                format!("another lander is at work on this target: {} (pid {} on {})", r.holder, r.pid, r.host),
+            )
+            .hint(
+                "its landing takes in every done task; wait for it, then run 'git loop land' again if anything is left",
+            )
+            .into());
+        }
+    };
+    let code = if report.failed.is_empty() { exit::OK } else { exit::FAILED };
+    let mut out = super::output::Out::new();
+    if args.json {
+        out.json(&json!({ "landing": report }))?;
+        return Ok(code);
+    }
+    if report.checks.is_none() && !report.landed.is_empty() {
+        eprintln!("note: no checks are configured (--checks, loop.checks): the work landed on its merge alone");
+    }
+    for landed in &report.landed {
+        let with = if landed.batch > 1 { format!(" (a batch of {})", landed.batch) } else { String::new() };
+        out.line(format!("{}  landed on {} at {}{with}", landed.task, report.into, &landed.commit[..12]))?;
+    }
+    for failed in &report.failed {
+        out.line(format!("{}  not landed, needs you: {}", failed.task, text::line(&failed.reason)))?;
+    }
+    for waiting in &report.waiting {
+        out.line(format!("{}  waits for {} to land first", waiting.task, waiting.waiting_for.join(", ")))?;
+    }
+    for note in &report.notes {
+        out.line(format!("note: {note}"))?;
+    }
+    if report.landed.is_empty() && report.failed.is_empty() && report.waiting.is_empty() {
+        out.line(format!("nothing to land on {}", report.into))?;
+    }
+    Ok(code)
+}
