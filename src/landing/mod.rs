@@ -84,6 +84,9 @@ pub struct Queued {
     pub done_at: Option<DateTime<Utc>>,
     /// Dependencies that have not landed and do not land before it: it waits for them.
     pub waiting_for: Vec<String>,
+    /// All its dependencies.
+    #[serde(skip)]
+    pub after: Vec<String>,
 }
 
 /// A task that landed.
@@ -205,11 +208,17 @@ pub fn known_tip(store: &Store, target: &str) -> Result<Option<ObjectId>> {
 /// in `tip`, in the order they land.
 pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId]) -> Result<Vec<Queued>> {
     let board = Board::load(store, ctx)?;
-    let contained = |head: ObjectId| -> Result<bool> {
-        match tip {
-            Some(tip) => store.is_ancestor(head, tip),
-            None => Ok(false),
+    let mut heads = Vec::new();
+    for row in board.tasks.iter().filter(|r| r.state == State::Done) {
+        if let Ok(id) = row.id().parse::<TaskId>() {
+            if let Some(head) = store.ref_target(&refs::task_branch(&id))? {
+                heads.push((row, id, head));
+            }
         }
+    }
+    let in_tip = match tip {
+        Some(tip) => store.contained_in(tip, &heads.iter().map(|(_, _, head)| *head).collect::<Vec<_>>())?,
+        None => HashSet::new(),
     };
     struct Entry {
         queued: Queued,
@@ -218,13 +227,8 @@ pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId
     }
     let mut entries: Vec<Entry> = Vec::new();
     let mut landed: HashSet<String> = HashSet::new();
-    for row in board.tasks.iter().filter(|r| r.state == State::Done) {
-        let id: TaskId = match row.id().parse() {
-            Ok(id) => id,
-            Err(_) => continue,
-        };
-        let Some(head) = store.ref_target(&refs::task_branch(&id))? else { continue };
-        if contained(head)? {
+    for (row, _, head) in heads {
+        if in_tip.contains(&head) {
             landed.insert(row.id().to_owned());
             continue;
         }
@@ -237,6 +241,7 @@ pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId
                 head: head.to_string(),
                 done_at: task.completion.as_ref().map(|c| c.at),
                 waiting_for: Vec::new(),
+                after: task.after.clone(),
             },
             after: task.after.clone(),
             priority: task.priority,
@@ -425,6 +430,9 @@ impl Lander<'_> {
     }
 
     fn run(&mut self) -> Result<()> {
+        // The queue is read once, and again only when the target moved under us: otherwise
+        // it changes only by what this run lands or fails.
+        let mut read: Option<Vec<Queued>> = None;
         loop {
             if (self.opts.cancelled)() {
                 return Err(Refusal::new(Class::Refused, "the landing was interrupted")
@@ -432,7 +440,24 @@ impl Lander<'_> {
                     .into());
             }
             self.keep_claim()?;
-            let queue = queue(self.store, self.ctx, self.tip, &self.opts.only)?;
+            let queue = match read.take() {
+                Some(mut queue) => {
+                    let landed: HashSet<&str> = self.report.landed.iter().map(|l| l.task.as_str()).collect();
+                    queue.retain(|q| !landed.contains(q.task.as_str()));
+                    // A dependency that landed (or failed) in this run: its dependants wait no more
+                    // (or for ever).
+                    for q in &mut queue {
+                        q.waiting_for.retain(|dep| !landed.contains(dep.as_str()));
+                        for dep in &q.after {
+                            if self.failed_ids.contains(dep) && !q.waiting_for.contains(dep) {
+                                q.waiting_for.push(dep.clone());
+                            }
+                        }
+                    }
+                    queue
+                }
+                None => queue(self.store, self.ctx, self.tip, &self.opts.only)?,
+            };
             let ready: Vec<Queued> = queue
                 .iter()
                 .filter(|q| q.waiting_for.is_empty() && !self.failed_ids.contains(&q.task))
@@ -444,7 +469,9 @@ impl Lander<'_> {
                     queue.into_iter().filter(|q| !self.failed_ids.contains(&q.task)).collect::<Vec<_>>();
                 return Ok(());
             }
-            if !self.settle(&ready, false)? {
+            if self.settle(&ready, false)? {
+                read = Some(queue);
+            } else {
                 // The target moved under us: read it again and rebuild the queue on it.
                 self.read_tip()?;
             }
@@ -458,9 +485,24 @@ impl Lander<'_> {
         let onto = self.tip.expect("read before landing");
         let mut candidate = onto;
         let mut merged: Vec<(Queued, ObjectId)> = Vec::new();
+        let mut heads: Vec<ObjectId> = Vec::new();
         for entry in entries {
+            if entry.after.iter().any(|dep| self.failed_ids.contains(dep)) {
+                // Its dependency just failed to land: it waits (the run's queue says so next).
+                continue;
+            }
             let head = ObjectId::from_hex(entry.head.as_bytes()).context("a queued head")?;
-            if self.store.is_ancestor(head, candidate)? {
+            // Not in the target (the queue says), but maybe in a branch merged before it here
+            // (a task built on another's branch, two tasks done by one commit).
+            let mut already = false;
+            for earlier in &heads {
+                if self.store.is_ancestor(head, *earlier)? {
+                    already = true;
+                    break;
+                }
+            }
+            heads.push(head);
+            if already {
                 merged.push((entry.clone(), candidate));
                 continue;
             }

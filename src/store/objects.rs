@@ -121,6 +121,28 @@ impl Store {
             .is_some_and(|b| b.detach() == ancestor))
     }
 
+    /// Which of `heads` are in the history of `tip` (`tip` included): one walk of that history,
+    /// which ends as soon as every head was met — asking `is_ancestor` of each head would walk
+    /// it once per head.
+    pub fn contained_in(&self, tip: ObjectId, heads: &[ObjectId]) -> Result<HashSet<ObjectId>> {
+        let wanted: HashSet<ObjectId> = heads.iter().copied().collect();
+        let mut found = HashSet::new();
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        let walk = self.repo.rev_walk([tip]).all().context("could not walk the history")?;
+        for info in walk {
+            let id = info.context("could not walk the history")?.id;
+            if wanted.contains(&id) {
+                found.insert(id);
+                if found.len() == wanted.len() {
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// Merge `theirs` into `ours` as a new commit made as this store's signature, with
     /// `message` (no ref is touched); a conflict writes no commit and names its paths.
     pub fn merge(&self, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {

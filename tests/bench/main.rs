@@ -3,7 +3,7 @@
 //! build) and copy the table into docs/performance.md.
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop, fleet, claims-fleet.
+//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -534,13 +534,81 @@ fn bench_fleet(s: &Scratch) -> Vec<Row> {
     )]
 }
 
+/// Landing: 100 done task branches (each adding a file) land on main with a no-op check
+/// (`true`), per landing — `git loop land` (batches of 8, checked once each on the merged
+/// result) beside the git CLI landing them one by one in a worktree of its own: `git merge
+/// --no-ff`, the check, `git update-ref` of main from the commit it merged onto.
+fn bench_land(s: &Scratch) -> Vec<Row> {
+    const TASKS: usize = 100;
+    let repo = s.repo("land");
+    eprint!("  making {TASKS} done task branches… ");
+    let started = Instant::now();
+    let base_tree = s.run("git", &repo, &["ls-tree", "main"]);
+    let mut ids = Vec::new();
+    for i in 0..TASKS {
+        let id = s.run(BIN, &repo, &["add", &format!("task {i}")]);
+        let blob = {
+            let mut child = s
+                .cmd("git", &repo)
+                .args(["hash-object", "-w", "--stdin"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            use std::io::Write as _;
+            child.stdin.take().expect("stdin").write_all(format!("work {i}\n").as_bytes()).expect("write");
+            String::from_utf8(child.wait_with_output().expect("wait").stdout).expect("utf-8").trim().to_owned()
+        };
+        let listing = format!("{base_tree}\n100644 blob {blob}\tf{i:03}.txt\n");
+        let tree = {
+            let mut child = s
+                .cmd("git", &repo)
+                .args(["mktree"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            use std::io::Write as _;
+            child.stdin.take().expect("stdin").write_all(listing.as_bytes()).expect("write");
+            String::from_utf8(child.wait_with_output().expect("wait").stdout).expect("utf-8").trim().to_owned()
+        };
+        let commit = s.run("git", &repo, &["commit-tree", &tree, "-p", "main", "-m", &format!("work {i}")]);
+        s.run("git", &repo, &["update-ref", &format!("refs/heads/loop/{id}"), &commit]);
+        s.run(BIN, &repo, &["done", &id]);
+        ids.push(id);
+    }
+    // The git CLI's copy: the same repository, the same branches.
+    let copy = s.path("land-git");
+    s.run("cp", s.dir.path(), &["-a", repo.to_str().expect("utf-8"), copy.to_str().expect("utf-8")]);
+    eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+
+    let started = Instant::now();
+    let landed = s.run(BIN, &repo, &["land", "--checks", "true", "--json"]);
+    let ours = started.elapsed();
+    let report: serde_json::Value = serde_json::from_str(&landed).expect("JSON");
+    assert_eq!(report["landing"]["landed"].as_array().map(Vec::len), Some(TASKS), "every task landed");
+
+    let worktree = s.path("land-git-wt");
+    s.run("git", &copy, &["worktree", "add", "-q", "--detach", worktree.to_str().expect("utf-8"), "main"]);
+    let started = Instant::now();
+    for id in &ids {
+        let old = s.run("git", &worktree, &["rev-parse", "HEAD"]);
+        s.run("git", &worktree, &["merge", "--no-ff", "-q", "-m", &format!("land {id}"), &format!("loop/{id}")]);
+        s.run("sh", &worktree, &["-c", "true"]);
+        s.run("git", &worktree, &["update-ref", "refs/heads/main", "HEAD", &old]);
+    }
+    let git = started.elapsed();
+    let per = |d: Duration| d / TASKS as u32;
+    vec![row("land: 100 done task branches, a no-op check (per landing)", per(ours), per(git), "≤ 0.5")]
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 8] = [
+    let all: [(&str, Bench); 9] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -549,6 +617,7 @@ fn main() {
         ("loop", bench_loop),
         ("fleet", bench_fleet),
         ("claims-fleet", bench_fleet_claims),
+        ("land", bench_land),
     ];
     for (name, bench) in all {
         if wanted(name) {

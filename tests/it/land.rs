@@ -179,8 +179,10 @@ fn a_conflicting_landing_leaves_the_target_untouched_and_says_why() {
     let repo = env.repo("r");
     let first = done_task(&repo, "One README", &["--priority", "p0"], "README", "one\n");
     let second = done_task(&repo, "Other README", &["--priority", "p1"], "README", "other\n");
+    let dependant = done_task(&repo, "After the other", &["--priority", "p0", "--after", &second], "d.txt", "d\n");
     let out = repo.run(&["land", "--checks", "true"]).code(1);
     assert!(out.stdout.contains(&format!("{first}  landed on main")), "{}", out.stdout);
+    assert!(out.stdout.contains(&format!("{dependant}  waits for {second} to land first")), "{}", out.stdout);
     let after_first = head(&repo, "main");
     assert!(contains(&repo, &format!("loop/{first}"), "main"));
     assert!(!contains(&repo, &format!("loop/{second}"), "main"));
