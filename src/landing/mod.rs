@@ -703,6 +703,7 @@ impl Lander<'_> {
         }
         self.tip = Some(to);
         let at = self.ctx.now();
+        let mut notes = Vec::new();
         for (entry, _) in merged {
             let id: TaskId = entry.task.parse()?;
             backlog::record(
@@ -725,10 +726,11 @@ impl Lander<'_> {
                 .and_then(|c| ObjectId::from_hex(c.as_bytes()).ok());
             if let Some(commit) = completed_on {
                 let landed = notes::Landed { into: self.target.clone(), commit: to.to_string(), at };
-                notes::set_landed(self.store, commit, &entry.task, landed)?;
+                notes.push((commit, entry.task.clone(), landed));
             }
             self.report.landed.push(Landed { task: entry.task.clone(), commit: to.to_string(), batch: merged.len() });
         }
+        notes::set_landed(self.store, &notes)?;
         Ok(Advance::Moved)
     }
 

@@ -189,25 +189,37 @@ pub fn holds(store: &Store, commit: ObjectId, task: &str) -> Result<bool> {
 /// Add `completed` to the note on `commit`: its task's entry is added or replaced, every
 /// other task's stays. A note that is not a completion note is replaced.
 pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()> {
+    add_all(store, &[(commit, completed.clone())])
+}
+
+/// `add` for several completions at once, in one notes commit.
+pub fn add_all(store: &Store, entries: &[(ObjectId, Completed)]) -> Result<()> {
     let repo = &store.repo;
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let tasks: Vec<&str> = entries.iter().map(|(_, c)| c.task.as_str()).collect();
     // Lost: another writer moved the notes meanwhile; read what it wrote, and add ours to it.
     cas::until_settled(&format!("the completion notes ('{}')", refs::NOTES), std::process::id(), || {
-        let (tip, blob, mut state) = current(store, commit)?;
-        let mut completions = match blob {
-            Some(blob) => match parse(&git::read_blob(repo, blob)?) {
-                Parsed::Known(completions) => completions,
-                Parsed::Newer(v) => return Err(newer(commit, v).into()),
-                Parsed::Unreadable => Vec::new(),
-            },
-            None => Vec::new(),
-        };
-        completions.retain(|c| c.task != completed.task);
-        completions.push(completed.clone());
-        let note = git::write_blob(repo, render(&completions).as_bytes())?;
-        state.edit(commit, Some(note), repo).with_context(|| format!("could not add the note on {commit}"))?;
+        let (tip, _, mut state) = current(store, entries[0].0)?;
+        for (commit, completed) in entries {
+            let blob = state.get(commit, repo).with_context(|| format!("could not read the note on {commit}"))?;
+            let mut completions = match blob {
+                Some(blob) => match parse(&git::read_blob(repo, blob)?) {
+                    Parsed::Known(completions) => completions,
+                    Parsed::Newer(v) => return Err(newer(*commit, v).into()),
+                    Parsed::Unreadable => Vec::new(),
+                },
+                None => Vec::new(),
+            };
+            completions.retain(|c| c.task != completed.task);
+            completions.push(completed.clone());
+            let note = git::write_blob(repo, render(&completions).as_bytes())?;
+            state.edit(*commit, Some(note), repo).with_context(|| format!("could not add the note on {commit}"))?;
+        }
         let tree = git::retry_vanished(|| state.write(repo)).context("could not write the notes tree")?;
         let parents: Vec<ObjectId> = tip.into_iter().collect();
-        let message = format!("loop: completion of {}\n", completed.task);
+        let message = format!("loop: completion of {}\n", tasks.join(", "));
         let notes_commit = git::write_commit(repo, tree, &parents, &message, &store.signature())?;
         Ok(match cas::update(store, refs::NOTES, Expect::from_current(tip), notes_commit, "loop: completion note")? {
             Cas::Applied => Some(()),
@@ -216,16 +228,21 @@ pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()>
     })
 }
 
-/// Record where `task`'s work landed in its entry of the note on `commit` (its completing
-/// commit). False, changing nothing, when that note has no entry for the task.
-pub fn set_landed(store: &Store, commit: ObjectId, task: &str, landed: Landed) -> Result<bool> {
-    let (_, blob, _) = current(store, commit)?;
-    let Some(blob) = blob else { return Ok(false) };
-    let Parsed::Known(completions) = parse(&git::read_blob(&store.repo, blob)?) else { return Ok(false) };
-    let Some(mut entry) = completions.into_iter().find(|c| c.task == task) else { return Ok(false) };
-    entry.landed = Some(landed);
-    add(store, commit, &entry)?;
-    Ok(true)
+/// Record where each task's work landed — `(completing commit, task, where)` — in its entry of
+/// the note on its completing commit, in one notes commit. An entry that is not there is left
+/// out. How many were recorded.
+pub fn set_landed(store: &Store, landings: &[(ObjectId, String, Landed)]) -> Result<usize> {
+    let mut entries = Vec::new();
+    for (commit, task, landed) in landings {
+        let (_, blob, _) = current(store, *commit)?;
+        let Some(blob) = blob else { continue };
+        let Parsed::Known(completions) = parse(&git::read_blob(&store.repo, blob)?) else { continue };
+        let Some(mut entry) = completions.into_iter().find(|c| &c.task == task) else { continue };
+        entry.landed = Some(landed.clone());
+        entries.push((*commit, entry));
+    }
+    add_all(store, &entries)?;
+    Ok(entries.len())
 }
 
 /// The note two clones' notes on one commit merge to: the union of their completions, in the
