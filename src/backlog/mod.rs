@@ -73,6 +73,19 @@ pub fn record(store: &Store, ctx: &Context, task: Option<&TaskId>, event: Record
     Ok(())
 }
 
+/// Journal several events at once (one move of the writer's chain), as `record` does each.
+pub fn record_all(store: &Store, ctx: &Context, events: Vec<(Option<&TaskId>, Recorded)>) -> Result<()> {
+    let new = events
+        .into_iter()
+        .map(|(task, event)| {
+            let (kind, data) = event.into_parts();
+            NewEvent { kind, task: task.map(ToString::to_string), session: ctx.session.session.clone(), data }
+        })
+        .collect();
+    journal::append_all(store, ctx, &writer(store, ctx)?, new)?;
+    Ok(())
+}
+
 /// The fields `add` and `edit` take.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFields {

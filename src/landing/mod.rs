@@ -87,6 +87,9 @@ pub struct Queued {
     /// All its dependencies.
     #[serde(skip)]
     pub after: Vec<String>,
+    /// The commit it was done with (its completion note is there).
+    #[serde(skip)]
+    pub completed_on: Option<String>,
 }
 
 /// A task that landed.
@@ -242,6 +245,7 @@ pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId
                 done_at: task.completion.as_ref().map(|c| c.at),
                 waiting_for: Vec::new(),
                 after: task.after.clone(),
+                completed_on: task.completion.as_ref().and_then(|c| c.commit.clone()),
             },
             after: task.after.clone(),
             priority: task.priority,
@@ -704,12 +708,11 @@ impl Lander<'_> {
         self.tip = Some(to);
         let at = self.ctx.now();
         let mut notes = Vec::new();
-        for (entry, _) in merged {
-            let id: TaskId = entry.task.parse()?;
-            backlog::record(
-                self.store,
-                self.ctx,
-                Some(&id),
+        let ids: Vec<TaskId> = merged.iter().map(|(q, _)| q.task.parse()).collect::<Result<_, _>>()?;
+        let mut recorded = Vec::new();
+        for ((entry, _), id) in merged.iter().zip(&ids) {
+            recorded.push((
+                Some(id),
                 Recorded::TaskLanded(events::TaskLanded {
                     into: self.target.clone(),
                     commit: to.to_string(),
@@ -719,17 +722,16 @@ impl Lander<'_> {
                     checks: self.opts.checks.clone(),
                     lander: self.opts.holder.clone(),
                 }),
-            )?;
+            ));
             // The completion note is on the commit the task was done with.
-            let completed_on = crate::store::task::read(self.store, &id)?
-                .and_then(|s| s.task.completion.and_then(|c| c.commit))
-                .and_then(|c| ObjectId::from_hex(c.as_bytes()).ok());
+            let completed_on = entry.completed_on.as_deref().and_then(|c| ObjectId::from_hex(c.as_bytes()).ok());
             if let Some(commit) = completed_on {
                 let landed = notes::Landed { into: self.target.clone(), commit: to.to_string(), at };
                 notes.push((commit, entry.task.clone(), landed));
             }
             self.report.landed.push(Landed { task: entry.task.clone(), commit: to.to_string(), batch: merged.len() });
         }
+        backlog::record_all(self.store, self.ctx, recorded)?;
         notes::set_landed(self.store, &notes)?;
         Ok(Advance::Moved)
     }

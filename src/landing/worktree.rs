@@ -19,7 +19,8 @@ use crate::tries;
 /// The landing worktree of `target`, at `candidate`: made the first time (`made` remembers
 /// it), reset to the candidate after.
 pub fn prepare(store: &Store, target: &str, candidate: ObjectId, made: &mut Option<PathBuf>) -> Result<PathBuf> {
-    let dir = tries::worktrees_root(store)?.join(format!("land-{}", super::lander_key(target).name()));
+    // In a folder of its own: a name `<x>-<n>` right under the root would read as a try's.
+    let dir = tries::worktrees_root(store)?.join("landing").join(super::lander_key(target).name());
     if made.is_none() && !dir.join(".git").exists() {
         if dir.exists() {
             // A leftover of a landing that died: its registration may be gone with it.

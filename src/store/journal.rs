@@ -103,14 +103,25 @@ const REMEMBERED_CHAINS: usize = 64;
 
 /// Append `new` to `writer`'s chain.
 pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) -> Result<Entry> {
-    check_kind(&new.kind)?;
+    Ok(append_all(store, ctx, writer, vec![new])?.pop().expect("one event appended"))
+}
+
+/// Append the events of `new`, in order, to `writer`'s chain: one commit each, and one move of
+/// the chain's ref for them all.
+pub fn append_all(store: &Store, ctx: &Context, writer: &WriterId, new: Vec<NewEvent>) -> Result<Vec<Entry>> {
+    for event in &new {
+        check_kind(&event.kind)?;
+    }
+    if new.is_empty() {
+        return Ok(Vec::new());
+    }
     let name = refs::journal(writer);
     let empty = git::empty_tree(&store.repo)?;
     let by = store.identity.to_string();
     let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
     let mut last = remembered.map(|(tip, seq, lamport)| (Some(tip), seq, lamport));
     cas::until_settled(&format!("journal '{name}'"), ctx.pid, || {
-        let (tip, seq, after) = match last.take() {
+        let (tip, first_seq, after) = match last.take() {
             Some((tip, seq, lamport)) => (tip, seq + 1, lamport),
             None => {
                 let tip = git::ref_target(&store.repo, &name)?;
@@ -121,24 +132,32 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
                 (tip, seq, lamport)
             }
         };
-        // Above the chain's last event too, should the clone's counter have been lost.
-        let lamport = super::lamport::tick(store, after)?;
-        let at = ctx.now();
-        let event = Event {
-            version: EVENT_VERSION,
-            kind: new.kind.clone(),
-            at,
-            writer: writer.to_string(),
-            seq,
-            lamport: Some(lamport),
-            task: new.task.clone(),
-            session: new.session.clone(),
-            by: by.clone(),
-            data: new.data.clone(),
-        };
-        let message = format_message(&event)?;
-        let parents: Vec<ObjectId> = tip.into_iter().collect();
-        let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
+        let mut entries = Vec::with_capacity(new.len());
+        let (mut parent, mut lamport) = (tip, after);
+        for (i, one) in new.iter().enumerate() {
+            // Above the chain's last event too, should the clone's counter have been lost.
+            lamport = super::lamport::tick(store, lamport)?;
+            let at = ctx.now();
+            let event = Event {
+                version: EVENT_VERSION,
+                kind: one.kind.clone(),
+                at,
+                writer: writer.to_string(),
+                seq: first_seq + i as u64,
+                lamport: Some(lamport),
+                task: one.task.clone(),
+                session: one.session.clone(),
+                by: by.clone(),
+                data: one.data.clone(),
+            };
+            let message = format_message(&event)?;
+            let parents: Vec<ObjectId> = parent.into_iter().collect();
+            let commit = git::write_commit(&store.repo, empty, &parents, &message, &store.identity.signature(at))?;
+            parent = Some(commit);
+            entries.push(Entry { id: commit, event });
+        }
+        let commit = parent.expect("at least one event");
+        let seq = first_seq + new.len() as u64 - 1;
         // Lost: the chain moved since this process last wrote it, or another process of the
         // same writer appended first; read it again.
         Ok(match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
@@ -150,7 +169,7 @@ pub fn append(store: &Store, ctx: &Context, writer: &WriterId, new: NewEvent) ->
                     tips.clear();
                 }
                 tips.insert(name.clone(), (commit, seq, lamport));
-                Some(Entry { id: commit, event })
+                Some(entries)
             }
             Cas::Lost { .. } => None,
         })
