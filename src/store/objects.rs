@@ -245,17 +245,22 @@ impl Store {
     /// again (see `git::retry_vanished`).
     pub fn add_worktree(&self, path: &Path, branch: &str, undo: &dyn Fn()) -> Result<()> {
         let branch: gix::refs::FullName = branch.try_into().context("invalid try branch name")?;
+        self.add_worktree_at(path, gix::worktree::add::Head::Attached(branch), undo)
+    }
+
+    /// Add a linked worktree at `path` with `commit` checked out on a detached HEAD (a
+    /// reviewer's checkout, which no branch follows), as `add_worktree` adds one.
+    pub fn add_detached_worktree(&self, path: &Path, commit: ObjectId, undo: &dyn Fn()) -> Result<()> {
+        self.add_worktree_at(path, gix::worktree::add::Head::Detached(commit), undo)
+    }
+
+    fn add_worktree_at(&self, path: &Path, head: gix::worktree::add::Head, undo: &dyn Fn()) -> Result<()> {
         let interrupt = AtomicBool::new(false);
         let mut repo = self.repo.clone();
         git::harden(&mut repo)?;
         crate::failpoint::write_point();
         git::retry_vanished(|| {
-            let added = repo.add_worktree(
-                path,
-                gix::worktree::add::Head::Attached(branch.clone()),
-                gix::progress::Discard,
-                &interrupt,
-            );
+            let added = repo.add_worktree(path, head.clone(), gix::progress::Discard, &interrupt);
             if added.is_err() {
                 undo();
             }

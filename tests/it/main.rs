@@ -25,6 +25,7 @@ mod people;
 mod race;
 mod receive;
 mod remote;
+mod review;
 mod robustness;
 mod run;
 mod soak;
