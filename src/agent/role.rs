@@ -450,6 +450,11 @@ pub fn how_to_report(contract: Contract, result_path: &std::path::Path) -> Strin
             let _ = writeln!(out, "    git loop finish done --message \"<what you did>\"");
             let _ = writeln!(out, "    git loop finish blocked --message \"<what you need>\"");
             let _ = writeln!(out, "    git loop finish failed --message \"<what went wrong>\"");
+            let _ = writeln!(
+                out,
+                "\nYou may instead write a JSON file to {path}: {{\"contract\": \"{}\", \"verdict\": \"done\", \"summary\": \"...\", \"follow_ups\": [{{\"title\": \"...\"}}]}} — follow-ups become new tasks; nothing else may be in it.",
+                contract.id()
+            );
         }
         Contract::Reviewer => {
             let _ = writeln!(out, "Report your verdict by running exactly one of:\n");

@@ -21,8 +21,7 @@
 
 use anyhow::Result;
 
-use super::session::{Ending, Launch, Launched};
-use super::unit::{first_line, GitDispatcher, Seat, Step};
+use super::unit::{first_line, Ending, GitDispatcher, Launch, Launched, Seat, Step};
 use super::Event;
 use crate::agent::role::{self, Contract, Report, ReviewVerdict, Role, Violation};
 use crate::ids::random_base32;
@@ -255,7 +254,7 @@ impl GitDispatcher<'_> {
                 Ending::Halted => return Ok(Said::Stopped(Step::Halted)),
                 Ending::Exited(_) | Ending::TimedOut => {}
             }
-            let problem = match self.role_report(seat.task, &session, &dir, reviewer.contract)? {
+            let problem = match self.role_report(&session, &dir, reviewer.contract)? {
                 Ok(Some(Report::Review(r))) => {
                     return Ok(Said::Verdict { verdict: r.verdict, comments: r.comments, session })
                 }
@@ -347,12 +346,10 @@ impl GitDispatcher<'_> {
     /// else its result file. `Ok(None)`: it reported nothing.
     pub fn role_report(
         &self,
-        task: &Task,
         session: &str,
         dir: &std::path::Path,
         contract: Contract,
     ) -> Result<Result<Option<Report>, Violation>> {
-        let _ = task;
         let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
         if let Some(entry) = termination {
             if let Recorded::Termination(t) = Recorded::of(&entry.event) {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 use super::review::Reviewed;
-use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
+use super::unit::{first_line, human_duration, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
 use crate::agent::guard;
 use crate::agent::presets::{Agent, PromptVia};
@@ -49,42 +49,6 @@ struct Guarded<'c> {
     log: &'c Path,
     marker: &'c str,
     timeout: Option<Duration>,
-}
-
-/// A role's session as the walk starts it: about which task and try, where it runs, who runs
-/// it, and in which role (none: the worker).
-pub(super) struct Launch<'s> {
-    /// Its key (`s-…`), chosen by the caller.
-    pub session: &'s str,
-    pub task: &'s Task,
-    /// The try it is about (its number and branch, for its environment and record).
-    pub try_: &'s Try,
-    /// Where it runs: the try's worktree for the worker, a checkout of its own for a reviewer.
-    pub worktree: &'s Path,
-    pub agent: &'s Agent,
-    pub attempt: u32,
-    pub halt: Option<&'s std::sync::atomic::AtomicBool>,
-    pub role: Option<&'s Role>,
-    pub handoff: Option<&'s Path>,
-}
-
-/// A session that ended: its key, files, environment, and why and how it ended.
-pub(super) struct Launched {
-    pub dir: PathBuf,
-    pub log: PathBuf,
-    pub env: Vec<(String, String)>,
-    pub why: String,
-    pub ending: Ending,
-}
-
-/// Why a session's process ended.
-pub(super) enum Ending {
-    Exited(String),
-    TimedOut,
-    Cancelled,
-    Lost(String),
-    Withdrawn(Withdrawal),
-    Halted,
 }
 
 /// A wrap-up in progress: asked at `since`, stopped for good after the wrap-up time.
