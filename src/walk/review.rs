@@ -487,43 +487,34 @@ pub fn state_of(history: &[journal::Entry]) -> Option<ReviewState> {
     state
 }
 
-/// The approvals of try `number`'s last review round: every reviewer's, each naming the tree
-/// it read (empty when the last round was not approved by all).
+/// The approvals try `number`'s work closes with: each reviewer's latest verdict on the tree
+/// the last verdict was about, all of them approvals (empty when any of them is not). A round
+/// taken up again after an interruption replaces a reviewer's earlier verdict; a verdict on an
+/// earlier tree does not count.
 pub fn approvals_in(history: &[journal::Entry], number: u32) -> Vec<Approval> {
-    let mut round = 0;
-    let mut approvals: Vec<Approval> = Vec::new();
-    let mut refused = false;
+    let mut latest: Vec<events::ReviewVerdict> = Vec::new();
+    let mut tree = None;
     for entry in history {
         match Recorded::of(&entry.event) {
             Recorded::ReviewVerdict(v) if v.number == number => {
-                if v.round != round {
-                    round = v.round;
-                    approvals.clear();
-                    refused = false;
-                }
-                if v.verdict == "approve" {
-                    approvals.push(Approval {
-                        role: v.role,
-                        agent: v.agent,
-                        session: v.session,
-                        tree: v.tree,
-                        round: v.round,
-                    });
-                } else {
-                    refused = true;
-                }
+                tree = Some(v.tree.clone());
+                latest.retain(|l| (l.role.as_str(), l.agent.as_str()) != (v.role.as_str(), v.agent.as_str()));
+                latest.push(v);
             }
             Recorded::UnitClosed(_) | Recorded::TaskReopened(_) => {
-                approvals.clear();
-                refused = false;
-                round = 0;
+                latest.clear();
+                tree = None;
             }
             _ => {}
         }
     }
-    if refused {
-        Vec::new()
-    } else {
-        approvals
+    let Some(tree) = tree else { return Vec::new() };
+    let on_tree: Vec<events::ReviewVerdict> = latest.into_iter().filter(|v| v.tree == tree).collect();
+    if on_tree.iter().any(|v| v.verdict != "approve") {
+        return Vec::new();
     }
+    on_tree
+        .into_iter()
+        .map(|v| Approval { role: v.role, agent: v.agent, session: v.session, tree: v.tree, round: v.round })
+        .collect()
 }

@@ -2,8 +2,9 @@
 //! worker's next session is told the comments), one that never approves (needs-you after the
 //! rounds), a reviewer of the worker's provider (refused before any session; allowed with an
 //! override, which is journaled), a reviewer whose report breaks its contract (sent back once,
-//! then needs-you), an approval that does not carry over to a changed tree, and a race's
-//! entrant reviewed like any try.
+//! then needs-you), a worker's result that breaks its contract twice in a row (needs-you), an
+//! approval that does not carry over to a changed tree, a race's entrant reviewed like any
+//! try, and a task's own reviewers set by `add` and `edit`.
 
 use super::people::{journal, kinds_of, live, named, show, state_dir};
 use crate::harness::{Repo, TestEnv};
@@ -290,4 +291,56 @@ fn a_race_entrant_is_reviewed_like_any_try() {
     let commit = repo.git(&["rev-parse", &format!("loop/{id}")]);
     let reviews = &note(&repo, &commit)["completions"][0]["reviews"];
     assert_eq!(reviews[0]["tree"], repo.git(&["rev-parse", &format!("loop-try/{id}/{won}^{{tree}}")]).as_str());
+}
+
+#[test]
+fn a_worker_whose_result_breaks_its_contract_twice_in_a_row_goes_to_needs_you() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["torn twice"]);
+    let s = state_dir(&env);
+    named(
+        &repo,
+        &env,
+        "w",
+        &format!(
+            "cat \"$GIT_LOOP_PROMPT\" >> {}/prompts\necho '--- end ---' >> {}/prompts\nprintf '{{\"verdict\": \"done\", \"sumary\": \"typo\"}}' > \"$GIT_LOOP_RESULT\"",
+            s.display(),
+            s.display()
+        ),
+    );
+    live(&repo, &["run", "--agent", "w", "--max-units", "1"]).code(1);
+    let task = show(&repo, &id);
+    assert_eq!(task["state"], "needs-you");
+    let reason = task["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("broke its contract twice in a row") && reason.contains("unknown field `sumary`"),
+        "{reason}"
+    );
+    let prompts = std::fs::read_to_string(s.join("prompts")).expect("prompts");
+    let sessions: Vec<&str> = prompts.split("--- end ---").collect();
+    assert!(sessions[1].contains("unknown field `sumary`"), "sent back with the parse error:\n{}", sessions[1]);
+    let events = journal(&repo, &id);
+    let sent: Vec<Option<bool>> =
+        events_of(&events, "contract_violation").iter().map(|e| e["data"]["sent_back"].as_bool()).collect();
+    assert_eq!(sent, [Some(true), Some(false)]);
+}
+
+#[test]
+fn a_tasks_own_reviewers_are_set_by_add_and_edit_and_shown() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["reviewed", "--reviewer", "security"]);
+    repo.run(&["edit", &id, "--reviewer", "codex", "--remove-reviewer", "security"]).ok();
+    assert_eq!(show(&repo, &id)["reviewers"], serde_json::json!(["codex"]));
+    assert!(repo.run(&["show", &id]).ok().stdout.contains("  reviewers: codex"));
+    // A role of another contract cannot review.
+    repo.git(&["config", "loop.role.merger.contract", "conflict-resolver"]);
+    repo.git(&["config", "loop.agent.w.command", "true"]);
+    let out = repo.run(&["run", "--agent", "w", "--reviewer", "merger"]).code(2);
+    assert!(
+        out.stderr.contains("error: role 'merger' keeps the conflict-resolver contract, not the reviewer's"),
+        "{}",
+        out.stderr
+    );
 }
