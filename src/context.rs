@@ -34,6 +34,8 @@ pub struct SessionEnv {
     pub session: Option<String>,
     pub task: Option<String>,
     pub try_number: Option<u32>,
+    /// The contract the session keeps (`GIT_LOOP_CONTRACT`: `reviewer/1`, …); none: the worker's.
+    pub contract: Option<String>,
 }
 
 /// The identity git takes from the environment (`GIT_COMMITTER_NAME`, `GIT_COMMITTER_EMAIL`,

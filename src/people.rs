@@ -496,6 +496,7 @@ pub fn hand_back(
                 message: message.clone().or_else(|| Some(format!("done by hand by {}", store.identity))),
                 try_number: Some(number),
                 checks: checks_json,
+                reviews: Vec::new(),
             };
             backlog::done(store, ctx, &id, opts)?;
             backlog::record(
@@ -615,6 +616,7 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
         message: message.or_else(|| Some(format!("try {number} chosen by {}", store.identity))),
         try_number: Some(number),
         checks: None,
+        reviews: Vec::new(),
     };
     backlog::done_if(store, ctx, &id, opts, &|t: &Task| {
         if t.state == State::Done {

@@ -6,4 +6,5 @@ pub mod presets;
 pub mod process;
 pub mod reach;
 pub mod record;
+pub mod role;
 pub mod wiring;

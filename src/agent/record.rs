@@ -40,6 +40,13 @@ pub struct Record {
     /// The agent CLI's own session id, when a hook reported it (needed to resume it).
     #[serde(default)]
     pub agent_session: Option<String>,
+    /// The session's role when it is not the worker's (a reviewer works in a checkout of its
+    /// own, which is discarded, never committed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The contract the role keeps (`reviewer/1`, …); absent: the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
 }
 
 /// The directory of one session's files (prompt, log, result, record).

@@ -99,6 +99,7 @@ pub struct TaskFields {
     pub pick: Option<String>,
     pub fallback: Vec<String>,
     pub forbid: Vec<String>,
+    pub reviewers: Vec<String>,
 }
 
 /// Check a label or agent name given on the command line.
@@ -160,6 +161,9 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
     for agent in fields.agents.iter().chain(&fields.together).chain(&fields.fallback).chain(&fields.forbid) {
         check_word("agent", agent)?;
     }
+    for reviewer in &fields.reviewers {
+        check_word("reviewer", reviewer)?;
+    }
     if let Some(pick) = &fields.pick {
         check_pick(pick)?;
     }
@@ -179,6 +183,7 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
             together: fields.together.clone(),
             fallback: fields.fallback.clone(),
             forbid: fields.forbid.clone(),
+            reviewers: fields.reviewers.clone(),
         },
         ..Default::default()
     })
@@ -193,6 +198,7 @@ pub struct Removals {
     pub together: Vec<String>,
     pub fallback: Vec<String>,
     pub forbid: Vec<String>,
+    pub reviewers: Vec<String>,
 }
 
 /// Edit a task's fields.
@@ -207,6 +213,9 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
     }
     for agent in fields.agents.iter().chain(&fields.together).chain(&fields.fallback).chain(&fields.forbid) {
         check_word("agent", agent)?;
+    }
+    for reviewer in &fields.reviewers {
+        check_word("reviewer", reviewer)?;
     }
     if let Some(pick) = &fields.pick {
         check_pick(pick)?;
@@ -239,6 +248,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             together: fields.together,
             fallback: fields.fallback,
             forbid: fields.forbid,
+            reviewers: fields.reviewers,
         },
         remove: Lists {
             after: remove.after,
@@ -247,6 +257,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             together: remove.together,
             fallback: remove.fallback,
             forbid: remove.forbid,
+            reviewers: remove.reviewers,
         },
         ..Default::default()
     };
@@ -268,6 +279,8 @@ pub struct DoneOptions {
     pub message: Option<String>,
     pub try_number: Option<u32>,
     pub checks: Option<serde_json::Value>,
+    /// The reviews that approved the work (the walk's review rounds).
+    pub reviews: Vec<crate::store::task::Approval>,
 }
 
 /// Mark a task done, with a completion note on the commit that completed it. A task done
@@ -354,6 +367,7 @@ fn completed(task: &TaskId, title: &str, commit: ObjectId, done: &Completion) ->
         try_number: done.try_number,
         checks: done.checks.clone(),
         message: done.message.clone(),
+        reviews: done.reviews.clone(),
         at: done.at,
         by: done.by.clone(),
         landed: None,
@@ -412,6 +426,7 @@ fn done_with(
         try_number: opts.try_number.or(ctx.session.try_number),
         message: opts.message.clone(),
         checks: opts.checks.clone(),
+        reviews: opts.reviews.clone(),
         at,
         by: by.clone(),
     };

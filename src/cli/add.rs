@@ -44,6 +44,10 @@ pub struct FieldArgs {
     /// An agent that must not work on this task; repeat for several.
     #[arg(long, value_name = "PRESET")]
     pub forbid: Vec<String>,
+    /// A reviewer that must approve its work (a role or an agent); repeat for several (default:
+    /// loop.reviewer).
+    #[arg(long, value_name = "ROLE")]
+    pub reviewer: Vec<String>,
 }
 
 impl FieldArgs {
@@ -77,6 +81,7 @@ impl FieldArgs {
             pick: self.pick,
             fallback: self.fallback,
             forbid: self.forbid,
+            reviewers: self.reviewer,
         })
     }
 }

@@ -39,6 +39,9 @@ pub struct EditArgs {
     /// Allow a forbidden agent again; repeat for several.
     #[arg(long, value_name = "PRESET")]
     remove_forbid: Vec<String>,
+    /// Drop a reviewer; repeat for several.
+    #[arg(long, value_name = "ROLE")]
+    remove_reviewer: Vec<String>,
     /// Print the task as JSON.
     #[arg(long)]
     json: bool,
@@ -62,6 +65,7 @@ pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
         together: args.remove_together,
         fallback: args.remove_fallback,
         forbid: args.remove_forbid,
+        reviewers: args.remove_reviewer,
     };
     let snapshot = backlog::edit(&store, &env.ctx, &id, fields, removals)?;
     let mut out = Out::new();

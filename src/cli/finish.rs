@@ -1,4 +1,4 @@
-//! `git loop finish`: a session reports its verdict.
+//! `git loop finish`: a session reports its verdict, in the words of its role's contract.
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -6,22 +6,51 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
+use git_loop::agent::record;
+use git_loop::agent::role::{self, Contract};
 use git_loop::error::usage;
 use git_loop::store::events::{self, Recorded};
 use git_loop::store::journal::{self, NewEvent};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum VerdictArg {
-    /// The task is done (it counts once the checks pass).
+    /// A worker: the task is done (it counts once the checks pass).
     Done,
-    /// The task cannot go on without something the agent does not have.
+    /// A worker: the task cannot go on without something the agent does not have.
     Blocked,
-    /// The agent tried and failed.
+    /// A worker: the agent tried and failed.
     Failed,
+    /// A reviewer: the work does what the task asks.
+    Approve,
+    /// A reviewer: the work needs changes, said in --message.
+    Changes,
+    /// A conflict resolver: the conflicts are resolved in the worktree.
+    Resolved,
+    /// A conflict resolver: they cannot be resolved, and --message says why.
+    Unresolved,
+    /// A summarizer: the landing commit's message, --subject and --message (its body).
+    Summary,
+}
+
+impl VerdictArg {
+    fn word(self) -> &'static str {
+        match self {
+            VerdictArg::Done => "done",
+            VerdictArg::Blocked => "blocked",
+            VerdictArg::Failed => "failed",
+            VerdictArg::Approve => "approve",
+            VerdictArg::Changes => "changes",
+            VerdictArg::Resolved => "resolved",
+            VerdictArg::Unresolved => "unresolved",
+            VerdictArg::Summary => "summary",
+        }
+    }
 }
 
 /// Report this session's verdict (for agents, inside a session).
 ///
+/// The words are its role's: a worker says done, blocked or failed; a reviewer approve or
+/// changes; a conflict resolver resolved or unresolved; a summarizer summary (with --subject).
 /// It journals a termination event in the session's own journal chain, which the loop reads
 /// when the session ends.
 ///
@@ -30,9 +59,12 @@ enum VerdictArg {
 pub struct FinishArgs {
     #[arg(value_enum)]
     verdict: VerdictArg,
-    /// What was done, what is needed, or what went wrong.
+    /// What was done, what is needed, what went wrong, what must change; a summary's body.
     #[arg(long, short, value_name = "TEXT", default_value = "")]
     message: String,
+    /// A summarizer's subject line.
+    #[arg(long, value_name = "TEXT")]
+    subject: Option<String>,
     /// Print {"id": ...} as JSON.
     #[arg(long)]
     json: bool,
@@ -46,13 +78,36 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
     };
     let writer = git_loop::ids::session_writer(&session)?;
     let store = env.open()?;
-    let word = match args.verdict {
-        VerdictArg::Done => "done",
-        VerdictArg::Blocked => "blocked",
-        VerdictArg::Failed => "failed",
+    // The session's role: its record says, else its environment; neither: a worker.
+    let said = record::read(&store.loop_dir()?, &session)
+        .and_then(|r| r.contract)
+        .or_else(|| env.ctx.session.contract.clone());
+    let contract = match said.as_deref() {
+        None => Contract::Worker,
+        Some(id) => id.split('/').next().and_then(Contract::parse).ok_or_else(|| {
+            usage(format!("this session's contract '{id}' is not one this git-loop knows"))
+                .hint("report with a result file ($GIT_LOOP_RESULT) instead")
+        })?,
     };
-    let (kind, data) =
-        Recorded::Termination(events::Termination { verdict: word.into(), message: Some(args.message) }).into_parts();
+    let word = args.verdict.word();
+    if let Err(violation) = role::from_finish(contract, word, &args.message, args.subject.as_deref()) {
+        let example = match contract {
+            Contract::Worker => "git loop finish done --message \"<what you did>\"",
+            Contract::Reviewer => "git loop finish approve|changes --message \"<your comments>\"",
+            Contract::ConflictResolver => "git loop finish resolved|unresolved --message \"<what you did>\"",
+            Contract::Summarizer => "git loop finish summary --subject \"<subject>\" --message \"<body>\"",
+        };
+        return Err(usage(format!("this session is a {} ({}): {violation}", contract.name(), contract.id()))
+            .hint(format!("report as its contract says: {example}"))
+            .into());
+    }
+    let (kind, data) = Recorded::Termination(events::Termination {
+        verdict: word.into(),
+        message: Some(args.message),
+        contract: (contract != Contract::Worker).then(|| contract.id()),
+        subject: args.subject,
+    })
+    .into_parts();
     let entry = journal::append(
         &store,
         &env.ctx,
@@ -61,7 +116,9 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
     )?;
     let mut out = Out::new();
     if args.json {
-        out.json(&json!({ "id": entry.id.to_string(), "verdict": word, "session": session }))?;
+        out.json(
+            &json!({ "id": entry.id.to_string(), "verdict": word, "session": session, "contract": contract.id() }),
+        )?;
     } else {
         let task = env.ctx.session.task.as_deref().unwrap_or("the task");
         out.line(format!("recorded '{word}' for {task} (session {session})"))?;

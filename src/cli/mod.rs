@@ -420,6 +420,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
             session: var("GIT_LOOP_SESSION"),
             task: var("GIT_LOOP_TASK"),
             try_number: var("GIT_LOOP_TRY").and_then(|t| t.parse().ok()),
+            contract: var("GIT_LOOP_CONTRACT"),
         },
         git_identity: GitIdentityEnv {
             name: var("GIT_COMMITTER_NAME"),

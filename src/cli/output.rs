@@ -131,3 +131,28 @@ pub fn landing_json(view: &git_loop::landing::View) -> serde_json::Value {
         })),
     })
 }
+
+/// A task's review rounds as JSON (`status`, `show`).
+pub fn review_json(task: &str, r: &git_loop::walk::review::ReviewState) -> Value {
+    json!({
+        "task": task, "try": r.number, "round": r.round, "rounds": r.rounds, "reviewer": r.reviewer,
+        "agent": r.agent, "verdict": r.verdict, "comments": r.comments, "tree": r.tree,
+    })
+}
+
+/// "round 2 of 3 · reviewer (codex) asks for changes: add a test".
+pub fn review_line(r: &git_loop::walk::review::ReviewState) -> String {
+    let who = if r.agent.is_empty() || r.agent == r.reviewer {
+        r.reviewer.clone()
+    } else {
+        format!("{} ({})", r.reviewer, r.agent)
+    };
+    let first = r.comments.lines().next().unwrap_or("");
+    let said = match r.verdict.as_str() {
+        "approve" => "approved".to_owned(),
+        "changes" => format!("asks for changes: {first}"),
+        "reviewing" => "is reviewing".to_owned(),
+        _ => format!("gave no verdict its contract allows: {first}"),
+    };
+    format!("round {} of {} · {who} {said}", r.round, r.rounds)
+}

@@ -115,6 +115,14 @@ pub struct WalkArgs {
     /// A command that must approve a try (exit 0) after its checks pass (default: loop.review).
     #[arg(long, value_name = "COMMAND")]
     review: Option<String>,
+    /// Reviewers whose sessions must approve a try's work after its checks pass: roles of the
+    /// reviewer contract or agents, comma-separated (default: the task's own, else loop.reviewer).
+    #[arg(long, value_delimiter = ',', value_name = "ROLES")]
+    reviewer: Vec<String>,
+    /// Let a reviewer review a worker of the same (or an unknown) provider, for this reason
+    /// (journaled as review_override).
+    #[arg(long, value_name = "REASON")]
+    reviewer_override: Option<String>,
     /// Agents to turn to when a task's agent is unreachable, comma-separated; several race
     /// (default: the task's own, else loop.fallback).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
@@ -236,7 +244,23 @@ pub(super) fn walk_options(
     let fallback = if args.fallback.is_empty() { store.settings().fallback() } else { args.fallback };
     check_agents(env, store, &together, "racing")?;
     check_agents(env, store, &fallback, "fallback")?;
+    let reviewers = if args.reviewer.is_empty() { store.settings().reviewers() } else { args.reviewer };
+    let mut reviewer_agents = Vec::new();
+    for name in &reviewers {
+        git_loop::backlog::check_agent_name(name)?;
+        let role = git_loop::agent::role::reviewer(store, name)?;
+        reviewer_agents.extend(role.agent);
+    }
+    check_agents(env, store, &reviewer_agents, "reviewer")?;
+    if args.reviewer_override.as_deref().is_some_and(|r| r.trim().is_empty()) {
+        return Err(usage("--reviewer-override needs a reason")
+            .hint("--reviewer-override \"<why this reviewer may review this worker>\"")
+            .into());
+    }
     let mut opts = walk::Options::new(agent);
+    opts.reviewers = reviewers;
+    opts.review_rounds = store.settings().review_rounds()?;
+    opts.review_override = args.reviewer_override;
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
@@ -470,6 +494,14 @@ impl Observer for Progress {
                 Some(task),
                 (if *approved { "the review approved" } else { "the review did not approve" }).to_owned(),
             ),
+            Event::ReviewVerdict { task, round, rounds, reviewer, verdict, comments } => {
+                let what = match verdict.as_str() {
+                    "approve" => "approved".to_owned(),
+                    "changes" => format!("asks for changes: {}", comments.lines().next().unwrap_or("")),
+                    _ => format!("gave no verdict its contract allows: {}", comments.lines().next().unwrap_or("")),
+                };
+                self.say(Some(task), format!("review round {round} of {rounds} · {reviewer} {what}"))
+            }
             Event::RaceStarted { line, .. } | Event::RaceDecided { line, .. } | Event::Handover { line, .. } => {
                 self.say(None, line.clone())
             }
@@ -549,6 +581,10 @@ fn event_json(event: &Event) -> serde_json::Value {
             json!({ "event": "unit_closed", "task": task, "verdict": state, "reason": reason })
         }
         Event::Reviewed { task, approved } => json!({ "event": "review", "task": task, "approved": approved }),
+        Event::ReviewVerdict { task, round, rounds, reviewer, verdict, comments } => json!({
+            "event": "review_verdict", "task": task, "round": round, "rounds": rounds, "reviewer": reviewer,
+            "verdict": verdict, "comments": comments,
+        }),
         Event::RaceStarted { task, agents, tries, line } => {
             json!({ "event": "race_started", "task": task, "agents": agents, "tries": tries, "line": line })
         }

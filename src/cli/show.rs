@@ -4,11 +4,11 @@ use anyhow::Result;
 use clap::Args;
 
 use super::human::{self, relative};
-use super::output::{task_json, Out};
+use super::output::{review_json, review_line, task_json, Out};
 use super::Env;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::usage;
-use git_loop::store::task;
+use git_loop::store::{journal, task};
 
 /// Show one task: its fields, dependencies, claim, completion and plan.
 ///
@@ -33,13 +33,14 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     };
     let board = Board::load(&store, &env.ctx)?;
     let landing = landing_of(&store, &env.ctx, &id)?;
+    let filter = journal::Filter { task: Some(id.to_string()), session: None };
+    let review = git_loop::walk::review::state_of(&journal::timeline(&store, &filter)?.entries);
     let mut out = Out::new();
     if args.json {
-        let mut doc = task_json(&board, &snapshot);
-        if let Some(object) = doc.as_object_mut() {
-            object.insert("landing".into(), landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone()));
-        }
-        out.json(&doc)?;
+        let mut value = task_json(&board, &snapshot);
+        value["landing"] = landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone());
+        value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
+        out.json(&value)?;
         return Ok(0);
     }
     let t = &snapshot.task;
@@ -89,6 +90,16 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     }
     if !t.forbid.is_empty() {
         out.line(format!("  forbid:  {}", t.forbid.join(", ")))?;
+    }
+    if !t.reviewers.is_empty() {
+        out.line(format!("  reviewers: {}", t.reviewers.join(", ")))?;
+    }
+    if let Some(r) = &review {
+        out.line(format!("  review:  try {} · {}", r.number, review_line(r)))?;
+        let mut comments = r.comments.lines().skip(1).peekable();
+        if comments.peek().is_some() && r.verdict != "approve" {
+            out.body("           ", &comments.collect::<Vec<_>>().join("\n"))?;
+        }
     }
     if let (Some(held), Some(lease)) = (board.claim(&t.id), board.lease(&t.id)) {
         out.line(format!("  claim:   {}, {}", held.record.holder, human::lease(&lease)))?;

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::human::{relative, short};
-use super::output::{claim_json, Out};
+use super::output::{claim_json, review_json, review_line, Out};
 use super::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{Board, Readiness};
@@ -95,6 +95,20 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         Recorded::WalkEnded(ended) if ended.stop == "paused" => Some((e, "", Vec::new())),
         _ => None,
     });
+    // The review rounds of the tasks being worked and of those waiting for a person.
+    let mut reviews = Vec::new();
+    let reviewed: Vec<String> = claims
+        .iter()
+        .filter(|(key, _, lease)| key.kind() == "node" && !lease.holder_gone)
+        .map(|(key, _, _)| key.name().to_owned())
+        .chain(waiting.iter().map(|t| t.id.clone()))
+        .collect();
+    for id in reviewed {
+        let history = journal::timeline(&store, &Filter { task: Some(id.clone()), session: None })?.entries;
+        if let Some(state) = git_loop::walk::review::state_of(&history) {
+            reviews.push((id, state));
+        }
+    }
     let mut mission_list = Vec::new();
     let mut mission_corrupt = Vec::new();
     for listed in missions::list(&store)? {
@@ -114,6 +128,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "dead_walkers": dead_walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "sessions": running.iter().map(|r| json!({
                 "session": r.session, "task": r.task, "try": r.try_number, "agent": r.agent, "walker": r.walker,
+                "role": r.role.as_deref().unwrap_or("worker"),
                 "started_at": r.started_at, "elapsed_s": (now - r.started_at).num_seconds(), "worktree": r.worktree,
                 "log_tail": git_loop::agent::record::tail(&record::dir(&loop_dir, &r.session).join("log"), 5),
             })).collect::<Vec<_>>(),
@@ -121,6 +136,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
+            "reviews": reviews.iter().map(|(id, r)| review_json(id, r)).collect::<Vec<_>>(),
             "paused": paused.as_ref().map(|(e, ..)| json!({ "at": e.event.at, "data": e.event.data })),
             "counts": {
                 "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": worked,
@@ -184,6 +200,12 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 r.reason.as_deref().map(|x| format!("  {}", short(x, 50))).unwrap_or_default()
             };
             out.line(format!("  {:<24} {:<12} {}{why}", key.to_string(), r.holder, super::human::lease(lease)))?;
+        }
+    }
+    if !reviews.is_empty() {
+        out.section("reviews:")?;
+        for (id, r) in &reviews {
+            out.line(format!("  {:<11} try {:<3} {}", id, r.number, short(&review_line(r), 90)))?;
         }
     }
     if !ready.is_empty() {

@@ -117,6 +117,12 @@ recorded! {
     Checks(Checks) = "checks",
     /// The review command ran on a try.
     Review(Review) = "review",
+    /// A reviewer session began on a try's work (one review round, one reviewer).
+    ReviewStarted(ReviewStarted) = "review_started",
+    /// A reviewer's verdict on a try's work, or that it gave none it could keep to.
+    ReviewVerdict(ReviewVerdict) = "review_verdict",
+    /// A walk lets reviewers review workers of the same (or an unknown) provider, and why.
+    ReviewOverride(ReviewOverride) = "review_override",
     /// The walk closed its unit of work on a task.
     UnitClosed(UnitClosed) = "unit_closed",
     /// The walk left its unit of work on a task open.
@@ -130,8 +136,11 @@ recorded! {
     Termination(Termination) = "termination",
     /// A session's result asked for a follow-up task, and it was added.
     FollowUp(FollowUp) = "follow_up",
-    /// A session's result file did not read.
+    /// A session's result file did not read (written by earlier releases; now
+    /// `contract_violation`).
     ResultInvalid(ResultInvalid) = "result_invalid",
+    /// A role's session reported something its contract does not allow.
+    ContractViolation(ContractViolation) = "contract_violation",
     /// An agent's CLI said it cannot be reached.
     AgentUnreachable(AgentUnreachable) = "agent_unreachable",
     /// An agent CLI's hook ran.
@@ -629,6 +638,9 @@ pub struct SessionStarted {
     pub attempt: u32,
     #[serde(default)]
     pub worktree: String,
+    /// The session's role when it is not the worker's (`reviewer`, a role of one's own, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -718,10 +730,87 @@ pub struct UnitAbandoned {
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Termination {
-    /// `done`, `blocked` or `failed`.
+    /// `done`, `blocked` or `failed`; for other roles, a word of their contract (`approve`,
+    /// `changes`, `resolved`, `unresolved`, `summary`).
     pub verdict: String,
     #[serde(default)]
     pub message: Option<String>,
+    /// The contract the session kept (`reviewer/1`, …); absent: the worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
+    /// A summarizer's subject line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ReviewStarted {
+    #[serde(rename = "try")]
+    pub number: u32,
+    pub round: u32,
+    #[serde(default)]
+    pub rounds: u32,
+    /// The reviewer's role and agent.
+    pub role: String,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub session: String,
+    /// The commit and tree under review, and the commit it is compared with.
+    #[serde(default)]
+    pub head: String,
+    #[serde(default)]
+    pub tree: String,
+    #[serde(default)]
+    pub base: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ReviewVerdict {
+    #[serde(rename = "try")]
+    pub number: u32,
+    pub round: u32,
+    #[serde(default)]
+    pub rounds: u32,
+    pub role: String,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub session: String,
+    /// The tree the verdict is about: an approval holds for this tree only.
+    #[serde(default)]
+    pub tree: String,
+    /// `approve`, `changes`, or `none` (no verdict its contract allows, after one send-back).
+    pub verdict: String,
+    #[serde(default)]
+    pub comments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ReviewOverride {
+    /// The reviewer and the worker the rule was about.
+    pub reviewer: String,
+    #[serde(default)]
+    pub worker: String,
+    /// What the rule said.
+    #[serde(default)]
+    pub rule: String,
+    /// The person's reason.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ContractViolation {
+    #[serde(default)]
+    pub session: String,
+    pub role: String,
+    #[serde(default)]
+    pub contract: String,
+    #[serde(default)]
+    pub problem: String,
+    /// Sent back to the same role (its first violation), or the task went to a person.
+    #[serde(default)]
+    pub sent_back: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -107,6 +107,11 @@ impl Layout {
         self.sessions().join(session)
     }
 
+    /// A reviewer session's checkout of the work it reviews (detached, thrown away after).
+    pub fn review_checkout(&self, session: &str) -> PathBuf {
+        self.session(session).join("checkout")
+    }
+
     /// A race's files: the judge's prompt and verdict, by task and the tries racing.
     pub fn race(&self, task: &str, tries: &[u32]) -> PathBuf {
         let tries: Vec<String> = tries.iter().map(ToString::to_string).collect();

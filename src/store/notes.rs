@@ -38,6 +38,9 @@ pub struct Completed {
     pub checks: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Who approved which tree (the walk's review rounds); added to version 2 later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<crate::store::task::Approval>,
     pub at: DateTime<Utc>,
     pub by: String,
     /// Where the task's work landed (the landing queue), once it has. Added to version 2;
@@ -324,6 +327,7 @@ mod tests {
             try_number: None,
             checks: None,
             message: Some(message.into()),
+            reviews: Vec::new(),
             at: at.parse().expect("RFC 3339"),
             by: "Tess <t@e>".into(),
             landed: None,

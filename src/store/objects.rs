@@ -270,8 +270,8 @@ impl Store {
         self.add_worktree_at(path, gix::worktree::add::Head::Attached(branch), undo)
     }
 
-    /// Add a linked worktree at `path` with a detached `HEAD` at `commit` (the landing queue's
-    /// worktree), as `add_worktree` does.
+    /// Add a linked worktree at `path` with `commit` checked out on a detached HEAD (the landing
+    /// queue's worktree, a reviewer's checkout: no branch follows them), as `add_worktree` does.
     pub fn add_detached_worktree(&self, path: &Path, commit: ObjectId, undo: &dyn Fn()) -> Result<()> {
         self.add_worktree_at(path, gix::worktree::add::Head::Detached(commit), undo)
     }
@@ -282,11 +282,7 @@ impl Store {
         git::harden(&mut repo)?;
         crate::failpoint::write_point();
         git::retry_vanished(|| {
-            let head = match &head {
-                gix::worktree::add::Head::Attached(branch) => gix::worktree::add::Head::Attached(branch.clone()),
-                gix::worktree::add::Head::Detached(id) => gix::worktree::add::Head::Detached(*id),
-            };
-            let added = repo.add_worktree(path, head, gix::progress::Discard, &interrupt);
+            let added = repo.add_worktree(path, head.clone(), gix::progress::Discard, &interrupt);
             if added.is_err() {
                 undo();
             }

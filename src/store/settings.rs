@@ -27,8 +27,24 @@ pub const KEYS: &[Key] = &[
     Key { key: "loop.remote", meaning: "the remote that decides claims (`git loop init --remote`)" },
     Key { key: "loop.agent", meaning: "the default agent for `run`" },
     Key { key: "loop.agent.<name>.command` / `.resume` / `.env", meaning: "a named agent of your own" },
+    Key {
+        key: "loop.agent.<name>.provider",
+        meaning: "who runs a named agent's model (anthropic, openai, google, …), for the reviewer rule; else its `--model` says, else unknown",
+    },
     Key { key: "loop.checks", meaning: "the default checks command" },
     Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
+    Key {
+        key: "loop.reviewer",
+        meaning: "reviewers (roles or agents, comma-separated) that must approve a try after its checks pass (`run --reviewer`)",
+    },
+    Key {
+        key: "loop.reviewRounds",
+        meaning: "review rounds without approval before a task goes to needs-you (default 3)",
+    },
+    Key {
+        key: "loop.role.<name>.contract` / `.agent` / `.prompt",
+        meaning: "a role of your own: the contract it keeps (worker, reviewer, conflict-resolver, summarizer), its agent, and its instructions (a file, else the text)",
+    },
     Key { key: "loop.pick` / `loop.judge", meaning: "how races pick a winner; the judge command for `judge`" },
     Key { key: "loop.fallback", meaning: "agents (comma-separated) for tasks whose agent is unreachable" },
     Key { key: "loop.unreachableFor", meaning: "how long an unreachable agent is left alone (default 15m)" },
@@ -71,6 +87,10 @@ pub const SYNC_EVERY: Duration = Duration::from_secs(30);
 
 /// How many task branches a landing merges before checking, when `loop.landBatch` is not set.
 pub const LAND_BATCH: usize = 8;
+
+/// Review rounds without approval before a task goes to a person, when `loop.reviewRounds` is
+/// not set.
+pub const REVIEW_ROUNDS: u32 = 3;
 
 /// How long checks may run when `loop.checksTimeout` is not set.
 pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -115,6 +135,42 @@ impl<'s> Settings<'s> {
     /// `loop.review`: the review command.
     pub fn review(&self) -> Option<String> {
         self.text("loop.review")
+    }
+
+    /// `loop.reviewer`: reviewers (roles or agents) for every task that names none.
+    pub fn reviewers(&self) -> Vec<String> {
+        self.list("loop.reviewer")
+    }
+
+    /// `loop.reviewRounds`: review rounds without approval before a task goes to a person;
+    /// [`REVIEW_ROUNDS`] when unset.
+    pub fn review_rounds(&self) -> Result<u32, Refusal> {
+        match self.text("loop.reviewRounds") {
+            None => Ok(REVIEW_ROUNDS),
+            Some(v) => v.trim().parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                usage(format!("loop.reviewRounds '{v}' is not a number of rounds")).hint("e.g. 3 (at least 1)")
+            }),
+        }
+    }
+
+    /// `loop.role.<name>.contract`.
+    pub fn role_contract(&self, name: &str) -> Option<String> {
+        self.text(&format!("loop.role.{name}.contract")).map(|v| v.trim().to_owned())
+    }
+
+    /// `loop.role.<name>.agent`.
+    pub fn role_agent(&self, name: &str) -> Option<String> {
+        self.text(&format!("loop.role.{name}.agent")).map(|v| v.trim().to_owned())
+    }
+
+    /// `loop.role.<name>.prompt`: a file's path or the text itself, unread.
+    pub fn role_prompt(&self, name: &str) -> Option<String> {
+        self.text(&format!("loop.role.{name}.prompt"))
+    }
+
+    /// `loop.agent.<name>.provider`.
+    pub fn agent_provider(&self, name: &str) -> Option<String> {
+        self.text(&format!("loop.agent.{name}.provider"))
     }
 
     /// `loop.pick`, unparsed (the walk's layer knows the words).

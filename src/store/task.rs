@@ -132,8 +132,22 @@ pub struct Completion {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<serde_json::Value>,
+    /// The reviews that approved the work, each for the tree it read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<Approval>,
     pub at: DateTime<Utc>,
     pub by: String,
+}
+
+/// A reviewer's approval of a try's work: who (role, agent, session), in which round, and the
+/// tree it read. It holds for that tree only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub role: String,
+    pub agent: String,
+    pub session: String,
+    pub tree: String,
+    pub round: u32,
 }
 
 /// Where an imported task came from.
@@ -173,6 +187,9 @@ pub struct Task {
     /// Agents that must not work on it (a reassignment can override this with a reason).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forbid: Vec<String>,
+    /// Reviewers (roles or agents) that must approve its work (else `loop.reviewer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviewers: Vec<String>,
     /// The agent a person assigned it to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assigned: Option<Assignment>,
@@ -206,6 +223,7 @@ impl Task {
             pick: None,
             fallback: Vec::new(),
             forbid: Vec::new(),
+            reviewers: Vec::new(),
             assigned: None,
             reason: None,
             completion: None,
@@ -253,6 +271,8 @@ pub struct Lists {
     pub fallback: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forbid: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviewers: Vec<String>,
 }
 
 impl Lists {
@@ -263,6 +283,7 @@ impl Lists {
             && self.together.is_empty()
             && self.fallback.is_empty()
             && self.forbid.is_empty()
+            && self.reviewers.is_empty()
     }
 }
 
@@ -352,6 +373,7 @@ impl Change {
             ("together", &self.add.together),
             ("fallback", &self.add.fallback),
             ("forbid", &self.add.forbid),
+            ("reviewer", &self.add.reviewers),
         ] {
             if !list.is_empty() {
                 parts.push(format!("+{what} {}", list.join(",")));
@@ -364,6 +386,7 @@ impl Change {
             ("together", &self.remove.together),
             ("fallback", &self.remove.fallback),
             ("forbid", &self.remove.forbid),
+            ("reviewer", &self.remove.reviewers),
         ] {
             if !list.is_empty() {
                 parts.push(format!("-{what} {}", list.join(",")));
@@ -432,12 +455,14 @@ fn fold(task: &mut Task, op: &Op) {
     add_all(&mut task.together, &op.change.add.together);
     add_all(&mut task.fallback, &op.change.add.fallback);
     add_all(&mut task.forbid, &op.change.add.forbid);
+    add_all(&mut task.reviewers, &op.change.add.reviewers);
     remove_all(&mut task.after, &op.change.remove.after);
     remove_all(&mut task.labels, &op.change.remove.labels);
     remove_all(&mut task.agents, &op.change.remove.agents);
     remove_all(&mut task.together, &op.change.remove.together);
     remove_all(&mut task.fallback, &op.change.remove.fallback);
     remove_all(&mut task.forbid, &op.change.remove.forbid);
+    remove_all(&mut task.reviewers, &op.change.remove.reviewers);
     if let Some(change) = &op.change.state {
         task.state = change.state;
         task.reason = change.reason.clone();

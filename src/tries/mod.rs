@@ -388,6 +388,20 @@ pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
     })
 }
 
+/// Add a worktree at `path` with `commit` checked out on a detached HEAD (a reviewer's
+/// checkout of a try's work: nothing it does moves a branch), serialized as `add_worktree` is.
+pub fn add_detached_worktree(store: &Store, path: &Path, commit: ObjectId) -> Result<()> {
+    let _guard = WorktreeLock::take(store)?;
+    prune_missing(store)?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
+    }
+    store.add_detached_worktree(path, commit, &|| {
+        let _ = std::fs::remove_dir_all(path);
+        let _ = prune_missing(store);
+    })
+}
+
 /// Remove the registrations of linked worktrees whose directories no longer exist, as
 /// `git worktree prune` does, so their branches are free to be checked out again.
 pub fn prune_missing(store: &Store) -> Result<()> {
@@ -425,16 +439,20 @@ pub fn prune_registration(store: &Store, admin: &Path) -> Result<bool> {
 /// Remove a try's worktree, whatever is in it, and its registration (its branch and commits
 /// stay): `git worktree remove --force`. Callers commit what they keep first.
 pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
+    remove_worktree_at(store, &try_.worktree)
+}
+
+/// Remove the worktree at `path`, whatever is in it, and its registration.
+pub fn remove_worktree_at(store: &Store, path: &Path) -> Result<()> {
     let _guard = WorktreeLock::take(store)?;
-    if !try_.worktree.exists() {
+    if !path.exists() {
         return prune_missing(store);
     }
     // Found before the files go: the registration whose `gitdir` names this worktree (never
     // one the worktree's own `.git` file points at, which an agent could have rewritten).
-    let admin = registration_of(store, &try_.worktree);
+    let admin = registration_of(store, path);
     crate::failpoint::write_point();
-    remove_tree(&try_.worktree)
-        .with_context(|| format!("could not remove the worktree '{}'", try_.worktree.display()))?;
+    remove_tree(path).with_context(|| format!("could not remove the worktree '{}'", path.display()))?;
     match admin {
         Some(admin) => std::fs::remove_dir_all(&admin)
             .with_context(|| format!("could not remove the registration '{}'", admin.display())),

@@ -144,6 +144,12 @@ impl GitDispatcher<'_> {
         budget: &Budget<'_>,
     ) -> Result<Dispatched> {
         let agent = self.walker.agent(self.store, agent_name)?;
+        // Checked before the first session of each agent on the unit.
+        if unit.try_.is_none() || unit.last_agent.as_deref() != Some(agent_name) {
+            if let Some(why) = self.review_refusal(&unit.task, &[agent_name.to_owned()])? {
+                return Ok(Dispatched::Verdict { verdict: Verdict::Blocked, message: format!("review: {why}") });
+            }
+        }
         if unit.try_.is_none() {
             if let Some(early) = self.prepare(unit, agent_name, history)? {
                 return Ok(early);

@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod queue;
 pub mod race;
 pub mod recover;
+pub mod review;
 pub mod session;
 pub mod unit;
 
@@ -79,6 +80,13 @@ pub struct Options {
     pub judge: Option<String>,
     /// A command that must approve a try (exit 0) for it to pass.
     pub review: Option<String>,
+    /// Reviewers (roles or agents) whose sessions must approve a try's work after its checks
+    /// pass, for tasks that name none of their own (`--reviewer`, `loop.reviewer`).
+    pub reviewers: Vec<String>,
+    /// Review rounds without approval before a task goes to a person (`loop.reviewRounds`).
+    pub review_rounds: u32,
+    /// Why reviewers may review workers of the same (or an unknown) provider, if a person said.
+    pub review_override: Option<String>,
     /// Agents that take over a task whose agent is unreachable, when the task names none.
     pub fallback: Vec<String>,
     /// How long a session asked to wrap up may take before it is stopped.
@@ -113,6 +121,9 @@ impl Options {
             pick_default: None,
             judge: None,
             review: None,
+            reviewers: Vec::new(),
+            review_rounds: crate::store::settings::REVIEW_ROUNDS,
+            review_override: None,
             fallback: Vec::new(),
             wrap_up: Duration::from_secs(30),
             unreachable_for: Duration::from_secs(15 * 60),
@@ -169,6 +180,15 @@ pub enum Event {
     Reviewed {
         task: String,
         approved: bool,
+    },
+    /// A reviewer's verdict in a review round (`approve`, `changes`, or `none`).
+    ReviewVerdict {
+        task: String,
+        round: u32,
+        rounds: u32,
+        reviewer: String,
+        verdict: String,
+        comments: String,
     },
     /// A race begins (or is taken up again); `line` says who races and how it is decided.
     RaceStarted {
@@ -545,6 +565,13 @@ pub fn walk(
         .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name))
         .into());
     }
+    // A reviewer of the worker's provider is refused before anything is claimed.
+    let conflicts = review::walk_conflicts(store, &opts, &exe)?;
+    if let (Some((_, _, why)), None) = (conflicts.first(), &opts.review_override) {
+        return Err(Refusal::new(Class::Usage, format!("{why}: a reviewer must not share the worker's provider"))
+            .hint("choose a reviewer of another provider (--reviewer codex), declare a named agent's with git config loop.agent.<name>.provider <provider>, or pass --reviewer-override \"<reason>\"")
+            .into());
+    }
     let base = crate::tries::base(store, opts.base.as_deref())?;
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
@@ -579,6 +606,20 @@ pub fn walk(
             per_unit_dispatches: Some(walker.opts.limits.per_unit_dispatches),
         }),
     )?;
+    if let Some(reason) = &walker.opts.review_override {
+        for (worker, reviewer, rule) in &conflicts {
+            walker.record(
+                store,
+                None,
+                Recorded::ReviewOverride(events::ReviewOverride {
+                    reviewer: reviewer.clone(),
+                    worker: worker.clone(),
+                    rule: rule.clone(),
+                    reason: reason.clone(),
+                }),
+            )?;
+        }
+    }
     observer.event(&Event::Started {
         walker: walker.key.clone(),
         agent: walker.opts.agent.name.clone(),

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::agent::role::{self, Contract};
 use crate::refs;
 use crate::store::task::{self, Task};
 use crate::store::Store;
@@ -78,19 +79,10 @@ pub fn build(store: &Store, input: &Input<'_>) -> Result<String> {
         out,
         "\nIf the file named by $GIT_LOOP_WRAP_UP appears while you work, a person wants the task back: finish the step you are on, report your verdict as below, and stop."
     )?;
-    writeln!(out, "\n## When you are finished\n")?;
-    writeln!(out, "Report your verdict by running exactly one of:\n")?;
-    writeln!(out, "    git loop finish done --message \"<what you did>\"")?;
-    writeln!(out, "    git loop finish blocked --message \"<what you need>\"")?;
-    writeln!(out, "    git loop finish failed --message \"<what went wrong>\"")?;
+    out.push_str(&role::how_to_report(Contract::Worker, input.result_path));
     if let Some(checks) = input.checks {
         writeln!(out, "\n`done` counts only if the checks pass: `{checks}` is run in your worktree after you finish.")?;
     }
-    writeln!(
-        out,
-        "\nYou may instead write a JSON file to {}: {{\"verdict\": \"done\", \"summary\": \"...\", \"follow_ups\": [{{\"title\": \"...\"}}]}} — follow-ups become new tasks.",
-        input.result_path.display()
-    )?;
     Ok(out)
 }
 

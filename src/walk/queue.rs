@@ -55,6 +55,7 @@ impl<'a> GitQueue<'a> {
             session: unit.last_session.clone(),
             task: Some(unit.task.id.clone()),
             try_number: unit.try_.as_ref().map(|t| t.number),
+            contract: None,
         };
         ctx
     }
@@ -173,6 +174,27 @@ impl<'a> GitQueue<'a> {
             .store
             .ref_target(&try_.branch)?
             .ok_or_else(|| anyhow::anyhow!("try branch '{}' is missing", try_.branch))?;
+        // An approval holds for the tree its reviewer read, and for no other.
+        let reviews = super::review::approvals_in(&self.walker.task_history(self.store, &unit.task.id)?, try_.number);
+        let reviewed = !unit.task.reviewers.is_empty() || !self.walker.opts.reviewers.is_empty();
+        if reviewed || !reviews.is_empty() {
+            let tree = self.store.commit_tree(head).map(|t| t.to_string()).unwrap_or_default();
+            if reviews.is_empty() {
+                return self.park(unit, "its work was not approved by a review");
+            }
+            if let Some(stale) = reviews.iter().find(|r| r.tree != tree) {
+                return self.park(
+                    unit,
+                    &format!(
+                        "its work is not approved: {} approved tree {} in round {}, but the work's tree is now {} (an approval holds for the tree it read only)",
+                        stale.role,
+                        &stale.tree[..stale.tree.len().min(12)],
+                        stale.round,
+                        &tree[..tree.len().min(12)]
+                    ),
+                );
+            }
+        }
         // The task branch moved since this try began: its changes are brought along.
         let commit = match tries::land(self.store, &try_, head, "loop: task done")? {
             tries::Landed::Moved(commit) => commit,
@@ -209,6 +231,7 @@ impl<'a> GitQueue<'a> {
                 message: (!message.trim().is_empty()).then(|| message.to_owned()),
                 try_number: Some(try_.number),
                 checks: unit.checks.clone(),
+                reviews,
             },
         )?;
         self.walker.record(

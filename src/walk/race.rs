@@ -239,6 +239,9 @@ pub fn run(
     let root = tries::worktrees_root(store)?;
     let race = match entry {
         Entry::New { agents, pick, history } => {
+            if let Some(why) = d.review_refusal(&task, &agents)? {
+                return Ok(Dispatched::Verdict { verdict: Verdict::Blocked, message: format!("review: {why}") });
+            }
             let start = match &unit.try_ {
                 // Taking over from an agent that became unreachable: build on its work.
                 Some(from) => store.ref_target(&from.branch)?,

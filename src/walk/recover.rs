@@ -37,6 +37,28 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         }
         dead_walkers.insert(rec.walker.clone());
         let killed = process::kill_marked(&rec.marker);
+        if rec.role.is_some() {
+            // A reviewer's checkout is never the work: it goes, uncommitted.
+            if rec.worktree.starts_with(&loop_dir) {
+                let _ = tries::remove_worktree_at(store, &rec.worktree);
+            }
+            let detail = format!("reviewer session {} had crashed; its checkout is removed", rec.session);
+            rec.ended_at = Some(walker.ctx.now());
+            rec.ended = Some("recovered after its walk crashed".into());
+            record::write(&loop_dir, &rec)?;
+            walker.record(
+                store,
+                Some(&rec.task),
+                Recorded::Recovered(events::Recovered {
+                    session: Some(rec.session.clone()),
+                    walker: Some(rec.walker.clone()),
+                    detail: detail.clone(),
+                    ..Default::default()
+                }),
+            )?;
+            walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
+            continue;
+        }
         let Ok(task) = rec.task.parse::<TaskId>() else { continue };
         let try_ = Try::describe(&task, rec.try_number, &root);
         let author = gix::actor::Signature {

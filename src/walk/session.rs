@@ -18,18 +18,19 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use serde::Deserialize;
 
-use super::unit::{first_line, human_duration, GitDispatcher, Ran, Seat, Step, Withdrawal};
+use super::review::Reviewed;
+use super::unit::{first_line, human_duration, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Withdrawal};
 use super::{handoff, prompt, Event};
 use crate::agent::guard;
 use crate::agent::presets::{Agent, PromptVia};
 use crate::agent::process::{Exit, Running};
 use crate::agent::reach;
 use crate::agent::record::{self, tail};
+use crate::agent::role::{self, Contract, Report, Role, WorkVerdict};
 use crate::backlog::{self, TaskFields};
 use crate::engine::Verdict;
-use crate::ids::{random_base32, ClaimKey, Priority};
+use crate::ids::{random_base32, ClaimKey};
 use crate::refs;
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
@@ -50,16 +51,6 @@ struct Guarded<'c> {
     timeout: Option<Duration>,
 }
 
-/// Why a session's process ended.
-enum Ending {
-    Exited(String),
-    TimedOut,
-    Cancelled,
-    Lost(String),
-    Withdrawn(Withdrawal),
-    Halted,
-}
-
 /// A wrap-up in progress: asked at `since`, stopped for good after the wrap-up time.
 struct WrapUp {
     why: Withdrawal,
@@ -72,7 +63,7 @@ fn takes_interrupt(agent: &Agent) -> bool {
 }
 
 impl GitDispatcher<'_> {
-    /// Run one session for `seat` to its end and say what it came to.
+    /// Run one worker session for `seat` to its end and say what it came to.
     pub fn session(&self, seat: &Seat<'_>) -> Result<Ran> {
         let (task, try_, agent) = (seat.task, seat.try_, seat.agent);
         if !try_.worktree.join(".git").exists() {
@@ -80,144 +71,31 @@ impl GitDispatcher<'_> {
             tries::add_worktree(self.store, try_)?;
         }
         let session = format!("s-{}", random_base32(8));
-        let loop_dir = self.store.loop_dir()?;
-        let dir = record::dir(&loop_dir, &session);
-        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-        let prompt_path = dir.join("prompt.md");
-        let text = prompt::build(
-            self.store,
-            &prompt::Input {
-                task,
-                try_,
-                attempt: seat.attempt,
-                carry: seat.carry,
-                checks: self.walker.opts.checks.as_deref(),
-                result_path: &dir.join("result.json"),
-            },
-        )?;
-        std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
-        agent.write_session_files(&dir)?;
-        if let Some(transcript) = seat.handoff {
-            handoff::place(try_, transcript);
-        }
-        let env = self.session_env(task, try_, &session, &dir, agent);
-        let marker = format!("{session}-{}", random_base32(12));
-        let stdin = (agent.prompt == PromptVia::Stdin).then(|| prompt_path.clone());
-        // The CLI's own session id, where the loop may choose it (so it can be resumed).
-        let agent_session = crate::ids::uuid_v4();
-        if agent.env.iter().any(|(_, v)| v.contains("{session_dir}")) {
-            std::fs::create_dir_all(dir.join("tmp"))
-                .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
-        }
-        let argv = agent.argv(&prompt_path, &agent_session);
-        let log = dir.join("log");
-        let (mut running, _) = self.run_guarded(Guarded {
-            program: &agent.program,
-            args: &argv,
-            cwd: &try_.worktree,
-            env: &env,
-            stdin,
-            log: &log,
-            marker: &marker,
-            timeout: None,
-        })?;
-        let started_at = self.walker.ctx.now();
-        let mut rec = record::Record {
-            version: record::RECORD_VERSION,
-            session: session.clone(),
-            walker: self.walker.key.clone(),
-            task: task.id.clone(),
-            try_number: try_.number,
-            agent: agent.name.clone(),
-            worktree: try_.worktree.clone(),
-            pid: running.pid,
-            pid_start: crate::agent::process::start_time(running.pid),
-            boot_id: self.walker.ctx.boot_id.clone(),
-            marker: marker.clone(),
-            started_at,
-            ended_at: None,
-            ended: None,
-            agent_session: agent.presets_session_id().then(|| agent_session.clone()),
-        };
-        record::write(&loop_dir, &rec)?;
-        self.walker.record(
-            self.store,
-            Some(&task.id),
-            Recorded::SessionStarted(events::SessionStarted {
-                session: session.clone(),
-                agent: agent.name.clone(),
-                number: try_.number,
-                attempt: seat.attempt,
-                worktree: try_.worktree.display().to_string(),
-            }),
-        )?;
-        self.walker.observer.event(&Event::SessionStarted {
-            task: task.id.clone(),
-            session: session.clone(),
-            agent: agent.name.clone(),
-            number: try_.number,
+        let launch = Launch {
+            session: &session,
+            task,
+            try_,
+            worktree: &try_.worktree,
+            agent,
             attempt: seat.attempt,
-        });
-
-        let ending = self.supervise(seat, &mut running, &session, &dir)?;
-        let elapsed = running.started.elapsed();
-        let why = match &ending {
-            Ending::Exited(exit) => format!("the agent exited ({exit})"),
-            Ending::TimedOut => format!("it timed out after {}", human_duration(elapsed)),
-            Ending::Cancelled => "the walk was interrupted".to_owned(),
-            Ending::Lost(reason) => reason.clone(),
-            Ending::Withdrawn(w) => w.describe(),
-            Ending::Halted => "another try won the race".to_owned(),
+            halt: seat.halt,
+            role: None,
+            handoff: seat.handoff,
         };
-        let author = gix::actor::Signature {
-            name: agent.name.as_str().into(),
-            email: format!("{}@agent.invalid", agent.name).as_str().into(),
-            time: gix::date::Time { seconds: self.walker.ctx.now().timestamp(), offset: 0 },
-        };
-        let message = format!(
-            "loop: work of session {session} on {}\n\nTask: {} ({})\nTry: {}\nSession: {session}\nAgent: {}\nStopped: {why}\n",
-            task.id,
-            task.id,
-            first_line(&task.title),
-            try_.number,
-            agent.name
-        );
-        let committed = tries::commit::commit_on_stop(self.store, try_, &author, &message)?;
-        let commit = match &committed {
-            Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
-            Committed::Clean | Committed::NoWorktree => None,
-        };
-        rec.ended_at = Some(self.walker.ctx.now());
-        rec.ended = Some(why.clone());
-        // A hook may have reported the CLI's own session id meanwhile; else its output may say.
-        rec.agent_session =
-            record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session).or_else(|| {
-                reach::announces_session_id(&agent.name)
-                    .then(|| reach::session_id_in_output(&agent.name, &record::head(&log, 200)))
-                    .flatten()
-            });
-        let _ = std::fs::remove_dir_all(dir.join("tmp"));
-        record::write(&loop_dir, &rec)?;
-        self.walker.record(
-            self.store,
-            Some(&task.id),
-            Recorded::SessionEnded(events::SessionEnded {
-                session: session.clone(),
-                reason: why.clone(),
-                elapsed_ms: elapsed.as_millis() as u64,
-                commit: commit.clone(),
-                agent: agent.name.clone(),
-                number: try_.number,
-                agent_session: rec.agent_session.clone(),
-            }),
-        )?;
-        self.walker.observer.event(&Event::SessionEnded {
-            task: task.id.clone(),
-            session: session.clone(),
-            elapsed,
-            why: why.clone(),
-            commit: commit.clone(),
-        });
+        let launched = self.launch(&launch, &|dir| {
+            prompt::build(
+                self.store,
+                &prompt::Input {
+                    task,
+                    try_,
+                    attempt: seat.attempt,
+                    carry: seat.carry,
+                    checks: self.walker.opts.checks.as_deref(),
+                    result_path: &dir.join("result.json"),
+                },
+            )
+        })?;
+        let Launched { dir, log, env, why, ending, .. } = launched;
         let ran = |step: Step| Ran { session: session.clone(), step, checks: None, summary: None };
         match ending {
             Ending::Cancelled => return Ok(ran(Step::Interrupted)),
@@ -226,13 +104,31 @@ impl GitDispatcher<'_> {
             Ending::Halted => return Ok(ran(Step::Halted)),
             Ending::Exited(_) | Ending::TimedOut => {}
         }
-        let evidence = self.evidence(task, &session, &dir)?;
+        let Evidence { verdict: evidence, violation } = self.evidence(task, &session, &dir)?;
         // A holder paused past its lease (SIGSTOP, a laptop lid) may have been superseded
         // while it slept: confirm the claim is still ours before any verdict closes the task.
         if let Some(reason) = self.claim_lost(task)? {
             return Ok(ran(Step::Lost { reason }));
         }
         let Some((verdict, message)) = evidence else {
+            if let Some(problem) = violation {
+                // Sent back once with what was wrong; a second in a row goes to a person.
+                let again = self.previous_broke(task, try_, &session)?;
+                let worker = Role { name: "worker".into(), contract: Contract::Worker, agent: None, prompt: None };
+                self.violation(task, &session, &worker, &problem, !again)?;
+                if again {
+                    return Ok(ran(Step::Verdict {
+                        verdict: Verdict::Blocked,
+                        message: format!("the worker broke its contract twice in a row ({problem})"),
+                    }));
+                }
+                return Ok(ran(Step::Continue {
+                    note: format!(
+                        "The previous session ({session}) reported what the {} contract does not allow, so it counts as no verdict: {problem}\nReport exactly as described under \"When you are finished\".",
+                        Contract::Worker.id()
+                    ),
+                }));
+            }
             let log_tail = tail(&log, 60);
             let extra = self.walker.agent_phrases(self.store, agent);
             if let Some(reason) = reach::unreachable(&agent.name, &log_tail, &extra) {
@@ -281,10 +177,178 @@ impl GitDispatcher<'_> {
                 });
             }
         }
+        match self.agent_review(seat)? {
+            None | Some(Reviewed::Approved) => {}
+            Some(Reviewed::Changes { note }) => {
+                return Ok(Ran { summary, checks: checks_json, ..ran(Step::Continue { note }) });
+            }
+            Some(Reviewed::ToPerson { message }) => {
+                return Ok(Ran {
+                    summary,
+                    checks: checks_json,
+                    ..ran(Step::Verdict { verdict: Verdict::Blocked, message })
+                });
+            }
+            Some(Reviewed::Stopped(step)) => return Ok(Ran { summary, checks: checks_json, ..ran(step) }),
+        }
         if let Some(reason) = self.claim_lost(task)? {
             return Ok(ran(Step::Lost { reason }));
         }
         Ok(Ran { summary, checks: checks_json, ..ran(Step::Passed { message }) })
+    }
+
+    /// Start one session of a role (the worker's when `l.role` is none) and run it to its end:
+    /// its files, the agent under the guard in `l.worktree`, the claim refreshed and the task
+    /// watched while it runs, and, for the worker only, its work committed to the try branch.
+    pub(super) fn launch(&self, l: &Launch<'_>, prompt_text: &dyn Fn(&Path) -> Result<String>) -> Result<Launched> {
+        let (task, try_, agent) = (l.task, l.try_, l.agent);
+        let session = l.session.to_owned();
+        let loop_dir = self.store.loop_dir()?;
+        let dir = record::dir(&loop_dir, &session);
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        let prompt_path = dir.join("prompt.md");
+        let text = prompt_text(&dir)?;
+        std::fs::write(&prompt_path, text).with_context(|| format!("could not write '{}'", prompt_path.display()))?;
+        agent.write_session_files(&dir)?;
+        if let Some(transcript) = l.handoff {
+            handoff::place(try_, transcript);
+        }
+        let mut env = self.session_env(task, try_, &session, &dir, agent);
+        let contract = l.role.map_or(Contract::Worker, |r| r.contract);
+        env.push(("GIT_LOOP_ROLE".into(), l.role.map_or("worker", |r| r.name.as_str()).to_owned()));
+        env.push(("GIT_LOOP_CONTRACT".into(), contract.id()));
+        if l.worktree != try_.worktree {
+            for (k, v) in env.iter_mut() {
+                if k == "GIT_LOOP_WORKTREE" {
+                    *v = l.worktree.display().to_string();
+                }
+            }
+        }
+        let marker = format!("{session}-{}", random_base32(12));
+        let stdin = (agent.prompt == PromptVia::Stdin).then(|| prompt_path.clone());
+        // The CLI's own session id, where the loop may choose it (so it can be resumed).
+        let agent_session = crate::ids::uuid_v4();
+        if agent.env.iter().any(|(_, v)| v.contains("{session_dir}")) {
+            std::fs::create_dir_all(dir.join("tmp"))
+                .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
+        }
+        let argv = agent.argv(&prompt_path, &agent_session);
+        let log = dir.join("log");
+        let (mut running, _) = self.run_guarded(Guarded {
+            program: &agent.program,
+            args: &argv,
+            cwd: l.worktree,
+            env: &env,
+            stdin,
+            log: &log,
+            marker: &marker,
+            timeout: None,
+        })?;
+        let started_at = self.walker.ctx.now();
+        let mut rec = record::Record {
+            version: record::RECORD_VERSION,
+            session: session.clone(),
+            walker: self.walker.key.clone(),
+            task: task.id.clone(),
+            try_number: try_.number,
+            agent: agent.name.clone(),
+            worktree: l.worktree.to_path_buf(),
+            pid: running.pid,
+            pid_start: crate::agent::process::start_time(running.pid),
+            boot_id: self.walker.ctx.boot_id.clone(),
+            marker: marker.clone(),
+            started_at,
+            ended_at: None,
+            ended: None,
+            agent_session: agent.presets_session_id().then(|| agent_session.clone()),
+            role: l.role.map(|r| r.name.clone()),
+            contract: l.role.map(|r| r.contract.id()),
+        };
+        record::write(&loop_dir, &rec)?;
+        self.walker.record(
+            self.store,
+            Some(&task.id),
+            Recorded::SessionStarted(events::SessionStarted {
+                session: session.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                attempt: l.attempt,
+                worktree: l.worktree.display().to_string(),
+                role: l.role.map(|r| r.name.clone()),
+            }),
+        )?;
+        self.walker.observer.event(&Event::SessionStarted {
+            task: task.id.clone(),
+            session: session.clone(),
+            agent: agent.name.clone(),
+            number: try_.number,
+            attempt: l.attempt,
+        });
+
+        let ending = self.supervise(l, &mut running, &session, &dir)?;
+        let elapsed = running.started.elapsed();
+        let why = match &ending {
+            Ending::Exited(exit) => format!("the agent exited ({exit})"),
+            Ending::TimedOut => format!("it timed out after {}", human_duration(elapsed)),
+            Ending::Cancelled => "the walk was interrupted".to_owned(),
+            Ending::Lost(reason) => reason.clone(),
+            Ending::Withdrawn(w) => w.describe(),
+            Ending::Halted => "another try won the race".to_owned(),
+        };
+        // A reviewer's checkout is thrown away, never committed: nothing it did is the work.
+        let commit = if l.role.is_none() {
+            let author = gix::actor::Signature {
+                name: agent.name.as_str().into(),
+                email: format!("{}@agent.invalid", agent.name).as_str().into(),
+                time: gix::date::Time { seconds: self.walker.ctx.now().timestamp(), offset: 0 },
+            };
+            let message = format!(
+                "loop: work of session {session} on {}\n\nTask: {} ({})\nTry: {}\nSession: {session}\nAgent: {}\nStopped: {why}\n",
+                task.id,
+                task.id,
+                first_line(&task.title),
+                try_.number,
+                agent.name
+            );
+            match tries::commit::commit_on_stop(self.store, try_, &author, &message)? {
+                Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
+                Committed::Clean | Committed::NoWorktree => None,
+            }
+        } else {
+            None
+        };
+        rec.ended_at = Some(self.walker.ctx.now());
+        rec.ended = Some(why.clone());
+        // A hook may have reported the CLI's own session id meanwhile; else its output may say.
+        rec.agent_session =
+            record::read(&loop_dir, &session).and_then(|r| r.agent_session).or(rec.agent_session).or_else(|| {
+                reach::announces_session_id(&agent.name)
+                    .then(|| reach::session_id_in_output(&agent.name, &record::head(&log, 200)))
+                    .flatten()
+            });
+        let _ = std::fs::remove_dir_all(dir.join("tmp"));
+        record::write(&loop_dir, &rec)?;
+        self.walker.record(
+            self.store,
+            Some(&task.id),
+            Recorded::SessionEnded(events::SessionEnded {
+                session: session.clone(),
+                reason: why.clone(),
+                elapsed_ms: elapsed.as_millis() as u64,
+                commit: commit.clone(),
+                agent: agent.name.clone(),
+                number: try_.number,
+                agent_session: rec.agent_session.clone(),
+            }),
+        )?;
+        self.walker.observer.event(&Event::SessionEnded {
+            task: task.id.clone(),
+            session: session.clone(),
+            elapsed,
+            why: why.clone(),
+            commit: commit.clone(),
+        });
+        Ok(Launched { dir, log, env, why, ending })
     }
 
     fn claim_options(&self, session: &str) -> AcquireOptions {
@@ -298,7 +362,7 @@ impl GitDispatcher<'_> {
 
     /// Run the session's process to its end: refresh the claim, watch the task for a
     /// person's word, and stop it when the walk, its timeout or the race says so.
-    fn supervise(&self, seat: &Seat<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
+    fn supervise(&self, seat: &Launch<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
         let task = seat.task;
         let key = ClaimKey::node(&task.task_id());
         // Well within the lease: other clones call it stale once they have seen one record
@@ -371,7 +435,7 @@ impl GitDispatcher<'_> {
     /// CLIs that take one, and a journal entry.
     fn ask_to_wrap_up(
         &self,
-        seat: &Seat<'_>,
+        seat: &Launch<'_>,
         running: &mut Running,
         session: &str,
         dir: &Path,
@@ -548,57 +612,76 @@ impl GitDispatcher<'_> {
         })
     }
 
-    /// The session's verdict: its journaled termination, else its result file. Follow-up
-    /// tasks in the result file are added either way.
-    fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Option<(Verdict, String)>> {
+    /// The session's verdict: its journaled termination, else its result file, each read as
+    /// the worker's contract. Follow-up tasks in the result file are added either way. The
+    /// second part is what broke the contract, when no verdict could be believed because of it.
+    fn evidence(&self, task: &Task, session: &str, dir: &Path) -> Result<Evidence> {
         let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
         let from_journal = termination.and_then(|entry| match Recorded::of(&entry.event) {
-            Recorded::Termination(t) => Some((parse_verdict(&t.verdict)?, t.message.unwrap_or_default())),
+            Recorded::Termination(t) => {
+                Some(match role::from_finish(Contract::Worker, &t.verdict, t.message.as_deref().unwrap_or(""), None) {
+                    Ok(Report::Work(w)) => Ok((verdict_of(w.verdict), w.summary.unwrap_or_default())),
+                    Ok(_) => Err("it reported in another role's contract".to_owned()),
+                    Err(v) => Err(v.0),
+                })
+            }
             _ => None,
         });
-        let result_path = dir.join("result.json");
-        let from_file = match std::fs::read(&result_path) {
+        let from_file = match std::fs::read(dir.join("result.json")) {
             Err(_) => None,
-            Ok(bytes) => match serde_json::from_slice::<ResultFile>(&bytes) {
-                Ok(result) => match parse_verdict(&result.verdict) {
-                    Some(verdict) => {
-                        self.add_follow_ups(task, session, result.follow_ups)?;
-                        Some((verdict, result.summary.unwrap_or_default()))
-                    }
-                    None => {
-                        self.invalid_result(task, session, &format!("unknown verdict '{}'", result.verdict))?;
-                        None
-                    }
-                },
-                Err(err) => {
-                    self.invalid_result(task, session, &err.to_string())?;
-                    None
+            Ok(bytes) => Some(match role::parse(Contract::Worker, &bytes) {
+                Ok(Report::Work(result)) => {
+                    self.add_follow_ups(task, session, result.follow_ups)?;
+                    Ok((verdict_of(result.verdict), result.summary.unwrap_or_default()))
                 }
-            },
+                Ok(_) => Err("it reported in another role's contract".to_owned()),
+                Err(v) => Err(format!("its result file is torn or invalid: {}", v.0)),
+            }),
         };
-        Ok(match (from_journal, from_file) {
-            (Some((verdict, message)), file) => {
-                let message = if message.is_empty() { file.map(|(_, m)| m).unwrap_or_default() } else { message };
-                Some((verdict, message))
+        let (verdict, violation) = match (from_journal, from_file) {
+            (Some(Ok((verdict, message))), file) => {
+                let file_message = match file {
+                    Some(Ok((_, m))) => m,
+                    Some(Err(problem)) => {
+                        // The journaled verdict stands; the file is only reported.
+                        self.walker.observer.event(&Event::Warning {
+                            message: format!("session {session} left a result file that is torn or invalid ({problem}); its 'git loop finish' stands"),
+                        });
+                        String::new()
+                    }
+                    None => String::new(),
+                };
+                let message = if message.is_empty() { file_message } else { message };
+                (Some((verdict, message)), None)
             }
-            (None, file) => file,
-        })
+            (Some(Err(problem)), _) => (None, Some(problem)),
+            (None, Some(Ok(verdict))) => (Some(verdict), None),
+            (None, Some(Err(problem))) => (None, Some(problem)),
+            (None, None) => (None, None),
+        };
+        Ok(Evidence { verdict, violation })
     }
 
-    fn invalid_result(&self, task: &Task, session: &str, problem: &str) -> Result<()> {
-        let message = format!(
-            "session {session} left a result file that is torn or invalid ({problem}); it counts as no verdict"
-        );
-        self.walker.record(
-            self.store,
-            Some(&task.id),
-            Recorded::ResultInvalid(events::ResultInvalid { session: session.to_owned(), problem: problem.to_owned() }),
-        )?;
-        self.walker.observer.event(&Event::Warning { message });
-        Ok(())
+    /// Whether the worker session before `session` on `try_` broke its contract (so this one's
+    /// violation is the second in a row).
+    fn previous_broke(&self, task: &Task, try_: &Try, session: &str) -> Result<bool> {
+        let history = self.walker.task_history(self.store, &task.id)?;
+        let previous = history
+            .iter()
+            .filter_map(|e| match Recorded::of(&e.event) {
+                Recorded::SessionStarted(s) if s.number == try_.number && s.role.is_none() && s.session != session => {
+                    Some(s.session)
+                }
+                _ => None,
+            })
+            .next_back();
+        let Some(previous) = previous else { return Ok(false) };
+        Ok(history.iter().any(|e| {
+            matches!(Recorded::of(&e.event), Recorded::ContractViolation(v) if v.session == previous && v.role == "worker")
+        }))
     }
 
-    fn add_follow_ups(&self, task: &Task, session: &str, follow_ups: Vec<FollowUp>) -> Result<()> {
+    fn add_follow_ups(&self, task: &Task, session: &str, follow_ups: Vec<role::FollowUp>) -> Result<()> {
         for follow in follow_ups {
             if follow.title.trim().is_empty() {
                 continue;
@@ -635,6 +718,13 @@ impl GitDispatcher<'_> {
         }
         Ok(())
     }
+}
+
+/// A worker session's verdict, if one can be believed, and what broke its contract when none
+/// could because of it.
+struct Evidence {
+    verdict: Option<(Verdict, String)>,
+    violation: Option<String>,
 }
 
 /// What the checks said.
@@ -698,34 +788,10 @@ impl TaskWatch {
     }
 }
 
-/// The result file a session may leave (`$GIT_LOOP_RESULT`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResultFile {
-    verdict: String,
-    #[serde(default)]
-    summary: Option<String>,
-    #[serde(default)]
-    follow_ups: Vec<FollowUp>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FollowUp {
-    title: String,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    priority: Option<Priority>,
-    #[serde(default)]
-    labels: Vec<String>,
-}
-
-fn parse_verdict(word: &str) -> Option<Verdict> {
-    match word {
-        "done" => Some(Verdict::Done),
-        "blocked" => Some(Verdict::Blocked),
-        "failed" => Some(Verdict::Failed),
-        _ => None,
+fn verdict_of(verdict: WorkVerdict) -> Verdict {
+    match verdict {
+        WorkVerdict::Done => Verdict::Done,
+        WorkVerdict::Blocked => Verdict::Blocked,
+        WorkVerdict::Failed => Verdict::Failed,
     }
 }

@@ -1,15 +1,17 @@
 //! The walk's vocabulary, shared by its queue, its dispatcher, its races and its sessions:
-//! the unit of work, who works it (`Plan`, `Pick`), one agent on one try (`Seat`) and what its
+//! the unit of work, who works it (`Plan`, `Pick`), one agent on one try (`Seat`), a role's
+//! session as it is started and how it ended (`Launch`, `Launched`, `Ending`), what a worker's
 //! session came to (`Ran`, `Step`, `Withdrawal`), and the dispatcher itself, whose methods are
 //! written in `dispatch` (planning), `race` (several agents) and `session` (one agent).
 //! Nothing here imports the files that use it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Walker;
 use crate::agent::presets::Agent;
+use crate::agent::role::Role;
 use crate::engine::{self, Verdict};
 use crate::ids::{Priority, TaskId};
 use crate::store::task::{State, Task};
@@ -152,6 +154,42 @@ pub enum Step {
     /// The walk was interrupted.
     Interrupted,
     /// The race was decided while this session ran.
+    Halted,
+}
+
+/// A role's session as the walk starts it: about which task and try, where it runs, who runs
+/// it, and in which role (none: the worker).
+pub struct Launch<'s> {
+    /// Its key (`s-…`), chosen by the caller.
+    pub session: &'s str,
+    pub task: &'s Task,
+    /// The try it is about (its number and branch, for its environment and record).
+    pub try_: &'s Try,
+    /// Where it runs: the try's worktree for the worker, a checkout of its own for a reviewer.
+    pub worktree: &'s Path,
+    pub agent: &'s Agent,
+    pub attempt: u32,
+    pub halt: Option<&'s std::sync::atomic::AtomicBool>,
+    pub role: Option<&'s Role>,
+    pub handoff: Option<&'s Path>,
+}
+
+/// A session that ended: its key, files, environment, and why and how it ended.
+pub struct Launched {
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub why: String,
+    pub ending: Ending,
+}
+
+/// Why a session's process ended.
+pub enum Ending {
+    Exited(String),
+    TimedOut,
+    Cancelled,
+    Lost(String),
+    Withdrawn(Withdrawal),
     Halted,
 }
 

@@ -582,3 +582,78 @@ fn claude_taken_over_mid_session_prints_a_resume_command_that_resumes_it() {
 fn codex_taken_over_mid_session_prints_a_resume_command_that_resumes_it() {
     taken_over_mid_session_prints_a_resume_command_that_resumes_it(CODEX, "codex resume");
 }
+
+/// One review round with the real Claude Code as the reviewer: a scripted worker of another
+/// provider (openai, as its named agent says) writes the work; Claude Code, reviewing in its own
+/// checkout, is scripted by the model to ask for changes with `git loop finish changes` the
+/// first time and approve the second. The verdicts are read from what the real CLI ran.
+#[test]
+fn claude_reviews_a_scripted_workers_try_and_its_verdict_is_read_from_its_own_report() {
+    let Some(program) = installed(CLAUDE) else { return };
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write hello", "--body", "Create hello.txt saying hello."]);
+    let worker = env.agent(
+        "worker",
+        "n=$(cat hello.txt 2>/dev/null | wc -l); echo \"hello $n\" >> hello.txt\ngit loop finish done --message 'wrote hello.txt'",
+    );
+    repo.git(&["config", "loop.agent.w.command", &worker]);
+    repo.git(&["config", "loop.agent.w.provider", "openai"]);
+    let server = ModelServer::start(CLAUDE.api, |req: &Request| {
+        // The reviewer's prompt says which round it is.
+        let first = req.user_text.contains("Review round 1 of");
+        match req.tool_results {
+            0 if first => Turn::Shell("git loop finish changes --message 'say hello twice'".into()),
+            0 => Turn::Shell("git loop finish approve --message 'hello.txt says hello twice'".into()),
+            _ => Turn::Say("Reported.".into()),
+        }
+    });
+    let mut cmd = repo.command(&[
+        "run",
+        "--agent",
+        "w",
+        "--reviewer",
+        "claude",
+        "--max-units",
+        "1",
+        "--grace",
+        "2s",
+        "--session-timeout",
+        "180s",
+    ]);
+    cmd.envs(cli_env(&env, CLAUDE, &program, &server));
+    let started = Instant::now();
+    let out = Run::from(cmd.output().expect("run git-loop"));
+    eprintln!("claude as a reviewer: two rounds in {:.1} s", started.elapsed().as_secs_f64());
+    let out = out.ok();
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(task["state"], "done", "{}\n{}", out.stdout, diagnose(&repo));
+    // The real CLI was given the reviewer's prompt, and its calls are what the loop read.
+    let prompts: Vec<Request> =
+        server.requests().into_iter().filter(|r| r.user_text.contains("Review of task")).collect();
+    assert!(prompts.iter().any(|r| r.user_text.contains("git loop finish approve")), "the contract is in the prompt");
+    let log = repo.run(&["log", "--task", &id, "--json"]).ok().json();
+    let verdicts: Vec<(String, String)> = log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "review_verdict")
+        .map(|e| {
+            (
+                e["data"]["verdict"].as_str().unwrap_or("").to_owned(),
+                e["data"]["agent"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts, [("changes".to_owned(), "claude".to_owned()), ("approve".to_owned(), "claude".to_owned())]);
+    let branch = format!("loop/{id}");
+    assert_eq!(
+        repo.git(&["show", &format!("{branch}:hello.txt")]),
+        "hello 0\nhello 1",
+        "the worker went on with the comments"
+    );
+    let note: Value = serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &branch])).expect("a note");
+    let approval = &note["completions"][0]["reviews"][0];
+    assert_eq!(approval["agent"], "claude");
+    assert_eq!(approval["tree"].as_str(), Some(repo.git(&["rev-parse", &format!("{branch}^{{tree}}")]).as_str()));
+}
