@@ -87,8 +87,6 @@ pub struct Options {
     /// Who resolves merge conflicts (`--resolver`, `loop.resolver`; a role or an agent); none:
     /// the built-in conflict-resolver role, played by its configured agent, else the walk's.
     pub resolver: Option<String>,
-    /// Who writes landing commits' messages (`--summarizer`, `loop.summarizer`).
-    pub summarizer: Option<String>,
     /// Review rounds without approval before a task goes to a person (`loop.reviewRounds`).
     pub review_rounds: u32,
     /// Why reviewers may review workers of the same (or an unknown) provider, if a person said.
@@ -129,7 +127,6 @@ impl Options {
             review: None,
             reviewers: Vec::new(),
             resolver: None,
-            summarizer: None,
             review_rounds: crate::store::settings::REVIEW_ROUNDS,
             review_override: None,
             fallback: Vec::new(),
