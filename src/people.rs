@@ -329,7 +329,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
         match tries::ensure_task_branch(store, &id, base, &deps)? {
             tries::TaskBranch::Ready(head) => Ok(head),
-            tries::TaskBranch::Conflict { dependency, paths } => {
+            tries::TaskBranch::Conflict { dependency, paths, .. } => {
                 Err(refused(format!("the work of '{dependency}' conflicts with the base in: {}", paths.join(", ")))
                     .into())
             }

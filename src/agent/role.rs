@@ -328,20 +328,27 @@ fn prompt_text(store: &Store, given: &str) -> Result<String, Refusal> {
 /// the reviewer contract, or an agent (a preset or a named agent), which reviews as the
 /// built-in `reviewer` role.
 pub fn reviewer(store: &Store, name: &str) -> Result<Role, Refusal> {
+    of_contract(store, name, Contract::Reviewer, "--reviewer")
+}
+
+/// A role keeping `contract`, as a flag (`flag`) or setting names one: a role of that contract,
+/// or an agent (a preset or a named agent), which plays the built-in role of the contract.
+pub fn of_contract(store: &Store, name: &str, contract: Contract, flag: &str) -> Result<Role, Refusal> {
     match find(store, name)? {
-        Some(role) if role.contract != Contract::Reviewer => Err(usage(format!(
-            "role '{name}' keeps the {} contract, not the reviewer's",
-            role.contract.name()
+        Some(role) if role.contract != contract => Err(usage(format!(
+            "role '{name}' keeps the {} contract, not the {}'s",
+            role.contract.name(),
+            contract.name()
         ))
-        .hint(format!("name a role whose loop.role.<name>.contract is reviewer, or an agent (git config loop.role.{name}.contract reviewer)"))),
-        Some(role) if role.agent.is_none() => Err(usage(format!("the reviewer role '{name}' names no agent"))
-            .hint(format!("git config loop.role.{name}.agent <preset or named agent>, or pass --reviewer <agent>"))),
+        .hint(format!("name a role whose loop.role.<name>.contract is {0}, or an agent (git config loop.role.{name}.contract {0})", contract.name()))),
+        Some(role) if role.agent.is_none() => Err(usage(format!("the {} role '{name}' names no agent", contract.name()))
+            .hint(format!("git config loop.role.{name}.agent <preset or named agent>, or pass {flag} <agent>"))),
         Some(role) => Ok(role),
         None => Ok(Role {
-            name: Contract::Reviewer.name().to_owned(),
-            contract: Contract::Reviewer,
+            name: contract.name().to_owned(),
+            contract,
             agent: Some(name.to_owned()),
-            prompt: store.settings().role_prompt("reviewer").map(|t| prompt_text(store, &t)).transpose()?,
+            prompt: store.settings().role_prompt(contract.name()).map(|t| prompt_text(store, &t)).transpose()?,
         }),
     }
 }

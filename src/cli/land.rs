@@ -6,9 +6,11 @@ use clap::Args;
 use serde_json::json;
 
 use super::{exit, text, Env};
+use git_loop::agent::role;
 use git_loop::error::{usage, Class, Refusal};
 use git_loop::ids::Span;
 use git_loop::landing::{self, Outcome};
+use git_loop::walk;
 
 /// Land done work on the target branch, checked on the merged result.
 ///
@@ -45,6 +47,10 @@ pub struct LandArgs {
     /// Stop the checks after this long [default: loop.checksTimeout, else 10m].
     #[arg(long, value_name = "DURATION")]
     checks_timeout: Option<Span>,
+    /// Who resolves a landing's merge that conflicts: a role of the conflict-resolver contract
+    /// or an agent (default: loop.resolver; none: a conflict sends the task to needs-you).
+    #[arg(long, value_name = "ROLE")]
+    resolver: Option<String>,
     /// Print what landed as JSON.
     #[arg(long)]
     json: bool,
@@ -66,6 +72,15 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         None => store.settings().checks_timeout()?,
     };
     let cancelled = || gix::interrupt::is_triggered();
+    let resolver = match args.resolver.or_else(|| store.settings().resolver()) {
+        Some(name) => {
+            let role = role::of_contract(&store, &name, role::Contract::ConflictResolver, "--resolver")?;
+            let agent_name = role.agent.clone().unwrap_or_default();
+            let agent = git_loop::agent::presets::resolve(&store, &agent_name, None, &env.exe)?;
+            Some((role, agent))
+        }
+        None => None,
+    };
     let opts = landing::Options {
         into: args.into,
         only,
@@ -78,7 +93,21 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         cancelled: &cancelled,
         resolver: &landing::NoResolver,
     };
-    let report = match landing::land(&store, &env.ctx, &opts)? {
+    let outcome = match resolver {
+        None => landing::land(&store, &env.ctx, &opts)?,
+        Some((role, agent)) => {
+            // The resolver's sessions run as a walk's do, under a walker of this command's own.
+            let mut walk_opts = walk::Options::new(agent);
+            walk_opts.checks = opts.checks.clone();
+            walk_opts.checks_timeout = opts.checks_timeout;
+            let observer = Warnings;
+            walk::one_off(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), walk_opts, &observer, |walker| {
+                let resolver = walk::resolve::AgentResolver { walker, role };
+                landing::land(&store, &env.ctx, &landing::Options { resolver: &resolver, ..opts })
+            })?
+        }
+    };
+    let report = match outcome {
         Outcome::Ran(report) => report,
         Outcome::Busy(held) => {
             let r = &held.record;
@@ -118,4 +147,15 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         out.line(format!("nothing to land on {}", report.into))?;
     }
     Ok(code)
+}
+
+/// The resolver's sessions' warnings (a contract broken, a checkout left), on stderr.
+struct Warnings;
+
+impl walk::Observer for Warnings {
+    fn event(&self, event: &walk::Event) {
+        if let walk::Event::Warning { message } = event {
+            eprintln!("warning: {message}");
+        }
+    }
 }

@@ -123,6 +123,11 @@ pub struct WalkArgs {
     /// (journaled as review_override).
     #[arg(long, value_name = "REASON")]
     reviewer_override: Option<String>,
+    /// Who resolves a merge that conflicts (a landing's with --land, or a task's dependencies'):
+    /// a role of the conflict-resolver contract or an agent (default: loop.resolver, else
+    /// loop.role.conflict-resolver.agent, else the walk's agent).
+    #[arg(long, value_name = "ROLE")]
+    resolver: Option<String>,
     /// Agents to turn to when a task's agent is unreachable, comma-separated; several race
     /// (default: the task's own, else loop.fallback).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
@@ -257,7 +262,18 @@ pub(super) fn walk_options(
             .hint("--reviewer-override \"<why this reviewer may review this worker>\"")
             .into());
     }
+    let resolver = args.resolver.or_else(|| store.settings().resolver());
+    if let Some(name) = &resolver {
+        let role = git_loop::agent::role::of_contract(
+            store,
+            name,
+            git_loop::agent::role::Contract::ConflictResolver,
+            "--resolver",
+        )?;
+        check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "resolver")?;
+    }
     let mut opts = walk::Options::new(agent);
+    opts.resolver = resolver;
     opts.reviewers = reviewers;
     opts.review_rounds = store.settings().review_rounds()?;
     opts.review_override = args.reviewer_override;

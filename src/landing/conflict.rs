@@ -2,8 +2,9 @@
 //! place a conflict-resolver agent plugs in. The resolver is given the conflict (the task, the
 //! target, both commits and the conflicting paths) and answers with a merge commit of the two
 //! that resolves it — which is then checked with the rest of its batch like any merge — or
-//! that it cannot, and why. Today the queue is given `NoResolver`: every conflict fails the
-//! task's landing, and the task goes to needs-you with the paths named.
+//! that it cannot, and why. The walk's `walk::resolve::AgentResolver` dispatches a
+//! conflict-resolver session; `NoResolver` (a `git loop land` given no resolver) fails every
+//! conflicting landing, and the task goes to needs-you with the paths named.
 
 use anyhow::Result;
 use gix::ObjectId;
@@ -22,6 +23,8 @@ pub struct Conflict {
     pub theirs: ObjectId,
     /// The paths that conflict.
     pub paths: Vec<String>,
+    /// The merge commit's message (a resolution's commit takes it).
+    pub message: String,
 }
 
 /// What a resolver made of a conflict.
@@ -33,16 +36,19 @@ pub enum Resolution {
     Unresolved(String),
 }
 
-/// Resolves a conflicting landing, or says it cannot.
+/// Resolves a conflicting landing, or says it cannot. `keep` is called while it works: it keeps
+/// the lander's claim, and true means stop (the landing was interrupted or its claim lost).
 pub trait Resolver {
-    fn resolve(&self, store: &Store, conflict: &Conflict) -> Result<Resolution>;
+    fn resolve(&self, store: &Store, conflict: &Conflict, keep: &dyn Fn() -> bool) -> Result<Resolution>;
 }
 
 /// No resolver: every conflict stays one.
 pub struct NoResolver;
 
 impl Resolver for NoResolver {
-    fn resolve(&self, _store: &Store, _conflict: &Conflict) -> Result<Resolution> {
-        Ok(Resolution::Unresolved("no conflict resolver could resolve it".into()))
+    fn resolve(&self, _store: &Store, _conflict: &Conflict, _keep: &dyn Fn() -> bool) -> Result<Resolution> {
+        Ok(Resolution::Unresolved(
+            "no conflict resolver is configured: pass --resolver <agent or role>, or set loop.resolver".into(),
+        ))
     }
 }

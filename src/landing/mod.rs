@@ -528,8 +528,10 @@ impl Lander<'_> {
                         ours: candidate,
                         theirs: head,
                         paths: paths.clone(),
+                        message: message.clone(),
                     };
-                    match self.opts.resolver.resolve(self.store, &conflict)? {
+                    let keep = || self.keep_claim().is_err() || (self.opts.cancelled)();
+                    match self.opts.resolver.resolve(self.store, &conflict, &keep)? {
                         Resolution::Resolved(commit) => {
                             candidate = commit;
                             merged.push((entry.clone(), commit));

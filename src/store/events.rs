@@ -105,6 +105,13 @@ recorded! {
     TaskLanded(TaskLanded) = "task_landed",
     /// A done task's work could not land: its merge conflicts, or the checks fail on it.
     LandingFailed(LandingFailed) = "landing_failed",
+    /// A conflict-resolver session began on a merge that conflicts (a landing's, or a
+    /// dependency's merge into a new task branch).
+    ConflictResolving(ConflictResolving) = "conflict_resolving",
+    /// A conflict resolver resolved its merge: the resolved merge commit.
+    ConflictResolved(ConflictResolved) = "conflict_resolved",
+    /// A conflict resolver could not resolve its merge, and why.
+    ConflictUnresolved(ConflictUnresolved) = "conflict_unresolved",
     // Sync.
     /// Two clones' copies of a forward-only ref diverged.
     RefDiverged(RefDiverged) = "ref_diverged",
@@ -741,6 +748,48 @@ pub struct Termination {
     /// A summarizer's subject line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ConflictResolving {
+    /// The resolver's session, role and agent, and its try.
+    pub session: String,
+    pub role: String,
+    pub agent: String,
+    #[serde(rename = "try")]
+    pub number: u32,
+    /// What merges into what: `landing` (a task onto a target) or `dependency` (a done
+    /// dependency into a new task branch).
+    pub kind: String,
+    /// The target (a branch name), and the task whose work merges into it.
+    pub into: String,
+    pub from: String,
+    /// The two sides' commits.
+    pub ours: String,
+    pub theirs: String,
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ConflictResolved {
+    pub session: String,
+    #[serde(rename = "try")]
+    pub number: u32,
+    /// The resolved merge commit (parents: ours, theirs).
+    pub commit: String,
+    pub paths: Vec<String>,
+    /// What the resolver said it did.
+    #[serde(default)]
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ConflictUnresolved {
+    pub session: String,
+    #[serde(rename = "try")]
+    pub number: u32,
+    pub paths: Vec<String>,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

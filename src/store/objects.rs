@@ -175,6 +175,45 @@ impl Store {
         Ok(Merged::Commit(commit))
     }
 
+    /// The conflicted merge of `theirs` into `ours`, as a commit on `ours` alone (a conflict
+    /// resolver's starting point): the merged tree with conflict markers written in the files
+    /// that conflict. `None` when the merge does not conflict.
+    pub fn conflicted_merge(&self, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Option<ObjectId>> {
+        let repo = &self.repo;
+        let options = repo.tree_merge_options().context("could not read the merge options")?;
+        let mut outcome =
+            git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
+                .with_context(|| format!("could not merge {theirs} into {ours}"))?;
+        if !outcome.tree_merge.has_unresolved_conflicts(gix::merge::tree::TreatAsUnresolved::default()) {
+            return Ok(None);
+        }
+        let tree = git::retry_vanished(|| outcome.tree_merge.tree.write())
+            .context("could not write the conflicted tree")?
+            .detach();
+        Ok(Some(git::write_commit(repo, tree, &[ours], message, &self.signature())?))
+    }
+
+    /// A commit of `tree` with `parents`, made as this store's signature (no ref is touched).
+    pub fn commit_tree_with(&self, tree: ObjectId, parents: &[ObjectId], message: &str) -> Result<ObjectId> {
+        git::write_commit(&self.repo, tree, parents, message, &self.signature())
+    }
+
+    /// The blob at `path` in commit `commit`'s tree, if there is one.
+    pub fn read_path(&self, commit: ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+        let tree = self
+            .repo
+            .find_commit(commit)
+            .context("could not read a commit")?
+            .tree()
+            .context("could not read a tree")?;
+        let Some(entry) = tree.lookup_entry_by_path(path).context("could not look a path up")? else { return Ok(None) };
+        let object = entry.object().context("could not read a blob")?;
+        if object.kind != gix::object::Kind::Blob {
+            return Ok(None);
+        }
+        Ok(Some(object.data.clone()))
+    }
+
     /// What changed from commit `from` to commit `to`, file by file, with line counts.
     pub fn diffstat(&self, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
         use gix::prelude::TreeDiffChangeExt as _;

@@ -42,6 +42,10 @@ pub const KEYS: &[Key] = &[
         meaning: "review rounds without approval before a task goes to needs-you (default 3)",
     },
     Key {
+        key: "loop.resolver",
+        meaning: "who resolves merge conflicts of landings and of dependencies (a conflict-resolver role or an agent; `--resolver`); else `loop.role.conflict-resolver.agent`, else the walk's agent (a `git loop land` without either has none)",
+    },
+    Key {
         key: "loop.role.<name>.contract` / `.agent` / `.prompt",
         meaning: "a role of your own: the contract it keeps (worker, reviewer, conflict-resolver, summarizer), its agent, and its instructions (a file, else the text)",
     },
@@ -140,6 +144,11 @@ impl<'s> Settings<'s> {
     /// `loop.reviewer`: reviewers (roles or agents) for every task that names none.
     pub fn reviewers(&self) -> Vec<String> {
         self.list("loop.reviewer")
+    }
+
+    /// `loop.resolver`: who resolves merge conflicts (a role or an agent).
+    pub fn resolver(&self) -> Option<String> {
+        self.text("loop.resolver").map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
     }
 
     /// `loop.reviewRounds`: review rounds without approval before a task goes to a person;

@@ -220,16 +220,43 @@ pub fn move_branch(store: &Store, name: &str, from: Option<ObjectId>, to: Object
 #[derive(Debug, Clone)]
 pub enum TaskBranch {
     Ready(ObjectId),
-    /// Merging a dependency's branch conflicted in these paths; nothing was written.
+    /// Merging a dependency's branch conflicted in these paths and was not resolved (why, when
+    /// a resolver tried); nothing was written.
     Conflict {
         dependency: String,
         paths: Vec<String>,
+        unresolved: Option<String>,
     },
 }
+
+/// A dependency's merge into a new task branch that conflicts: the task branch so far
+/// (`ours`), the dependency's head (`theirs`), and the paths.
+pub struct DependencyConflict<'c> {
+    pub dependency: &'c TaskId,
+    pub ours: ObjectId,
+    pub theirs: ObjectId,
+    pub paths: &'c [String],
+}
+
+/// What resolves a dependency's merge (see `ensure_task_branch_resolving`).
+pub type DependencyResolver<'r> = dyn FnMut(&DependencyConflict<'_>) -> Result<Option<Result<ObjectId, String>>> + 'r;
 
 /// Make sure `loop/<task>` exists: the base with every done dependency's task branch merged
 /// in (fast-forward where possible). An existing task branch is used as it is.
 pub fn ensure_task_branch(store: &Store, task: &TaskId, base: ObjectId, deps: &[TaskId]) -> Result<TaskBranch> {
+    ensure_task_branch_resolving(store, task, base, deps, &mut |_| Ok(None))
+}
+
+/// `ensure_task_branch`, where a dependency's merge that conflicts goes to `resolve`: a merge
+/// commit of the two that resolves it (`Some(Ok)`), why it could not (`Some(Err)`), or no
+/// resolver (`None`).
+pub fn ensure_task_branch_resolving(
+    store: &Store,
+    task: &TaskId,
+    base: ObjectId,
+    deps: &[TaskId],
+    resolve: &mut DependencyResolver<'_>,
+) -> Result<TaskBranch> {
     let name = refs::task_branch(task);
     if let Some(head) = store.ref_target(&name)? {
         return Ok(TaskBranch::Ready(head));
@@ -248,7 +275,16 @@ pub fn ensure_task_branch(store: &Store, task: &TaskId, base: ObjectId, deps: &[
             format!("loop: merge {} into {}\n", refs::short_branch(&refs::task_branch(dep)), refs::short_branch(&name));
         match store.merge(head, dep_head, &message)? {
             Merged::Commit(commit) => head = commit,
-            Merged::Conflict(paths) => return Ok(TaskBranch::Conflict { dependency: dep.to_string(), paths }),
+            Merged::Conflict(paths) => {
+                let conflict = DependencyConflict { dependency: dep, ours: head, theirs: dep_head, paths: &paths };
+                match resolve(&conflict)? {
+                    Some(Ok(commit)) => head = commit,
+                    Some(Err(why)) => {
+                        return Ok(TaskBranch::Conflict { dependency: dep.to_string(), paths, unresolved: Some(why) })
+                    }
+                    None => return Ok(TaskBranch::Conflict { dependency: dep.to_string(), paths, unresolved: None }),
+                }
+            }
         }
     }
     match cas::update(store, &name, Expect::Absent, head, "loop: create task branch")? {

@@ -18,7 +18,7 @@ use anyhow::Result;
 use gix::ObjectId;
 
 use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
-use super::{handoff, race, Event};
+use super::{handoff, race, resolve, Event};
 use crate::engine::{self, Budget, Dispatched, Verdict};
 use crate::ids::TaskId;
 use crate::refs;
@@ -92,11 +92,42 @@ impl GitDispatcher<'_> {
     pub(super) fn task_branch(&self, task: &Task) -> Result<Result<ObjectId, Dispatched>> {
         let id = task.task_id();
         let deps: Vec<TaskId> = task.after.iter().filter_map(|d| d.parse().ok()).collect();
-        Ok(match tries::ensure_task_branch(self.store, &id, self.walker.base, &deps)? {
+        let role =
+            resolve::role_of(self.store, self.walker.opts.resolver.as_deref(), Some(&self.walker.opts.agent.name))?;
+        let mut resolving = |c: &tries::DependencyConflict<'_>| -> Result<Option<Result<gix::ObjectId, String>>> {
+            let Some(role) = &role else { return Ok(None) };
+            let Some(dependency) = crate::store::task::read(self.store, c.dependency)? else { return Ok(None) };
+            let merge = resolve::Merge {
+                task,
+                kind: "dependency",
+                into: refs::short_branch(&refs::task_branch(&id)).to_owned(),
+                from: &dependency.task,
+                ours: c.ours,
+                theirs: c.theirs,
+                paths: c.paths,
+                message: format!(
+                    "loop: merge {} into {}\n",
+                    refs::short_branch(&refs::task_branch(c.dependency)),
+                    refs::short_branch(&refs::task_branch(&id))
+                ),
+                checks: true,
+                keep: None,
+            };
+            Ok(Some(match self.resolve_merge(&merge, role)? {
+                crate::landing::Resolution::Resolved(commit) => Ok(commit),
+                crate::landing::Resolution::Unresolved(why) => Err(why),
+            }))
+        };
+        Ok(match tries::ensure_task_branch_resolving(self.store, &id, self.walker.base, &deps, &mut resolving)? {
             tries::TaskBranch::Ready(head) => Ok(head),
-            tries::TaskBranch::Conflict { dependency, paths } => Err(Dispatched::Verdict {
+            tries::TaskBranch::Conflict { dependency, paths, unresolved } => Err(Dispatched::Verdict {
                 verdict: Verdict::Blocked,
-                message: format!("merging the work of '{dependency}' conflicts in: {}", paths.join(", ")),
+                message: match unresolved {
+                    Some(why) => {
+                        format!("merging the work of '{dependency}' conflicts in: {} ({why})", paths.join(", "))
+                    }
+                    None => format!("merging the work of '{dependency}' conflicts in: {}", paths.join(", ")),
+                },
             }),
         })
     }

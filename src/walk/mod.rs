@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod queue;
 pub mod race;
 pub mod recover;
+pub mod resolve;
 pub mod review;
 pub mod session;
 pub mod unit;
@@ -83,6 +84,9 @@ pub struct Options {
     /// Reviewers (roles or agents) whose sessions must approve a try's work after its checks
     /// pass, for tasks that name none of their own (`--reviewer`, `loop.reviewer`).
     pub reviewers: Vec<String>,
+    /// Who resolves merge conflicts (`--resolver`, `loop.resolver`; a role or an agent); none:
+    /// the built-in conflict-resolver role, played by its configured agent, else the walk's.
+    pub resolver: Option<String>,
     /// Review rounds without approval before a task goes to a person (`loop.reviewRounds`).
     pub review_rounds: u32,
     /// Why reviewers may review workers of the same (or an unknown) provider, if a person said.
@@ -122,6 +126,7 @@ impl Options {
             judge: None,
             review: None,
             reviewers: Vec::new(),
+            resolver: None,
             review_rounds: crate::store::settings::REVIEW_ROUNDS,
             review_override: None,
             fallback: Vec::new(),
@@ -383,6 +388,20 @@ impl Walker<'_> {
             holder: self.key.clone(),
             cancelled: &cancelled,
             resolver: &crate::landing::NoResolver,
+        };
+        let agent_resolver = match resolve::role_of(store, self.opts.resolver.as_deref(), Some(&self.opts.agent.name)) {
+            Ok(role) => role.map(|role| resolve::AgentResolver { walker: self, role }),
+            Err(err) => {
+                self.observer.event(&Event::Warning { message: format!("no conflict resolver: {err:#}") });
+                None
+            }
+        };
+        let opts = crate::landing::Options {
+            resolver: match &agent_resolver {
+                Some(r) => r,
+                None => &crate::landing::NoResolver,
+            },
+            ..opts
         };
         let keep = |why: String| {
             self.to_land.lock().unwrap_or_else(|p| p.into_inner()).extend(ids.iter().cloned());
@@ -772,6 +791,39 @@ pub fn recover_crashed(
     };
     recover::recover(store, &walker)?;
     Ok(None)
+}
+
+/// Run `f` with a walker of one command's own, for role sessions outside a walk (the
+/// conflict resolver of `git loop land --resolver`): its own key and journal chain, and no
+/// walk singleton (it starts no worker, and takes no task's claim).
+pub fn one_off<R>(
+    store: &Store,
+    ctx: &Context,
+    cwd: PathBuf,
+    exe: PathBuf,
+    opts: Options,
+    observer: &dyn Observer,
+    f: impl FnOnce(&Walker<'_>) -> R,
+) -> R {
+    let cancel = AtomicBool::new(false);
+    let walker = Walker {
+        key: crate::ids::walker_key(),
+        opts,
+        ctx: ctx.clone(),
+        cwd,
+        exe,
+        base: ObjectId::null(gix::hash::Kind::Sha1),
+        observer,
+        cancel: &cancel,
+        started: ctx.now(),
+        unreachable: Default::default(),
+        seen: std::sync::Mutex::new(Seen::new(store)),
+        publishing: Default::default(),
+        to_land: Default::default(),
+        landing: Default::default(),
+        said_no_checks: AtomicBool::new(false),
+    };
+    f(&walker)
 }
 
 /// The word the journal and `--json` use for a stop reason.

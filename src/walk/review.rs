@@ -237,6 +237,8 @@ impl GitDispatcher<'_> {
                 halt: seat.halt,
                 role: Some(reviewer),
                 handoff: None,
+                commits: false,
+                keep: None,
             };
             let launched = self
                 .launch(&launch, &|dir| Ok(review.prompt(reviewer, &dir.join("result.json"), sent_back.as_deref())));

@@ -81,6 +81,8 @@ impl GitDispatcher<'_> {
             halt: seat.halt,
             role: None,
             handoff: seat.handoff,
+            commits: true,
+            keep: None,
         };
         let launched = self.launch(&launch, &|dir| {
             prompt::build(
@@ -296,7 +298,7 @@ impl GitDispatcher<'_> {
             Ending::Halted => "another try won the race".to_owned(),
         };
         // A reviewer's checkout is thrown away, never committed: nothing it did is the work.
-        let commit = if l.role.is_none() {
+        let commit = if l.commits {
             let author = gix::actor::Signature {
                 name: agent.name.as_str().into(),
                 email: format!("{}@agent.invalid", agent.name).as_str().into(),
@@ -390,6 +392,10 @@ impl GitDispatcher<'_> {
                 running.stop(grace)?;
                 return Ok(Ending::Cancelled);
             }
+            if seat.keep.is_some_and(|keep| keep()) {
+                running.stop(grace)?;
+                return Ok(Ending::Cancelled);
+            }
             if seat.halt.is_some_and(|h| h.load(Ordering::SeqCst)) {
                 running.stop(grace)?;
                 return Ok(Ending::Halted);
@@ -413,7 +419,7 @@ impl GitDispatcher<'_> {
                 self.ask_to_wrap_up(seat, running, session, dir, &word)?;
                 wrap = Some(WrapUp { why: word, since: Instant::now() });
             }
-            if last_refresh.elapsed() >= refresh_every {
+            if seat.keep.is_none() && last_refresh.elapsed() >= refresh_every {
                 last_refresh = Instant::now();
                 match claim::acquire(self.store, &self.walker.ctx, &key, &self.claim_options(session)) {
                     Ok(Acquire::HeldByOther(held)) => {
@@ -743,6 +749,8 @@ pub struct TaskWatch {
     seen: Option<gix::ObjectId>,
     /// The assignment the session was started under.
     assigned: Option<String>,
+    /// The state it was in (open for a worker; done for a landing's conflict resolver).
+    state: State,
     last: Option<Instant>,
 }
 
@@ -753,6 +761,7 @@ impl TaskWatch {
             name: refs::task(&task.task_id()),
             seen: None,
             assigned: task.assigned.as_ref().map(|a| a.nonce.clone()),
+            state: task.state,
             last: None,
         }
     }
@@ -774,7 +783,7 @@ impl TaskWatch {
         }
         self.seen = Some(tip);
         let now = task::read_at(store, &self.name, tip)?;
-        if now.state != State::Open {
+        if now.state != self.state {
             return Ok(Some(Withdrawal::Closed { state: now.state, reason: now.reason }));
         }
         let nonce = now.assigned.as_ref().map(|a| a.nonce.clone());

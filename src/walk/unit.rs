@@ -172,6 +172,12 @@ pub struct Launch<'s> {
     pub halt: Option<&'s std::sync::atomic::AtomicBool>,
     pub role: Option<&'s Role>,
     pub handoff: Option<&'s Path>,
+    /// Whether what it leaves in `worktree` is committed to the try's branch (the worker's and
+    /// a conflict resolver's work; never a reviewer's).
+    pub commits: bool,
+    /// Called while it runs in place of refreshing the task's claim (a session under another
+    /// claim, such as the lander's): true stops it.
+    pub keep: Option<&'s dyn Fn() -> bool>,
 }
 
 /// A session that ended: its key, files, environment, and why and how it ended.

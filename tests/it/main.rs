@@ -26,6 +26,7 @@ mod people;
 mod race;
 mod receive;
 mod remote;
+mod resolve;
 mod review;
 mod robustness;
 mod run;
