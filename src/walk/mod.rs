@@ -301,6 +301,17 @@ pub struct Walker<'a> {
     said_no_checks: AtomicBool,
 }
 
+/// How one landing attempt of the walk went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Went {
+    /// The queue ran: what could land landed, what could not was said.
+    Landed,
+    /// Another lander holds the target: its tasks wait for it.
+    Busy,
+    /// Refused (a dirty checkout of the target, an error): its tasks wait for the next close.
+    Kept,
+}
+
 /// What a walk keeps current between steps instead of listing every ref again: its watch
 /// names the task, claim and journal refs that changed (see `store::watch`).
 struct Seen {
@@ -356,19 +367,20 @@ impl Walker<'_> {
             let Ok(_landing) = self.landing.try_lock() else { return false };
             let ids: Vec<String> =
                 std::mem::take(&mut *self.to_land.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
-            if !ids.is_empty() {
-                busy |= self.land_now(store, ids);
-            }
+            let went = if ids.is_empty() { Went::Landed } else { self.land_now(store, ids) };
             drop(_landing);
-            // A task added while this worker landed, by a worker that found it landing.
-            if busy || self.to_land.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            busy |= went == Went::Busy;
+            // A task added while this worker landed, by a worker that found it landing. What
+            // could not land (a dirty checkout) waits for the next close: trying it again at
+            // once would only fail again.
+            if went != Went::Landed || self.to_land.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
                 return busy;
             }
         }
     }
 
-    /// Land `ids` now; true when they must wait (another lander holds the target).
-    fn land_now(&self, store: &Store, ids: Vec<String>) -> bool {
+    /// Land `ids` now.
+    fn land_now(&self, store: &Store, ids: Vec<String>) -> Went {
         let only: Vec<TaskId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
         let checks = self.opts.checks.clone();
         if checks.is_none() && !self.said_no_checks.swap(true, Ordering::SeqCst) {
@@ -434,14 +446,14 @@ impl Walker<'_> {
                 for note in &report.notes {
                     self.observer.event(&Event::Warning { message: note.clone() });
                 }
-                false
+                Went::Landed
             }
             Ok(crate::landing::Outcome::Busy(held)) => {
                 keep(format!(
                     "another lander is at work on the target: {} (pid {} on {})",
                     held.record.holder, held.record.pid, held.record.host
                 ));
-                true
+                Went::Busy
             }
             Err(err) => {
                 let why = match crate::error::find_refusal(&err) {
@@ -452,7 +464,7 @@ impl Walker<'_> {
                     None => format!("{err:#}"),
                 };
                 keep(why);
-                false
+                Went::Kept
             }
         }
     }

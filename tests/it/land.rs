@@ -320,3 +320,60 @@ fn a_lost_lease_on_the_remote_target_rebuilds_on_the_new_target_and_checks_again
         assert!(ff.success(), "{old} -> {new} is a fast-forward");
     }
 }
+
+#[test]
+fn a_lander_at_work_elsewhere_is_named_and_nothing_moves() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let first = done_task(&repo, "Add a", &[], "a.txt", "a\n");
+    // A lander whose checks wait for a file: it holds main's lander claim until then.
+    let go = env.path("go");
+    let checks =
+        format!("i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done", go = go.display());
+    let mut busy = repo.command(&["land", "--checks", &checks]).spawn().expect("start a lander");
+    let claim = repo.dir.join(".git/refs/loop/claims/lander/main");
+    let started = std::time::Instant::now();
+    while !claim.exists() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = done_task(&repo, "Add b", &[], "b.txt", "b\n");
+    let before = head(&repo, "main");
+    let out = repo.run(&["land", "--checks", "true"]).code(3);
+    assert!(out.stderr.contains("another lander is at work"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: "), "{}", out.stderr);
+    assert_eq!(head(&repo, "main"), before, "the second lander moved nothing");
+    assert_eq!(state(&repo, &second)["state"], "done");
+    std::fs::write(&go, "").expect("let the first lander's checks end");
+    assert!(busy.wait().expect("the first lander").success(), "the first lander landed");
+    assert!(contains(&repo, &format!("loop/{first}"), "main"));
+    // Once it let go, the queue lands what is left.
+    repo.run(&["land", "--checks", "true"]).ok();
+    assert!(contains(&repo, &format!("loop/{second}"), "main"));
+}
+
+#[test]
+fn loop_land_makes_every_walk_land_and_a_dirty_checkout_is_left_alone_with_why() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.git(&["config", "loop.land", "true"]);
+    let first = repo.add(&["Write one"]);
+    let cmd =
+        env.agent("writer", "echo \"$GIT_LOOP_TASK\" > \"$GIT_LOOP_TASK.txt\"\ngit loop finish done --message wrote");
+    repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1"]).ok();
+    assert!(contains(&repo, &format!("loop/{first}"), "main"), "loop.land=true lands without --land");
+    // A person's uncommitted edit in the checkout of main: the walk's task is done, not landed,
+    // and the walk says why; nothing of the person's is touched.
+    std::fs::write(repo.dir.join("README"), "my own edit\n").expect("edit");
+    let second = repo.add(&["Write two"]);
+    let before = head(&repo, "main");
+    let out = repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1"]);
+    assert!(
+        out.stdout.contains("uncommitted changes") || out.stderr.contains("uncommitted changes"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(head(&repo, "main"), before, "main did not move under a dirty checkout");
+    assert_eq!(std::fs::read_to_string(repo.dir.join("README")).expect("README"), "my own edit\n");
+    assert_eq!(state(&repo, &second)["state"], "done", "its work waits to land");
+}
