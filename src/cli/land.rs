@@ -22,8 +22,10 @@ use git_loop::walk;
 /// checks passed, by compare-and-swap (with loop.remote: on the remote, by a push with a
 /// lease), and never needs to be checked out: a worktree that has it checked out and clean
 /// follows it, a dirty one is refused. A task whose merge conflicts or whose checks fail goes
-/// to needs-you with the reason, and the target is left as it was. One lander per target
-/// across clones (claim lander:<branch>).
+/// to needs-you with the reason, and the target is left as it was; with --resolver, a
+/// conflict-resolver session resolves a conflicting merge first. With --summarizer, a
+/// summarizer session writes each landing commit's message. One lander per target across
+/// clones (claim lander:<branch>).
 ///
 /// Exit codes: 0 everything queued landed (or nothing was queued), 1 a landing failed or the
 /// target is checked out with changes, 2 usage, 3 another lander holds the target.
@@ -51,6 +53,11 @@ pub struct LandArgs {
     /// or an agent (default: loop.resolver; none: a conflict sends the task to needs-you).
     #[arg(long, value_name = "ROLE")]
     resolver: Option<String>,
+    /// Who writes each landing commit's message from the task and its sessions: a role of the
+    /// summarizer contract or an agent (default: loop.summarizer, else
+    /// loop.role.summarizer.agent; none: "loop: land loop/<id> (<title>)").
+    #[arg(long, value_name = "ROLE")]
+    summarizer: Option<String>,
     /// Print what landed as JSON.
     #[arg(long)]
     json: bool,
@@ -73,14 +80,17 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     };
     let cancelled = || gix::interrupt::is_triggered();
     let resolver = match args.resolver.or_else(|| store.settings().resolver()) {
-        Some(name) => {
-            let role = role::of_contract(&store, &name, role::Contract::ConflictResolver, "--resolver")?;
-            let agent_name = role.agent.clone().unwrap_or_default();
-            let agent = git_loop::agent::presets::resolve(&store, &agent_name, None, &env.exe)?;
-            Some((role, agent))
-        }
+        Some(name) => Some(role::of_contract(&store, &name, role::Contract::ConflictResolver, "--resolver")?),
         None => None,
     };
+    let summarizer = walk::summarize::role_of(&store, args.summarizer.as_deref())?;
+    // Every agent a role names must be known before anything lands.
+    let mut agent = None;
+    for role in resolver.iter().chain(&summarizer) {
+        let found =
+            git_loop::agent::presets::resolve(&store, role.agent.as_deref().unwrap_or_default(), None, &env.exe)?;
+        agent.get_or_insert(found);
+    }
     let opts = landing::Options {
         into: args.into,
         only,
@@ -92,18 +102,31 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         holder: format!("lander-{}", git_loop::ids::random_base32(8)),
         cancelled: &cancelled,
         resolver: &landing::NoResolver,
+        summarizer: &landing::NoSummarizer,
     };
-    let outcome = match resolver {
+    let outcome = match agent {
         None => landing::land(&store, &env.ctx, &opts)?,
-        Some((role, agent)) => {
-            // The resolver's sessions run as a walk's do, under a walker of this command's own.
+        Some(agent) => {
+            // The roles' sessions run as a walk's do, under a walker of this command's own.
             let mut walk_opts = walk::Options::new(agent);
             walk_opts.checks = opts.checks.clone();
             walk_opts.checks_timeout = opts.checks_timeout;
             let observer = Warnings;
             walk::one_off(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), walk_opts, &observer, |walker| {
-                let resolver = walk::resolve::AgentResolver { walker, role };
-                landing::land(&store, &env.ctx, &landing::Options { resolver: &resolver, ..opts })
+                let resolver = resolver.map(|role| walk::resolve::AgentResolver { walker, role });
+                let summarizer = summarizer.map(|role| walk::summarize::AgentSummarizer { walker, role });
+                let opts = landing::Options {
+                    resolver: match &resolver {
+                        Some(r) => r,
+                        None => &landing::NoResolver,
+                    },
+                    summarizer: match &summarizer {
+                        Some(s) => s,
+                        None => &landing::NoSummarizer,
+                    },
+                    ..opts
+                };
+                landing::land(&store, &env.ctx, &opts)
             })?
         }
     };
@@ -149,7 +172,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// The resolver's sessions' warnings (a contract broken, a checkout left), on stderr.
+/// The role sessions' warnings (a contract broken, a checkout left), on stderr.
 struct Warnings;
 
 impl walk::Observer for Warnings {

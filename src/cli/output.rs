@@ -156,3 +156,35 @@ pub fn review_line(r: &git_loop::walk::review::ReviewState) -> String {
     };
     format!("round {} of {} · {who} {said}", r.round, r.rounds)
 }
+
+/// A conflict resolver at work, as `status --json` and `show --json` give it.
+pub fn resolving_json(w: &git_loop::walk::resolve::AtWork) -> Value {
+    let r = w.resolving.clone().unwrap_or_default();
+    json!({
+        "task": w.task, "session": w.session, "role": w.role, "agent": w.agent, "try": r.number,
+        "kind": r.kind, "into": r.into, "from": r.from, "paths": r.paths,
+    })
+}
+
+/// A summarizer at work, as `status --json` and `show --json` give it.
+pub fn summarizing_json(w: &git_loop::walk::resolve::AtWork) -> Value {
+    json!({ "task": w.task, "session": w.session, "role": w.role, "agent": w.agent })
+}
+
+/// "resolver (claude) session s-… resolves the landing of t1 on main: a.txt, b.txt", or
+/// "summarizer (claude) session s-… writes the landing message".
+pub fn at_work_line(w: &git_loop::walk::resolve::AtWork) -> String {
+    let who =
+        if w.agent.is_empty() || w.agent == w.role { w.role.clone() } else { format!("{} ({})", w.role, w.agent) };
+    match &w.resolving {
+        Some(r) if r.kind == "dependency" => format!(
+            "{who} session {} resolves the merge of {} into {}: {}",
+            w.session,
+            r.from,
+            r.into,
+            r.paths.join(", ")
+        ),
+        Some(r) => format!("{who} session {} resolves its landing on {}: {}", w.session, r.into, r.paths.join(", ")),
+        None => format!("{who} session {} writes its landing message", w.session),
+    }
+}

@@ -128,6 +128,11 @@ pub struct WalkArgs {
     /// loop.role.conflict-resolver.agent, else the walk's agent).
     #[arg(long, value_name = "ROLE")]
     resolver: Option<String>,
+    /// Who writes each landing commit's message (with --land) from the task and its sessions:
+    /// a role of the summarizer contract or an agent (default: loop.summarizer, else
+    /// loop.role.summarizer.agent, else the loop's own message).
+    #[arg(long, value_name = "ROLE")]
+    summarizer: Option<String>,
     /// Agents to turn to when a task's agent is unreachable, comma-separated; several race
     /// (default: the task's own, else loop.fallback).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
@@ -272,8 +277,19 @@ pub(super) fn walk_options(
         )?;
         check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "resolver")?;
     }
+    let summarizer = args.summarizer.or_else(|| store.settings().summarizer());
+    if let Some(name) = &summarizer {
+        let role = git_loop::agent::role::of_contract(
+            store,
+            name,
+            git_loop::agent::role::Contract::Summarizer,
+            "--summarizer",
+        )?;
+        check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "summarizer")?;
+    }
     let mut opts = walk::Options::new(agent);
     opts.resolver = resolver;
+    opts.summarizer = summarizer;
     opts.reviewers = reviewers;
     opts.review_rounds = store.settings().review_rounds()?;
     opts.review_override = args.reviewer_override;

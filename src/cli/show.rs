@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::human::{self, relative};
-use super::output::{review_json, review_line, task_json, Out};
+use super::output::{at_work_line, resolving_json, review_json, review_line, summarizing_json, task_json, Out};
 use super::Env;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::usage;
@@ -35,11 +35,19 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let landing = landing_of(&store, &env.ctx, &id)?;
     let filter = journal::Filter { task: Some(id.to_string()), session: None };
     let review = git_loop::walk::review::state_of(&journal::timeline(&store, &filter)?.entries);
+    let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
+        .into_iter()
+        .filter(|w| w.task == id.as_str())
+        .collect();
+    let resolving = at_work.iter().find(|w| w.resolving.is_some());
+    let summarizing = at_work.iter().find(|w| w.resolving.is_none());
     let mut out = Out::new();
     if args.json {
         let mut value = task_json(&board, &snapshot);
         value["landing"] = landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone());
         value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
+        value["resolving"] = resolving.map_or(serde_json::Value::Null, resolving_json);
+        value["summarizing"] = summarizing.map_or(serde_json::Value::Null, summarizing_json);
         out.json(&value)?;
         return Ok(0);
     }
@@ -113,6 +121,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     }
     if let Some((_, line)) = &landing {
         out.line(format!("  landing: {line}"))?;
+    }
+    for w in &at_work {
+        out.line(format!("  at work: {}", at_work_line(w)))?;
     }
     if let Some(origin) = &t.origin {
         out.line(format!("  from:    {} {}", origin.format, origin.id))?;

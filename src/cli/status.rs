@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::human::{relative, short};
-use super::output::{claim_json, review_json, review_line, Out};
+use super::output::{at_work_line, claim_json, resolving_json, review_json, review_line, summarizing_json, Out};
 use super::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{Board, Readiness};
@@ -119,6 +119,8 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
     }
     let landing = git_loop::landing::view(&store, &env.ctx)?;
+    // Who is resolving what, and who writes a landing's message, on this machine.
+    let at_work = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut out = Out::new();
@@ -137,6 +139,8 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "reviews": reviews.iter().map(|(id, r)| review_json(id, r)).collect::<Vec<_>>(),
+            "resolving": at_work.iter().filter(|w| w.resolving.is_some()).map(resolving_json).collect::<Vec<_>>(),
+            "summarizing": at_work.iter().filter(|w| w.resolving.is_none()).map(summarizing_json).collect::<Vec<_>>(),
             "paused": paused.as_ref().map(|(e, ..)| json!({ "at": e.event.at, "data": e.event.data })),
             "counts": {
                 "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": worked,
@@ -206,6 +210,12 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         out.section("reviews:")?;
         for (id, r) in &reviews {
             out.line(format!("  {:<11} try {:<3} {}", id, r.number, short(&review_line(r), 90)))?;
+        }
+    }
+    if !at_work.is_empty() {
+        out.section("resolving:")?;
+        for w in &at_work {
+            out.line(format!("  {:<11} {}", w.task, short(&at_work_line(w), 100)))?;
         }
     }
     if !ready.is_empty() {

@@ -30,8 +30,9 @@ pub struct Conflict {
 /// What a resolver made of a conflict.
 #[derive(Debug, Clone)]
 pub enum Resolution {
-    /// A merge commit with parents `ours` and `theirs` that resolves it (checked before it lands).
-    Resolved(ObjectId),
+    /// A merge commit with parents `ours` and `theirs` that resolves it (checked before it
+    /// lands), and the session that resolved it (none: it merged cleanly after all).
+    Resolved { commit: ObjectId, by: Option<String> },
     /// It cannot be resolved, and why.
     Unresolved(String),
 }

@@ -11,8 +11,10 @@
 //! 4. The queue: done tasks whose task branch is not in the target, in dependency order, then
 //!    priority, then when they were done; a task whose dependency has not landed (nor lands
 //!    before it in this run) waits.
-//! 5. Batches of up to `batch`: merge each branch onto the target in turn (a conflict goes to
-//!    the `Resolver`, which today cannot resolve: that task fails), check the batch's result
+//! 5. Batches of up to `batch`: merge each branch onto the target in turn, with the message
+//!    its `Summarizer` wrote (asked once per task; one that cannot fails that task), a
+//!    conflict going to the `Resolver` (a conflict-resolver session; one that cannot resolve
+//!    it fails that task with the paths named), check the batch's result
 //!    once in the landing worktree, and on a failure bisect (check the first half, …) until
 //!    the failing tasks are isolated; every passing part moves the target by compare-and-swap
 //!    (locally) or a push with a lease (the remote), and a lost swap reads the target again
@@ -25,9 +27,10 @@
 //! is never touched: the landing is refused.
 
 pub mod conflict;
+pub mod summary;
 mod worktree;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -49,6 +52,7 @@ use crate::store::{remote, sync, Store};
 use crate::tries::{checks, Merged};
 
 pub use conflict::{Conflict, NoResolver, Resolution, Resolver};
+pub use summary::{Landing, NoSummarizer, Summarizer, Summary};
 
 /// How to land.
 pub struct Options<'o> {
@@ -71,6 +75,8 @@ pub struct Options<'o> {
     pub cancelled: &'o dyn Fn() -> bool,
     /// Called on a merge that conflicts (see `conflict`).
     pub resolver: &'o dyn Resolver,
+    /// Writes each landing's message (see `summary`).
+    pub summarizer: &'o dyn Summarizer,
 }
 
 /// One task waiting to land.
@@ -106,7 +112,7 @@ pub struct Landed {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Failed {
     pub task: String,
-    /// `conflict` or `checks`.
+    /// `conflict`, `checks` or `summary` (its summarizer wrote no message).
     pub cause: String,
     pub reason: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -360,6 +366,8 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
             notes: Vec::new(),
         },
         failed_ids: HashSet::new(),
+        messages: HashMap::new(),
+        resolved_by: HashMap::new(),
     };
     lander.read_tip()?;
     if lander.remote.is_none() {
@@ -391,6 +399,11 @@ struct Lander<'l> {
     worktree: Option<PathBuf>,
     report: Report,
     failed_ids: HashSet<String>,
+    /// Each task's landing message by its head, once written (a bisection or a lost swap
+    /// merges it again; its summarizer is asked once).
+    messages: HashMap<(String, String), String>,
+    /// The resolver session whose resolution each task's merge is, in this run.
+    resolved_by: HashMap<String, String>,
 }
 
 /// What moving the target did.
@@ -510,12 +523,10 @@ impl Lander<'_> {
                 merged.push((entry.clone(), candidate));
                 continue;
             }
-            let message = format!(
-                "loop: land {} ({})\n\nLoop-Task: {}\n",
-                refs::short_branch(&refs::task_branch(&entry.task.parse()?)),
-                entry.title.lines().next().unwrap_or(""),
-                entry.task
-            );
+            let Some(message) = self.message(entry, head, candidate)? else {
+                // Its summarizer could not write its message: it failed, and does not land.
+                continue;
+            };
             match self.store.merge(candidate, head, &message)? {
                 Merged::Commit(commit) => {
                     candidate = commit;
@@ -532,7 +543,10 @@ impl Lander<'_> {
                     };
                     let keep = || self.keep_claim().is_err() || (self.opts.cancelled)();
                     match self.opts.resolver.resolve(self.store, &conflict, &keep)? {
-                        Resolution::Resolved(commit) => {
+                        Resolution::Resolved { commit, by } => {
+                            if let Some(session) = by {
+                                self.resolved_by.insert(entry.task.clone(), session);
+                            }
                             candidate = commit;
                             merged.push((entry.clone(), commit));
                         }
@@ -595,6 +609,28 @@ impl Lander<'_> {
         self.settle(second, second_known_bad)
     }
 
+    /// `entry`'s landing message: its summarizer's (asked once per head), else the loop's own.
+    /// `None`: the summarizer could not write one, and the task failed (the target is not
+    /// moved for it).
+    fn message(&mut self, entry: &Queued, head: ObjectId, onto: ObjectId) -> Result<Option<String>> {
+        let cache = (entry.task.clone(), entry.head.clone());
+        if let Some(message) = self.messages.get(&cache) {
+            return Ok(Some(message.clone()));
+        }
+        let landing = Landing { task: entry.task.clone(), target: self.target.clone(), head, onto };
+        let keep = || self.keep_claim().is_err() || (self.opts.cancelled)();
+        let summary = self.opts.summarizer.summarize(self.store, &landing, &keep)?;
+        if let Summary::Failed(why) = summary {
+            let reason = format!("its landing message could not be written: {why}");
+            self.fail(entry, "summary", reason, Vec::new(), None, onto)?;
+            return Ok(None);
+        }
+        let branch = refs::short_branch(&refs::task_branch(&entry.task.parse()?)).to_owned();
+        let message = summary::message(&summary, &entry.task, &branch, &entry.title);
+        self.messages.insert(cache, message.clone());
+        Ok(Some(message))
+    }
+
     /// Run the checks on `candidate` in the landing worktree.
     fn check(&mut self, command: &str, candidate: ObjectId) -> Result<checks::Ran> {
         let dir = worktree::prepare(self.store, &self.target, candidate, &mut self.worktree)?;
@@ -646,8 +682,12 @@ impl Lander<'_> {
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(5)..].join(" / ");
         let exit = ran.exit.map(|e| e.to_string()).unwrap_or_else(|| "stopped".into());
+        let resolved = match self.resolved_by.get(&entry.task) {
+            Some(session) => format!(" as resolved by session {session}"),
+            None => String::new(),
+        };
         let reason = format!(
-            "the checks fail on its merge into {} ({exit}): {}; output: {}",
+            "the checks fail on its merge into {}{resolved} ({exit}): {}; output: {}",
             refs::short_branch(&self.target),
             if tail.is_empty() { "no output".to_owned() } else { tail },
             kept.display()

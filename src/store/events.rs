@@ -518,7 +518,7 @@ pub struct TaskLanded {
 pub struct LandingFailed {
     /// The target branch (full ref name).
     pub into: String,
-    /// `conflict` or `checks`.
+    /// `conflict`, `checks` or `summary` (its summarizer wrote no message).
     pub cause: String,
     /// Why, in words (the conflicting paths, or the checks' exit and the tail of their output).
     #[serde(default)]

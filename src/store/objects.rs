@@ -121,6 +121,11 @@ impl Store {
             .is_some_and(|b| b.detach() == ancestor))
     }
 
+    /// The best common ancestor of `a` and `b`, if they share history.
+    pub fn merge_base(&self, a: ObjectId, b: ObjectId) -> Result<Option<ObjectId>> {
+        Ok(self.repo.merge_base(a, b).context("could not compare histories")?.map(|base| base.detach()))
+    }
+
     /// Which of `heads` are in the history of `tip` (`tip` included): one walk of that history,
     /// which ends as soon as every head was met — asking `is_ancestor` of each head would walk
     /// it once per head.

@@ -46,6 +46,10 @@ pub const KEYS: &[Key] = &[
         meaning: "who resolves merge conflicts of landings and of dependencies (a conflict-resolver role or an agent; `--resolver`); else `loop.role.conflict-resolver.agent`, else the walk's agent (a `git loop land` without either has none)",
     },
     Key {
+        key: "loop.summarizer",
+        meaning: "who writes each landing commit's message from the task and its sessions (a summarizer role or an agent; `--summarizer`); else `loop.role.summarizer.agent`; else the loop's own `loop: land loop/<id> (<title>)`",
+    },
+    Key {
         key: "loop.role.<name>.contract` / `.agent` / `.prompt",
         meaning: "a role of your own: the contract it keeps (worker, reviewer, conflict-resolver, summarizer), its agent, and its instructions (a file, else the text)",
     },
@@ -149,6 +153,11 @@ impl<'s> Settings<'s> {
     /// `loop.resolver`: who resolves merge conflicts (a role or an agent).
     pub fn resolver(&self) -> Option<String> {
         self.text("loop.resolver").map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    /// `loop.summarizer`: who writes landing commits' messages (a role or an agent).
+    pub fn summarizer(&self) -> Option<String> {
+        self.text("loop.summarizer").map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
     }
 
     /// `loop.reviewRounds`: review rounds without approval before a task goes to a person;

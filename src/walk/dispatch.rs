@@ -114,7 +114,7 @@ impl GitDispatcher<'_> {
                 keep: None,
             };
             Ok(Some(match self.resolve_merge(&merge, role)? {
-                crate::landing::Resolution::Resolved(commit) => Ok(commit),
+                crate::landing::Resolution::Resolved { commit, .. } => Ok(commit),
                 crate::landing::Resolution::Unresolved(why) => Err(why),
             }))
         };

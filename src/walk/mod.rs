@@ -20,6 +20,7 @@ pub mod recover;
 pub mod resolve;
 pub mod review;
 pub mod session;
+pub mod summarize;
 pub mod unit;
 
 use std::path::PathBuf;
@@ -87,6 +88,10 @@ pub struct Options {
     /// Who resolves merge conflicts (`--resolver`, `loop.resolver`; a role or an agent); none:
     /// the built-in conflict-resolver role, played by its configured agent, else the walk's.
     pub resolver: Option<String>,
+    /// Who writes landing commits' messages (`--summarizer`, `loop.summarizer`; a role or an
+    /// agent); none: the built-in summarizer role when its agent is configured, else the loop's
+    /// own message.
+    pub summarizer: Option<String>,
     /// Review rounds without approval before a task goes to a person (`loop.reviewRounds`).
     pub review_rounds: u32,
     /// Why reviewers may review workers of the same (or an unknown) provider, if a person said.
@@ -127,6 +132,7 @@ impl Options {
             review: None,
             reviewers: Vec::new(),
             resolver: None,
+            summarizer: None,
             review_rounds: crate::store::settings::REVIEW_ROUNDS,
             review_override: None,
             fallback: Vec::new(),
@@ -400,6 +406,14 @@ impl Walker<'_> {
             holder: self.key.clone(),
             cancelled: &cancelled,
             resolver: &crate::landing::NoResolver,
+            summarizer: &crate::landing::NoSummarizer,
+        };
+        let agent_summarizer = match summarize::role_of(store, self.opts.summarizer.as_deref()) {
+            Ok(role) => role.map(|role| summarize::AgentSummarizer { walker: self, role }),
+            Err(err) => {
+                self.observer.event(&Event::Warning { message: format!("no summarizer: {err:#}") });
+                None
+            }
         };
         let agent_resolver = match resolve::role_of(store, self.opts.resolver.as_deref(), Some(&self.opts.agent.name)) {
             Ok(role) => role.map(|role| resolve::AgentResolver { walker: self, role }),
@@ -412,6 +426,10 @@ impl Walker<'_> {
             resolver: match &agent_resolver {
                 Some(r) => r,
                 None => &crate::landing::NoResolver,
+            },
+            summarizer: match &agent_summarizer {
+                Some(s) => s,
+                None => &crate::landing::NoSummarizer,
             },
             ..opts
         };

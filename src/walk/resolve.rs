@@ -91,7 +91,7 @@ impl GitDispatcher<'_> {
         let Some(start) = store.conflicted_merge(merge.ours, merge.theirs, &start_message)? else {
             // It does not conflict (after all): the plain merge.
             return Ok(match store.merge(merge.ours, merge.theirs, &merge.message)? {
-                tries::Merged::Commit(commit) => Resolution::Resolved(commit),
+                tries::Merged::Commit(commit) => Resolution::Resolved { commit, by: None },
                 tries::Merged::Conflict(paths) => {
                     Resolution::Unresolved(format!("it conflicts in {}", paths.join(", ")))
                 }
@@ -218,14 +218,14 @@ impl GitDispatcher<'_> {
                     store,
                     Some(&merge.task.id),
                     Recorded::ConflictResolved(events::ConflictResolved {
-                        session: last_session,
+                        session: last_session.clone(),
                         number: try_.number,
                         commit: commit.to_string(),
                         paths: merge.paths.to_vec(),
                         summary,
                     }),
                 )?;
-                Ok(Resolution::Resolved(commit))
+                Ok(Resolution::Resolved { commit, by: Some(last_session) })
             }
             Err(reason) => {
                 let reason = format!("the conflict resolver {} (session {last_session}): {reason}", resolver.label());
@@ -405,4 +405,56 @@ pub fn at_work(history: &[crate::store::journal::Entry]) -> Option<events::Confl
         }
     }
     current
+}
+
+/// A role's session at work on a task, live on this machine: a conflict resolver (with what it
+/// resolves) or a summarizer. For `status` and `show`.
+#[derive(Debug, Clone)]
+pub struct AtWork {
+    pub task: String,
+    pub session: String,
+    pub role: String,
+    pub agent: String,
+    /// The conflict a resolver resolves (`None`: a summarizer writing a landing's message).
+    pub resolving: Option<events::ConflictResolving>,
+}
+
+/// Whether `session`'s record says it runs on this machine now.
+fn live(loop_dir: &std::path::Path, ctx: &crate::context::Context, session: &str) -> bool {
+    crate::agent::record::read(loop_dir, session).is_some_and(|r| {
+        r.ended_at.is_none() && crate::agent::record::is_alive(r.pid, r.pid_start, &r.boot_id, &ctx.boot_id)
+    })
+}
+
+/// The conflict resolvers and summarizers at work on this machine, by their session records.
+pub fn roles_at_work(store: &Store, ctx: &crate::context::Context) -> Result<Vec<AtWork>> {
+    let loop_dir = store.loop_dir()?;
+    let mut out = Vec::new();
+    for record in crate::agent::record::all(&loop_dir) {
+        let Some(contract) = record.contract.as_deref() else { continue };
+        let resolver = contract == Contract::ConflictResolver.id();
+        if !(resolver || contract == Contract::Summarizer.id()) || !live(&loop_dir, ctx, &record.session) {
+            continue;
+        }
+        let resolving = if resolver {
+            let filter = crate::store::journal::Filter { task: Some(record.task.clone()), session: None };
+            let history = crate::store::journal::timeline(store, &filter)?.entries;
+            match at_work(&history).filter(|r| r.session == record.session) {
+                Some(r) => Some(r),
+                // Started before its `conflict_resolving` was read, or already past it.
+                None => continue,
+            }
+        } else {
+            None
+        };
+        out.push(AtWork {
+            task: record.task.clone(),
+            session: record.session.clone(),
+            role: record.role.clone().unwrap_or_default(),
+            agent: record.agent.clone(),
+            resolving,
+        });
+    }
+    out.sort_by(|a, b| (&a.task, &a.session).cmp(&(&b.task, &b.session)));
+    Ok(out)
 }

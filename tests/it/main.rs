@@ -31,4 +31,5 @@ mod review;
 mod robustness;
 mod run;
 mod soak;
+mod summarize;
 mod sync;
