@@ -479,14 +479,16 @@ impl Observer for Progress {
                     worktree.display()
                 ),
             ),
-            Event::SessionStarted { task, session, agent, number, attempt } => {
+            Event::SessionStarted { task, session, agent, number, attempt, role } => {
                 let which = if *attempt > 1 { format!(", continuation {}", attempt - 1) } else { String::new() };
-                self.say(Some(task), format!("session {session} started ({agent}, try {number}{which})"))
+                let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
+                self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, commits } => {
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
-                    None => " · nothing to commit".to_owned(),
+                    None if *commits => " · nothing to commit".to_owned(),
+                    None => String::new(),
                 };
                 self.say(
                     Some(task),
@@ -587,10 +589,11 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::TryOpened { task, number, branch, worktree, resumed } => json!({
             "event": "try_opened", "task": task, "try": number, "branch": branch, "worktree": worktree, "resumed": resumed,
         }),
-        Event::SessionStarted { task, session, agent, number, attempt } => json!({
+        Event::SessionStarted { task, session, agent, number, attempt, role } => json!({
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
+            "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
         }),
         Event::Checks { task, passed, elapsed } => {

@@ -175,13 +175,18 @@ pub enum Event {
         agent: String,
         number: u32,
         attempt: u32,
+        /// The session's role when it is not the worker's (a reviewer, a conflict resolver…).
+        role: Option<String>,
     },
     SessionEnded {
         task: String,
         session: String,
         elapsed: Duration,
         why: String,
+        /// What its work was committed as; `None` when there was nothing to commit.
         commit: Option<String>,
+        /// False for a session whose role never commits (a reviewer, a summarizer).
+        commits: bool,
     },
     Checks {
         task: String,

@@ -285,6 +285,7 @@ impl GitDispatcher<'_> {
             agent: agent.name.clone(),
             number: try_.number,
             attempt: l.attempt,
+            role: l.role.map(|r| r.name.clone()),
         });
 
         let ending = self.supervise(l, &mut running, &session, &dir)?;
@@ -349,6 +350,7 @@ impl GitDispatcher<'_> {
             elapsed,
             why: why.clone(),
             commit: commit.clone(),
+            commits: l.commits,
         });
         Ok(Launched { dir, log, env, why, ending })
     }
