@@ -341,6 +341,41 @@ impl Seen {
     }
 }
 
+/// What makes a walker, besides the store and the context: the one constructor's arguments.
+struct Setup<'a> {
+    key: String,
+    opts: Options,
+    cwd: PathBuf,
+    exe: PathBuf,
+    base: ObjectId,
+    observer: &'a dyn Observer,
+    cancel: &'a AtomicBool,
+}
+
+impl<'a> Walker<'a> {
+    /// A walker as a walk, a recovery or a one-off role session starts it: nothing seen,
+    /// nothing landed, no agent found unreachable yet.
+    fn new(store: &Store, ctx: &Context, s: Setup<'a>) -> Walker<'a> {
+        Walker {
+            key: s.key,
+            opts: s.opts,
+            ctx: ctx.clone(),
+            cwd: s.cwd,
+            exe: s.exe,
+            base: s.base,
+            observer: s.observer,
+            cancel: s.cancel,
+            started: ctx.now(),
+            unreachable: Default::default(),
+            seen: std::sync::Mutex::new(Seen::new(store)),
+            publishing: Default::default(),
+            to_land: Default::default(),
+            landing: Default::default(),
+            said_no_checks: AtomicBool::new(false),
+        }
+    }
+}
+
 impl Walker<'_> {
     pub fn writer(&self) -> WriterId {
         self.key.parse().expect("walker keys are valid writer ids")
@@ -630,23 +665,7 @@ pub fn walk(
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
-    let walker = Walker {
-        key,
-        opts,
-        ctx: ctx.clone(),
-        cwd,
-        exe,
-        base,
-        observer,
-        cancel,
-        started: ctx.now(),
-        unreachable: Default::default(),
-        seen: std::sync::Mutex::new(Seen::new(store)),
-        publishing: Default::default(),
-        to_land: Default::default(),
-        landing: Default::default(),
-        said_no_checks: AtomicBool::new(false),
-    };
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel });
     walker.record(
         store,
         None,
@@ -806,24 +825,10 @@ pub fn recover_crashed(
         Err(live) => return Ok(Some(live)),
     };
     let cancel = AtomicBool::new(false);
-    let walker = Walker {
-        key,
-        // Recovery starts no session: the agent is never run.
-        opts: Options::new(crate::agent::presets::custom("recovery", "true")),
-        ctx: ctx.clone(),
-        cwd,
-        exe,
-        base: ObjectId::null(gix::hash::Kind::Sha1),
-        observer,
-        cancel: &cancel,
-        started: ctx.now(),
-        unreachable: Default::default(),
-        seen: std::sync::Mutex::new(Seen::new(store)),
-        publishing: Default::default(),
-        to_land: Default::default(),
-        landing: Default::default(),
-        said_no_checks: AtomicBool::new(false),
-    };
+    // Recovery starts no session: the agent is never run.
+    let opts = Options::new(crate::agent::presets::custom("recovery", "true"));
+    let base = ObjectId::null(gix::hash::Kind::Sha1);
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel });
     recover::recover(store, &walker)?;
     Ok(None)
 }
@@ -841,23 +846,8 @@ pub fn one_off<R>(
     f: impl FnOnce(&Walker<'_>) -> R,
 ) -> R {
     let cancel = AtomicBool::new(false);
-    let walker = Walker {
-        key: crate::ids::walker_key(),
-        opts,
-        ctx: ctx.clone(),
-        cwd,
-        exe,
-        base: ObjectId::null(gix::hash::Kind::Sha1),
-        observer,
-        cancel: &cancel,
-        started: ctx.now(),
-        unreachable: Default::default(),
-        seen: std::sync::Mutex::new(Seen::new(store)),
-        publishing: Default::default(),
-        to_land: Default::default(),
-        landing: Default::default(),
-        said_no_checks: AtomicBool::new(false),
-    };
+    let (key, base) = (crate::ids::walker_key(), ObjectId::null(gix::hash::Kind::Sha1));
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel });
     f(&walker)
 }
 

@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use anyhow::Result;
 
 use super::{Event, Walker};
+use crate::agent::role::Contract;
 use crate::agent::{process, record};
 use crate::ids::TaskId;
 use crate::store::claim::{self, Listed};
@@ -19,6 +20,31 @@ use crate::store::events::{self, Recorded};
 use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
+
+/// Mark a crashed session's record ended, and journal and report what became of it.
+fn close_crashed(
+    store: &Store,
+    walker: &Walker<'_>,
+    loop_dir: &std::path::Path,
+    rec: &mut record::Record,
+    detail: String,
+) -> Result<()> {
+    rec.ended_at = Some(walker.ctx.now());
+    rec.ended = Some("recovered after its walk crashed".into());
+    record::write(loop_dir, rec)?;
+    walker.record(
+        store,
+        Some(&rec.task),
+        Recorded::Recovered(events::Recovered {
+            session: Some(rec.session.clone()),
+            walker: Some(rec.walker.clone()),
+            detail: detail.clone(),
+            ..Default::default()
+        }),
+    )?;
+    walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
+    Ok(())
+}
 
 pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
     let loop_dir = store.loop_dir()?;
@@ -37,26 +63,19 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
         }
         dead_walkers.insert(rec.walker.clone());
         let killed = process::kill_marked(&rec.marker);
-        if rec.role.is_some() {
-            // A reviewer's checkout is never the work: it goes, uncommitted.
+        // A reviewer's or a summarizer's checkout is never the work: it goes, uncommitted. A
+        // conflict resolver's try is work, committed like a worker's.
+        let reads_only = rec
+            .contract
+            .as_deref()
+            .is_some_and(|c| [Contract::Reviewer, Contract::Summarizer].iter().any(|k| c == k.id()));
+        if reads_only {
             if rec.worktree.starts_with(&loop_dir) {
                 let _ = tries::remove_worktree_at(store, &rec.worktree);
             }
-            let detail = format!("reviewer session {} had crashed; its checkout is removed", rec.session);
-            rec.ended_at = Some(walker.ctx.now());
-            rec.ended = Some("recovered after its walk crashed".into());
-            record::write(&loop_dir, &rec)?;
-            walker.record(
-                store,
-                Some(&rec.task),
-                Recorded::Recovered(events::Recovered {
-                    session: Some(rec.session.clone()),
-                    walker: Some(rec.walker.clone()),
-                    detail: detail.clone(),
-                    ..Default::default()
-                }),
-            )?;
-            walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
+            let role = rec.role.clone().unwrap_or_default();
+            let detail = format!("{role} session {} had crashed; its checkout is removed", rec.session);
+            close_crashed(store, walker, &loop_dir, &mut rec, detail)?;
             continue;
         }
         let Ok(task) = rec.task.parse::<TaskId>() else { continue };
@@ -91,20 +110,7 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
             _ => format!("session {} had crashed; it left nothing uncommitted", rec.session),
         };
         let detail = if killed > 0 { format!("{detail}; {killed} leftover processes stopped") } else { detail };
-        rec.ended_at = Some(walker.ctx.now());
-        rec.ended = Some("recovered after its walk crashed".into());
-        record::write(&loop_dir, &rec)?;
-        walker.record(
-            store,
-            Some(&rec.task),
-            Recorded::Recovered(events::Recovered {
-                session: Some(rec.session.clone()),
-                walker: Some(rec.walker.clone()),
-                detail: detail.clone(),
-                ..Default::default()
-            }),
-        )?;
-        walker.observer.event(&Event::Recovered { task: rec.task.clone(), detail });
+        close_crashed(store, walker, &loop_dir, &mut rec, detail)?;
     }
     for listed in claim::list(store, "node:")? {
         let Listed::Claim { key, held } = listed else { continue };

@@ -344,3 +344,37 @@ fn a_tasks_own_reviewers_are_set_by_add_and_edit_and_shown() {
         out.stderr
     );
 }
+
+#[test]
+fn a_reviewer_left_running_by_a_killed_walk_is_recovered_and_its_checkout_removed() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["write the parser"]);
+    let s = state_dir(&env);
+    // The first reviewer session says where it runs, then outlives its walk (killed -9).
+    let reviewer = format!(
+        "if [ ! -e {s}/reviewing ]; then pwd > {s}/reviewing; sleep 60; fi\ngit loop finish approve --message 'fine'",
+        s = s.display()
+    );
+    agents(&repo, &env, &worker(&s), &reviewer);
+    let mut walk1 = repo.command(&walk(&[])).spawn().expect("start a walk");
+    let started = std::time::Instant::now();
+    while !s.join("reviewing").exists() && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let checkout = std::fs::read_to_string(s.join("reviewing")).expect("the reviewer started");
+    walk1.kill().expect("kill -9 the walk");
+    walk1.wait().expect("reap it");
+    // The next walk recovers the reviewer's session: its checkout goes, nothing of it is
+    // committed, and the task is reviewed again and done.
+    let again = repo.run(&walk(&[])).ok();
+    assert!(
+        again.stdout.contains("reviewer session") && again.stdout.contains("its checkout is removed"),
+        "{}",
+        again.stdout
+    );
+    assert!(!std::path::Path::new(checkout.trim()).exists(), "the crashed reviewer's checkout is gone");
+    assert_eq!(show(&repo, &id)["state"], "done");
+    let branch = repo.git(&["log", "--format=%s", &format!("loop/{id}")]);
+    assert!(!branch.contains("recovered"), "nothing of the reviewer's was committed: {branch}");
+}
