@@ -32,7 +32,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         return Err(usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'").into());
     };
     let board = Board::load(&store, &env.ctx)?;
-    let landing = landing_of(&store, &env.ctx, &id)?;
+    let landing = landing_of(&store, &env.ctx, &id, &snapshot.task)?;
     let filter = journal::Filter { task: Some(id.to_string()), session: None };
     let review = git_loop::walk::review::state_of(&journal::timeline(&store, &filter)?.entries);
     let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
@@ -142,6 +142,7 @@ fn landing_of(
     store: &git_loop::store::Store,
     ctx: &git_loop::context::Context,
     id: &git_loop::ids::TaskId,
+    task: &git_loop::store::task::Task,
 ) -> Result<Option<(serde_json::Value, String)>> {
     let Some(head) = store.ref_target(&git_loop::refs::task_branch(id))? else { return Ok(None) };
     let Some(view) = git_loop::landing::view(store, ctx)? else { return Ok(None) };
@@ -151,8 +152,8 @@ fn landing_of(
     });
     let position = view.queue.iter().position(|q| q.task == id.as_str());
     let landed = match view.tip {
-        Some(tip) => store.is_ancestor(head, tip)?,
-        None => false,
+        Some(tip) if store.is_ancestor(head, tip)? => true,
+        _ => git_loop::landing::noted_landed(store, task, &view.into)?,
     };
     let (state, line) = match (landed, position) {
         (true, _) => ("landed", format!("on {into}")),

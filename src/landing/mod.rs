@@ -213,9 +213,33 @@ pub fn known_tip(store: &Store, target: &str) -> Result<Option<ObjectId>> {
     store.ref_target(target)
 }
 
-/// The queue of `target` at `tip`: done tasks (of `only`, if given) whose task branch is not
-/// in `tip`, in the order they land.
-pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId]) -> Result<Vec<Queued>> {
+/// Whether `task`'s completion note says its work landed on `target` (full ref name): how a
+/// clone knows of a landing by another clone before it fetches the target again.
+pub fn noted_landed(store: &Store, task: &crate::store::task::Task, target: &str) -> Result<bool> {
+    let completed_on = task.completion.as_ref().and_then(|c| c.commit.as_deref()).and_then(|c| c.parse().ok());
+    let Some(commit) = completed_on else { return Ok(false) };
+    Ok(notes::landed(store, commit, &task.id)?.is_some_and(|l| l.into == target))
+}
+
+/// How current the target's tip given to `queue` is.
+#[derive(Debug, Clone, Copy)]
+pub enum Seen<'t> {
+    /// Just read from where it lives (the lander's): what it contains is what has landed.
+    Fetched,
+    /// As this clone last saw it (`status`, `show`): a task another clone landed on this target
+    /// (full ref name) since is known by its completion note, which every sync brings.
+    Synced(&'t str),
+}
+
+/// The queue of the target at `tip`: done tasks (of `only`, if given) whose task branch is not
+/// in `tip` (nor, as `seen` allows, landed by another clone), in the order they land.
+pub fn queue(
+    store: &Store,
+    ctx: &Context,
+    tip: Option<ObjectId>,
+    only: &[TaskId],
+    seen: Seen<'_>,
+) -> Result<Vec<Queued>> {
     let board = Board::load(store, ctx)?;
     let mut heads = Vec::new();
     for row in board.tasks.iter().filter(|r| r.state == State::Done) {
@@ -242,6 +266,14 @@ pub fn queue(store: &Store, ctx: &Context, tip: Option<ObjectId>, only: &[TaskId
             continue;
         }
         let task = row.task()?;
+        // Landed by another clone, on a target this clone has not fetched since: the completion
+        // note, which every sync brings, says so.
+        if let Seen::Synced(target) = seen {
+            if noted_landed(store, &task, target)? {
+                landed.insert(row.id().to_owned());
+                continue;
+            }
+        }
         entries.push(Entry {
             queued: Queued {
                 task: task.id.clone(),
@@ -473,7 +505,7 @@ impl Lander<'_> {
                     }
                     queue
                 }
-                None => queue(self.store, self.ctx, self.tip, &self.opts.only)?,
+                None => queue(self.store, self.ctx, self.tip, &self.opts.only, Seen::Fetched)?,
             };
             let ready: Vec<Queued> = queue
                 .iter()
@@ -847,7 +879,7 @@ pub fn view(store: &Store, ctx: &Context) -> Result<Option<View>> {
     let Ok(into) = target(store, None) else { return Ok(None) };
     let tip = known_tip(store, &into)?;
     Ok(Some(View {
-        queue: queue(store, ctx, tip, &[])?,
+        queue: queue(store, ctx, tip, &[], Seen::Synced(&into))?,
         lander: lander(store, &into)?,
         last_failure: last_failure(store, &into)?,
         tip,

@@ -189,6 +189,16 @@ pub fn holds(store: &Store, commit: ObjectId, task: &str) -> Result<bool> {
     })
 }
 
+/// Where the note on `commit` says `task`'s work landed, if it says so.
+pub fn landed(store: &Store, commit: ObjectId, task: &str) -> Result<Option<Landed>> {
+    let (_, blob, _) = current(store, commit)?;
+    let Some(blob) = blob else { return Ok(None) };
+    Ok(match parse(&git::read_blob(&store.repo, blob)?) {
+        Parsed::Known(completions) => completions.into_iter().find(|c| c.task == task).and_then(|c| c.landed),
+        Parsed::Newer(_) | Parsed::Unreadable => None,
+    })
+}
+
 /// Add `completed` to the note on `commit`: its task's entry is added or replaced, every
 /// other task's stays. A note that is not a completion note is replaced.
 pub fn add(store: &Store, commit: ObjectId, completed: &Completed) -> Result<()> {

@@ -377,3 +377,22 @@ fn loop_land_makes_every_walk_land_and_a_dirty_checkout_is_left_alone_with_why()
     assert_eq!(std::fs::read_to_string(repo.dir.join("README")).expect("README"), "my own edit\n");
     assert_eq!(state(&repo, &second)["state"], "done", "its work waits to land");
 }
+
+#[test]
+fn a_task_another_clone_landed_is_not_shown_as_queued_after_a_sync() {
+    let env = TestEnv::new();
+    let (_bare, a, b) = env.two_clones();
+    // Landed by b, after a has seen the remote's main (a's view of it is now stale).
+    let id = done_task(&a, "Task", &[], "task.txt", "x\n");
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    let queued = a.run(&["status", "--json"]).ok().json();
+    assert_eq!(queued["landing"]["queue"][0]["task"], id.as_str(), "before: queued on a");
+    b.run(&["land", "--checks", "true"]).ok();
+    b.run(&["sync"]).ok();
+    a.run(&["sync"]).ok();
+    let status = a.run(&["status", "--json"]).ok().json();
+    assert_eq!(status["landing"]["queue"], serde_json::json!([]), "a knows b landed it: {status}");
+    assert!(!a.run(&["status"]).ok().stdout.contains("waiting to land"));
+    assert_eq!(state(&a, &id)["landing"]["state"], "landed");
+}
