@@ -212,10 +212,10 @@ fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], wha
     for name in names {
         git_loop::backlog::check_agent_name(name)?;
         let agent = presets::resolve(store, name, None, &env.exe)?;
-        if git_loop::agent::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+        if let Some(program) = agent.missing_program(env.ctx.path_var.as_deref()) {
             return Err(git_loop::error::Refusal::new(
                 git_loop::error::Class::AgentMissing,
-                format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
+                format!("the {what} agent '{name}' needs '{program}', which was not found"),
             )
             .hint("install it or put it on PATH; see docs/agents.md")
             .into());

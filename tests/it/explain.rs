@@ -1,0 +1,64 @@
+//! Failures that explain themselves (issue 15): what a new user runs into, said in one line
+//! with a hint and the right exit code, and the task left as it was.
+
+use crate::harness::{Repo, Run};
+
+fn run(repo: &Repo<'_>, agent_cmd: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["run", "--agent-cmd", agent_cmd, "--grace", "1", "--session-timeout", "60s"];
+    args.extend_from_slice(extra);
+    repo.run(&args)
+}
+
+fn sessions(repo: &Repo<'_>) -> usize {
+    repo.session_records().len()
+}
+
+#[test]
+fn an_agent_command_naming_a_missing_program_is_refused_before_any_session() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let out = run(&repo, "/nonexistent/agent --yes", &[]).code(77);
+    assert!(
+        out.stderr.contains("error: the agent's program '/nonexistent/agent' was not found")
+            && out.stderr.contains("hint:"),
+        "names the program, with a hint: {}",
+        out.stderr
+    );
+    assert_eq!(sessions(&repo), 0, "no session ran");
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["ready"].as_bool(), task["claim"].is_null()),
+        (Some("open"), Some(true), true),
+        "untouched"
+    );
+}
+
+#[test]
+fn a_session_the_shell_cannot_run_stops_the_walk_with_its_message_and_gives_the_task_back() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    // The shell finds `sh` but not what the command runs: it says so and exits 127 at once.
+    let out = run(&repo, "exec /nonexistent/agent", &[]).code(77);
+    assert_eq!(sessions(&repo), 1, "one session, not the task's fifteen: {}", out.stdout);
+    let error = out.stderr.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(
+        error.contains("could not run") && error.contains("/nonexistent/agent") && error.contains("not found"),
+        "the error carries the shell's message: {}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("hint: correct --agent-cmd"), "a hint: {}", out.stderr);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["ready"].as_bool(), task["claim"].is_null()),
+        (Some("open"), Some(true), true),
+        "released, not failed: {task}"
+    );
+    // 126 too (found but not executable), and from a named agent as well as --agent-cmd.
+    let script = env.path("not-executable");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").expect("write");
+    let out = run(&repo, &format!("exec {}", script.display()), &[]).code(77);
+    assert!(out.stderr.contains("Permission denied"), "the shell's own words: {}", out.stderr);
+    assert_eq!(sessions(&repo), 2);
+}
