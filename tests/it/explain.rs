@@ -62,3 +62,16 @@ fn a_session_the_shell_cannot_run_stops_the_walk_with_its_message_and_gives_the_
     assert!(out.stderr.contains("Permission denied"), "the shell's own words: {}", out.stderr);
     assert_eq!(sessions(&repo), 2);
 }
+
+#[test]
+fn stop_all_with_no_walk_running_says_there_is_nothing_to_stop() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["A task"]);
+    let out = repo.run(&["stop", "--all"]).code(1);
+    assert!(out.stderr.starts_with("error: no walk is running here: nothing to stop\nhint: "), "{}", out.stderr);
+    assert!(!repo.dir.join(".git/loop/cancel").exists(), "no marker left for a later walk to trip over");
+    // As `stop <task>` for a task nothing works on: the same class of answer.
+    let id = repo.add(&["Another"]);
+    repo.run(&["stop", &id]).code(1);
+}
