@@ -75,3 +75,27 @@ fn stop_all_with_no_walk_running_says_there_is_nothing_to_stop() {
     let id = repo.add(&["Another"]);
     repo.run(&["stop", &id]).code(1);
 }
+
+#[test]
+fn log_follow_shows_the_last_n_then_only_what_comes() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let ids: Vec<String> = ["one", "two", "three", "four"].iter().map(|t| repo.add(&[t])).collect();
+    let file = env.path("follow.out");
+    let mut follow = repo
+        .command(&["log", "--follow", "-n", "2"])
+        .stdout(std::fs::File::create(&file).expect("create"))
+        .spawn()
+        .expect("start log --follow");
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    crate::harness::wait_for("the last two events", || read().lines().count() >= 2);
+    // Past a poll or two of the journal: nothing older may appear.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let late = repo.add(&["five"]);
+    crate::harness::wait_for("the new event", || read().contains(&late));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let shown: Vec<String> = read().lines().map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned()).collect();
+    assert_eq!(shown, [ids[2].clone(), ids[3].clone(), late], "the last two, then the new one:\n{}", read());
+}
