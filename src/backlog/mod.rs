@@ -657,6 +657,12 @@ impl Board {
         }
     }
 
+    /// The open tasks that wait for `id` (list it in their `after`), by id: what closing it
+    /// other than done leaves blocked.
+    pub fn waiting_for(&self, id: &str) -> Vec<&Row> {
+        self.tasks.iter().filter(|r| r.state == State::Open && r.after().any(|dep| dep == id)).collect()
+    }
+
     /// The task with this id.
     pub fn get(&self, id: &str) -> Option<&Row> {
         self.tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &self.tasks[i])

@@ -99,3 +99,56 @@ fn log_follow_shows_the_last_n_then_only_what_comes() {
     let shown: Vec<String> = read().lines().map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned()).collect();
     assert_eq!(shown, [ids[2].clone(), ids[3].clone(), late], "the last two, then the new one:\n{}", read());
 }
+
+#[test]
+fn done_park_reopen_and_cancel_print_the_tasks_new_state_as_json() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let state = |args: &[&str]| {
+        let out = repo.run(args).ok();
+        let value: serde_json::Value =
+            serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
+        assert_eq!(value["id"].as_str(), Some(id.as_str()), "{args:?}: the task: {value}");
+        assert!(value["tip"].is_string() && value.get("ready").is_some(), "{args:?}: as show --json has it: {value}");
+        value
+    };
+    assert_eq!(state(&["park", &id, "--reason", "later", "--json"])["state"], "parked");
+    assert_eq!(state(&["reopen", &id, "--json"])["state"], "open");
+    let done = state(&["done", &id, "--commit", "HEAD", "-m", "it is done", "--json"]);
+    assert_eq!((done["state"].as_str(), done["again"].as_bool()), (Some("done"), Some(false)), "{done}");
+    assert_eq!(done["completion"]["message"], "it is done", "{done}");
+    assert_eq!(state(&["reopen", &id, "--json"])["state"], "open");
+    let cancelled = state(&["cancel", &id, "--json"]);
+    assert_eq!(
+        (cancelled["state"].as_str(), &cancelled["leaves_blocked"]),
+        (Some("cancelled"), &serde_json::json!([]))
+    );
+}
+
+#[test]
+fn cancelling_a_task_others_wait_for_names_the_tasks_it_leaves_blocked() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let base = repo.add(&["Base"]);
+    let first = repo.add(&["First", "--after", &base]);
+    let second = repo.add(&["Second", "--after", &base]);
+    let done_already = repo.add(&["Done already", "--after", &base]);
+    repo.run(&["done", &done_already, "--commit", "HEAD"]).ok();
+    let other = repo.add(&["Unrelated"]);
+    let out = repo.run(&["cancel", &base]).ok();
+    let mut blocked = vec![first.clone(), second.clone()];
+    blocked.sort();
+    assert!(
+        out.stdout.contains(&format!("it leaves blocked {}: they wait for {base}", blocked.join(", "))),
+        "names the open tasks that wait for it, and only those: {}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains(&other) && !out.stdout.contains(&done_already), "{}", out.stdout);
+    repo.run(&["reopen", &base]).ok();
+    let value = repo.run(&["cancel", &base, "--json"]).ok().json();
+    assert_eq!(value["leaves_blocked"], serde_json::json!(blocked), "{value}");
+    // Nothing waits for a task with no dependents: no note.
+    let out = repo.run(&["cancel", &other]).ok();
+    assert_eq!(out.stdout.trim(), format!("{other} cancelled"));
+}
