@@ -45,9 +45,10 @@ pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
             .into()),
         1 => Ok(matches.remove(0).parse()?),
         n => Err(usage(format!(
-            "'{}' matches {n} tasks: {}",
+            "'{}' matches {n} tasks: {}{}",
             given.escape_debug(),
-            matches.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            matches.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if n > 5 { format!(" and {} more", n - 5) } else { String::new() }
         ))
         .hint("type more of the id")
         .into()),

@@ -10,6 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::human::count;
 use super::{text, Env};
 use git_loop::agent::presets;
 use git_loop::engine::{Limits, PausePolicy, Stop};
@@ -459,12 +460,12 @@ impl Observer for Progress {
                     parts.push(format!("labels {}", labels.join(", ")));
                 }
                 if let Some(n) = limits.max_units {
-                    parts.push(format!("at most {n} task{}", if n == 1 { "" } else { "s" }));
+                    parts.push(format!("at most {}", count(n, "task", "tasks")));
                 }
                 if let Some(n) = limits.max_iterations {
-                    parts.push(format!("at most {n} sessions"));
+                    parts.push(format!("at most {}", count(n, "session", "sessions")));
                 }
-                parts.push(format!("{} sessions per task", limits.per_unit_dispatches));
+                parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
             }
             Event::Recovered { task, detail } => self.say(Some(task), format!("recovered: {detail}")),
@@ -564,8 +565,11 @@ impl Observer for Progress {
                 self.say(
                     None,
                     format!(
-                        "{} done, {} not done, {} left open · {} sessions · {why}",
-                        tally.succeeded, tally.failed, tally.abandoned, tally.dispatches
+                        "{} done, {} not done, {} left open · {} · {why}",
+                        tally.succeeded,
+                        tally.failed,
+                        tally.abandoned,
+                        count(tally.dispatches, "session", "sessions")
                     ),
                 );
             }

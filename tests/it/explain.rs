@@ -152,3 +152,63 @@ fn cancelling_a_task_others_wait_for_names_the_tasks_it_leaves_blocked() {
     let out = repo.run(&["cancel", &other]).ok();
     assert_eq!(out.stdout.trim(), format!("{other} cancelled"));
 }
+
+#[test]
+fn counts_of_one_are_singular() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let cmd = env.agent("quiet", "true");
+    let out = run(&repo, &cmd, &["--per-unit-dispatches", "1", "--max-iterations", "1"]);
+    assert!(out.stdout.contains("· at most 1 session · 1 session per task"), "{}", out.stdout);
+    assert!(out.stdout.contains("· 1 session ·"), "the summary: {}", out.stdout);
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["reason"], "failed: no verdict after 1 session");
+}
+
+#[test]
+fn an_ambiguous_prefix_says_how_many_it_did_not_list() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    for n in 0..7 {
+        repo.add(&[&format!("task {n}")]);
+    }
+    let out = repo.run(&["show", "t"]).code(2);
+    let error = out.stderr.lines().next().unwrap_or_default();
+    assert!(error.starts_with("error: 't' matches 7 tasks: t-") && error.ends_with(" and 2 more"), "{}", out.stderr);
+    assert_eq!(error.matches("t-").count(), 5, "five listed: {error}");
+}
+
+#[test]
+fn bad_input_on_the_command_line_says_what_is_expected() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let missing = env.path("nowhere");
+    let out = repo.run(&["-C", missing.to_str().expect("utf-8"), "list"]).code(2);
+    assert!(
+        out.stderr.starts_with(&format!("error: '{}' does not exist\nhint: ", missing.display())),
+        "{}",
+        out.stderr
+    );
+    let out = repo.run(&["add", "A task", "--priority", "p9"]).code(2);
+    assert!(
+        out.stderr.contains("priority 'p9' is not valid\nhint: use p0 (most urgent), p1, p2 or p3"),
+        "{}",
+        out.stderr
+    );
+    let out = repo.run(&["run", "--agent-cmd", "true", "--lease", "5q"]).code(2);
+    assert!(out.stderr.contains("duration '5q' is not valid\nhint: ") && out.stderr.contains("90s"), "{}", out.stderr);
+    // A beads export imported as plain JSON lines: the hint names --format beads.
+    let file = env.path("issues.jsonl");
+    std::fs::write(
+        &file,
+        r#"{"id":"bd-1","title":"From beads","status":"open","priority":1,"issue_type":"task"}"#.to_owned() + "\n",
+    )
+    .expect("write");
+    let out = repo.run(&["import", file.to_str().expect("utf-8")]).code(2);
+    assert!(
+        out.stderr.contains("hint: this looks like a beads export") && out.stderr.contains("--format beads"),
+        "{}",
+        out.stderr
+    );
+    repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).ok();
+}
