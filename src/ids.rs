@@ -260,7 +260,7 @@ impl FromStr for Span {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
             usage(format!("duration '{}' is not valid", s.escape_debug()))
-                .hint("write a number with a unit, such as 90s, 30m, 2h or 1d")
+                .hint("write a number with a unit (s, m, h or d), such as 90s, 30m, 2h or 1d")
         };
         let s = s.trim();
         let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());

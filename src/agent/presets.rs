@@ -288,6 +288,29 @@ fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
 }
 
 impl Agent {
+    /// The program this agent starts that cannot be found (on `path_var` or at its path), if
+    /// any: the preset's or named agent's program, or, for a command line of the user's own, the
+    /// program its first word plainly names (not a shell builtin, keyword, assignment or
+    /// expansion, which only the shell can judge).
+    pub fn missing_program(&self, path_var: Option<&std::ffi::OsStr>) -> Option<String> {
+        use super::process::find_program;
+        if find_program(&self.program, path_var).is_none() {
+            return Some(self.program.clone());
+        }
+        let [dash_c, command] = self.args.as_slice() else { return None };
+        if self.program != "sh" || dash_c != "-c" {
+            return None;
+        }
+        let word = command.split_whitespace().next()?;
+        let plain = !word.chars().any(|c| "$`'\"\\;&|<>(){}=*?[]~!#".contains(c));
+        const SHELL_WORDS: &[&str] = &[
+            ".", ":", "alias", "builtin", "case", "cd", "command", "eval", "exec", "exit", "export", "for", "function",
+            "if", "local", "readonly", "set", "source", "time", "trap", "type", "ulimit", "umask", "unset", "until",
+            "wait", "while",
+        ];
+        (plain && !SHELL_WORDS.contains(&word) && find_program(word, path_var).is_none()).then(|| word.to_owned())
+    }
+
     /// The arguments for one session: the prompt file where the CLI takes one, the session id
     /// the loop chose for the CLI where it accepts one, and the session's directory (the
     /// prompt file's) where its hook configuration is.

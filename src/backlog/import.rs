@@ -115,11 +115,21 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())).filter(|(_, l)| !l.is_empty())
 }
 
+/// A line with the fields only a beads issue has (its status, its type, its dependencies).
+fn looks_like_beads(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
+        .is_ok_and(|o| ["status", "issue_type", "dependencies"].iter().any(|k| o.contains_key(*k)))
+}
+
 fn plan_plain(text: &str) -> Result<Vec<Planned>> {
     let mut out = Vec::new();
     for (number, line) in lines(text) {
         let bad = |why: String| {
-            usage(format!("line {number}: {why}")).hint("each line is one JSON object with at least a \"title\"")
+            usage(format!("line {number}: {why}")).hint(if looks_like_beads(line) {
+                "this looks like a beads export (.beads/issues.jsonl): pass --format beads"
+            } else {
+                "each line is one JSON object with at least a \"title\""
+            })
         };
         let parsed: PlainLine = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
         if parsed.title.trim().is_empty() {

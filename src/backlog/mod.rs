@@ -45,9 +45,10 @@ pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
             .into()),
         1 => Ok(matches.remove(0).parse()?),
         n => Err(usage(format!(
-            "'{}' matches {n} tasks: {}",
+            "'{}' matches {n} tasks: {}{}",
             given.escape_debug(),
-            matches.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            matches.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if n > 5 { format!(" and {} more", n - 5) } else { String::new() }
         ))
         .hint("type more of the id")
         .into()),
@@ -655,6 +656,12 @@ impl Board {
             corrupt: loaded.corrupt,
             now: ctx.now(),
         }
+    }
+
+    /// The open tasks that wait for `id` (list it in their `after`), by id: what closing it
+    /// other than done leaves blocked.
+    pub fn waiting_for(&self, id: &str) -> Vec<&Row> {
+        self.tasks.iter().filter(|r| r.state == State::Open && r.after().any(|dep| dep == id)).collect()
     }
 
     /// The task with this id.

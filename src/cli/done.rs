@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use serde_json::json;
 
 use super::human::{relative, short};
 use super::output::Out;
@@ -44,6 +45,10 @@ pub struct DoneArgs {
     /// Replace the evidence of a task done already (the old stays in its history).
     #[arg(long, conflicts_with = "try_number")]
     amend: bool,
+    /// Print the task's new state as JSON (as 'show --json' does), with again (the same done
+    /// was recorded already) and replaced (the evidence --amend replaced, or null).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
@@ -52,6 +57,14 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     task::read_whole(&store, &backlog::resolve(&store, &args.id)?)?;
     if let Some(n) = args.try_number {
         let decided = git_loop::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
+        if args.json {
+            let snapshot = task::read(&store, &decided.task)?
+                .ok_or_else(|| anyhow::anyhow!("task '{}' vanished after it was done", decided.task))?;
+            return super::output::print_task(&store, env, &snapshot, |v| {
+                v["again"] = json!(false);
+                v["replaced"] = serde_json::Value::Null;
+            });
+        }
         let commit = decided.commit.to_string();
         Out::new().line(format!(
             "{} done with try {n} · loop/{} moved to {}",
@@ -65,6 +78,12 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     let opts = DoneOptions { commit: args.commit, message: args.message, ..Default::default() };
     let redo = if args.amend { Redo::Amend } else { Redo::Refuse };
     let marked = backlog::mark_done(&store, &env.ctx, &id, opts, redo)?;
+    if args.json {
+        return super::output::print_task(&store, env, &marked.snapshot, |v| {
+            v["again"] = json!(marked.again);
+            v["replaced"] = json!(marked.replaced);
+        });
+    }
     let commit = marked.snapshot.task.completion.as_ref().and_then(|c| c.commit.clone());
     let mut out = Out::new();
     match commit {

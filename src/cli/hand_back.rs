@@ -58,8 +58,8 @@ pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
     }
     let saved = match back.commit {
         Some(c) => format!(
-            "your changes ({} files) are committed on {} as {}",
-            back.changes.len(),
+            "your changes ({}) are committed on {} as {}",
+            super::human::count(back.changes.len() as u64, "file", "files"),
             refs::short_branch(&back.try_.branch),
             &c.to_string()[..12]
         ),

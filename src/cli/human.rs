@@ -61,3 +61,9 @@ pub fn short(text: &str, width: usize) -> String {
     out.push('…');
     out
 }
+
+/// "1 session", "2 sessions": a count with its noun in the right number.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}

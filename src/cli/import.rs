@@ -65,7 +65,11 @@ pub fn run(env: &Env, args: ImportArgs) -> Result<u8> {
         for warning in &report.warnings {
             super::output::stderr_line(format!("warning: {warning}"));
         }
-        out.line(format!("imported {} tasks, skipped {} already present", report.added.len(), report.skipped.len()))?;
+        out.line(format!(
+            "imported {}, skipped {} already present",
+            super::human::count(report.added.len() as u64, "task", "tasks"),
+            report.skipped.len()
+        ))?;
     }
     Ok(0)
 }

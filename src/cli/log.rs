@@ -23,7 +23,7 @@ pub struct LogArgs {
     /// Only events of this session.
     #[arg(long, value_name = "KEY")]
     session: Option<String>,
-    /// Show only the last N events.
+    /// Show only the last N events (with --follow: the last N, then what comes).
     #[arg(long, short = 'n', value_name = "N")]
     limit: Option<usize>,
     /// Keep running and print new events as they are journaled (Ctrl-C to stop).
@@ -52,6 +52,9 @@ pub fn run(env: &Env, args: LogArgs) -> Result<u8> {
         super::output::stderr_line(format!("warning: {problem}"));
     }
     let mut entries = timeline.entries;
+    // Everything already journaled counts as seen, shown or not: following prints only what
+    // comes after (-n shows the last n of what was there).
+    let mut seen: HashSet<_> = entries.iter().map(|e| e.id).collect();
     if let Some(n) = args.limit {
         entries.drain(..entries.len().saturating_sub(n));
     }
@@ -76,9 +79,7 @@ pub fn run(env: &Env, args: LogArgs) -> Result<u8> {
             e.session.as_deref().or(e.data.get("session").and_then(|s| s.as_str())).unwrap_or(e.writer.as_str())
         ))
     };
-    let mut seen: HashSet<_> = HashSet::new();
     for entry in &entries {
-        seen.insert(entry.id);
         print(&mut out, entry)?;
     }
     if !args.follow {

@@ -57,7 +57,7 @@ use git_loop::store::Store;
 #[command(after_help = "Start with 'git loop add \"Write the parser\"' and 'git loop next'. Docs: docs/cli.md")]
 pub struct Cli {
     /// Run as if started in this directory.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
+    #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -216,7 +216,21 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
-            let _ = err.print();
+            // A value our own parser refused (a priority, a duration) has a hint: its one line,
+            // then the hint, as every other refusal is reported.
+            let hint = std::error::Error::source(&err)
+                .and_then(|e| e.downcast_ref::<git_loop::error::Refusal>())
+                .and_then(|r| r.hint.clone());
+            match hint {
+                Some(hint) => {
+                    let rendered = err.render().to_string();
+                    output::stderr_line(rendered.lines().next().unwrap_or_default());
+                    output::stderr_line(format!("hint: {hint}"));
+                }
+                None => {
+                    let _ = err.print();
+                }
+            }
             return ExitCode::from(code);
         }
     };
@@ -435,6 +449,12 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
         Some(dir) => cwd.join(dir),
         None => cwd,
     };
+    if !cwd.is_dir() {
+        let what = if cwd.exists() { "is not a directory" } else { "does not exist" };
+        return Err(git_loop::error::usage(format!("'{}' {what}", cwd.display()))
+            .hint("-C takes the directory of a clone, as git -C does")
+            .into());
+    }
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this program's own path: {e}"))?;
     Ok(Env::new(ctx, cwd, exe))
 }

@@ -99,6 +99,21 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     value
 }
 
+/// A writer's `--json`: the task's new state as `show --json` prints it (`task_json`), with
+/// what `extra` adds.
+pub fn print_task(
+    store: &git_loop::store::Store,
+    env: &super::Env,
+    snapshot: &Snapshot,
+    extra: impl FnOnce(&mut Value),
+) -> anyhow::Result<u8> {
+    let board = Board::load(store, &env.ctx)?;
+    let mut value = task_json(&board, snapshot);
+    extra(&mut value);
+    Out::new().json(&value)?;
+    Ok(0)
+}
+
 /// One line on stderr (a warning, a note, a hint), escaped as `Out::line` escapes stdout:
 /// what it quotes may come from a record or a remote.
 pub fn stderr_line(line: impl Display) {

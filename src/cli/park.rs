@@ -18,6 +18,9 @@ pub struct ParkArgs {
     /// Why it is parked.
     #[arg(long, value_name = "TEXT")]
     reason: String,
+    /// Print the task's new state as JSON (as 'show --json' does).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(env: &Env, args: ParkArgs) -> Result<u8> {
@@ -28,7 +31,10 @@ pub fn run(env: &Env, args: ParkArgs) -> Result<u8> {
     }
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
-    backlog::set_state(&store, &env.ctx, &id, State::Parked, Some(args.reason))?;
+    let snapshot = backlog::set_state(&store, &env.ctx, &id, State::Parked, Some(args.reason))?;
+    if args.json {
+        return super::output::print_task(&store, env, &snapshot, |_| {});
+    }
     Out::new().line(format!("{id} parked"))?;
     Ok(0)
 }

@@ -18,12 +18,18 @@ pub struct ReopenArgs {
     /// Why it is reopened.
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
+    /// Print the task's new state as JSON (as 'show --json' does).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(env: &Env, args: ReopenArgs) -> Result<u8> {
     let store = env.open()?;
     let id = backlog::resolve(&store, &args.id)?;
-    backlog::set_state(&store, &env.ctx, &id, State::Open, args.reason)?;
+    let snapshot = backlog::set_state(&store, &env.ctx, &id, State::Open, args.reason)?;
+    if args.json {
+        return super::output::print_task(&store, env, &snapshot, |_| {});
+    }
     Out::new().line(format!("{id} reopened"))?;
     Ok(0)
 }

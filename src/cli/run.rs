@@ -10,6 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::human::count;
 use super::{text, Env};
 use git_loop::agent::presets;
 use git_loop::engine::{Limits, PausePolicy, Stop};
@@ -212,10 +213,10 @@ fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], wha
     for name in names {
         git_loop::backlog::check_agent_name(name)?;
         let agent = presets::resolve(store, name, None, &env.exe)?;
-        if git_loop::agent::process::find_program(&agent.program, env.ctx.path_var.as_deref()).is_none() {
+        if let Some(program) = agent.missing_program(env.ctx.path_var.as_deref()) {
             return Err(git_loop::error::Refusal::new(
                 git_loop::error::Class::AgentMissing,
-                format!("the {what} agent '{name}' needs '{}', which was not found", agent.program),
+                format!("the {what} agent '{name}' needs '{program}', which was not found"),
             )
             .hint("install it or put it on PATH; see docs/agents.md")
             .into());
@@ -459,12 +460,12 @@ impl Observer for Progress {
                     parts.push(format!("labels {}", labels.join(", ")));
                 }
                 if let Some(n) = limits.max_units {
-                    parts.push(format!("at most {n} task{}", if n == 1 { "" } else { "s" }));
+                    parts.push(format!("at most {}", count(n, "task", "tasks")));
                 }
                 if let Some(n) = limits.max_iterations {
-                    parts.push(format!("at most {n} sessions"));
+                    parts.push(format!("at most {}", count(n, "session", "sessions")));
                 }
-                parts.push(format!("{} sessions per task", limits.per_unit_dispatches));
+                parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
             }
             Event::Recovered { task, detail } => self.say(Some(task), format!("recovered: {detail}")),
@@ -566,8 +567,11 @@ impl Observer for Progress {
                 self.say(
                     None,
                     format!(
-                        "{} done, {} not done, {} left open · {} sessions · {why}",
-                        tally.succeeded, tally.failed, tally.abandoned, tally.dispatches
+                        "{} done, {} not done, {} left open · {} · {why}",
+                        tally.succeeded,
+                        tally.failed,
+                        tally.abandoned,
+                        count(tally.dispatches, "session", "sessions")
                     ),
                 );
             }

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use git_loop::error::usage;
+use git_loop::error::{refused, usage};
 use git_loop::people;
 
 /// Stop a session, or the whole walk.
@@ -18,7 +18,7 @@ use git_loop::people;
 /// on another clone is obeyed by the walk at its next sync.
 ///
 /// With --all: the walk running in this repository stops its sessions, commits their work,
-/// releases their claims and exits 130.
+/// releases their claims and exits 130; with no walk running, stop --all says so and exits 1.
 ///
 /// Example: git loop stop t-4f2a
 #[derive(Args)]
@@ -41,9 +41,19 @@ pub fn run(env: &Env, args: StopArgs) -> Result<u8> {
         if !args.all {
             return Err(usage("say what to stop").hint("git loop stop <session|task>, or git loop stop --all").into());
         }
+        let Some(running) = running_here(&store, env)? else {
+            return Err(refused("no walk is running here: nothing to stop")
+                .hint("git loop status shows what runs; to stop one task's session elsewhere: git loop stop <task>")
+                .into());
+        };
         let marker = store.layout()?.cancel();
         std::fs::write(&marker, format!("{}\n", env.ctx.now().to_rfc3339()))?;
-        out.line("asked the walk to stop; it stops its sessions and commits their work first")?;
+        let (said, value) = running;
+        if args.json {
+            out.json(&json!({ "stopping": value }))?;
+        } else {
+            out.line(format!("asked {said} to stop; it stops its sessions and commits their work first"))?;
+        }
         return Ok(0);
     };
     let stopped = people::stop(&store, &env.ctx, &target)?;
@@ -76,4 +86,26 @@ pub fn run(env: &Env, args: StopArgs) -> Result<u8> {
          give it to another agent (git loop reassign {id} <agent>) or take it over (git loop take-over {id})"
     ))?;
     Ok(0)
+}
+
+/// The walk (its walker key) or mission commander that `stop --all` would stop here, if one
+/// runs: the holder of this clone's walker singleton, or of a mission's command.
+fn running_here(store: &git_loop::store::Store, env: &Env) -> Result<Option<(String, serde_json::Value)>> {
+    use git_loop::mission::record::{self as missions, Listed};
+    if let git_loop::walk::ThisClonesWalk::Running(held) = git_loop::walk::this_clones_walk(store, &env.ctx)? {
+        let walker = held.record.holder;
+        return Ok(Some((format!("the walk {walker}"), json!({ "walker": walker, "mission": null }))));
+    }
+    for listed in missions::list(store)? {
+        if let Listed::Mission(s) = listed {
+            if let Some(held) = super::mission::commander(store, &env.ctx, &s.mission) {
+                let (mission, commander) = (s.mission.id, held.record.holder);
+                return Ok(Some((
+                    format!("mission {mission}'s commander {commander}"),
+                    json!({ "walker": commander, "mission": mission }),
+                )));
+            }
+        }
+    }
+    Ok(None)
 }

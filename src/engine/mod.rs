@@ -415,6 +415,6 @@ where
             }
         }
     }
-    let message = format!("no verdict after {cap} sessions");
+    let message = format!("no verdict after {cap} session{}", if cap == 1 { "" } else { "s" });
     queue.close(unit, Verdict::Failed, &message).map(Some)
 }

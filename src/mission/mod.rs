@@ -478,13 +478,10 @@ fn check_agent(commander: &Commander<'_>, mission: &record::Mission) -> Result<(
         agents.push(resolve(&Store::open(&commander.ctx, &commander.cwd)?)?);
     }
     for agent in agents {
-        if crate::agent::process::find_program(&agent.program, commander.ctx.path_var.as_deref()).is_none() {
-            return Err(Refusal::new(
-                Class::AgentMissing,
-                format!("the agent's program '{}' was not found", agent.program),
-            )
-            .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", agent.name))
-            .into());
+        if let Some(program) = agent.missing_program(commander.ctx.path_var.as_deref()) {
+            return Err(Refusal::new(Class::AgentMissing, format!("the agent's program '{program}' was not found"))
+                .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", agent.name))
+                .into());
         }
     }
     Ok(())

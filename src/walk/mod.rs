@@ -646,13 +646,14 @@ pub fn walk(
 ) -> Result<WalkEnd> {
     one_arena();
     let program_path = ctx.path_var.as_deref();
-    if crate::agent::process::find_program(&opts.agent.program, program_path).is_none() {
-        return Err(Refusal::new(
-            Class::AgentMissing,
-            format!("the agent's program '{}' was not found", opts.agent.program),
-        )
-        .hint(format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name))
-        .into());
+    if let Some(program) = opts.agent.missing_program(program_path) {
+        return Err(Refusal::new(Class::AgentMissing, format!("the agent's program '{program}' was not found"))
+            .hint(if opts.agent.name == "custom" {
+                "install it or put it on PATH, or correct --agent-cmd; see docs/agents.md".to_owned()
+            } else {
+                format!("install it or put it on PATH (agent '{}'); see docs/agents.md", opts.agent.name)
+            })
+            .into());
     }
     // A reviewer of the worker's provider is refused before anything is claimed.
     let conflicts = review::walk_conflicts(store, &opts, &exe)?;

@@ -177,7 +177,7 @@ impl GitDispatcher<'_> {
                     said = Some(Said::Unresolved(format!("its session stopped: {why}")));
                     break;
                 }
-                Ending::Exited(_) | Ending::TimedOut => {}
+                Ending::Exited(_) | Ending::CannotRun(_) | Ending::TimedOut => {}
             }
             let problem = match self.role_report(&session, &dir, resolver.contract)? {
                 Ok(Some(Report::Resolution(r))) if r.resolved => {

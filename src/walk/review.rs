@@ -254,7 +254,7 @@ impl GitDispatcher<'_> {
                 Ending::Lost(reason) => return Ok(Said::Stopped(Step::Lost { reason })),
                 Ending::Withdrawn(w) => return Ok(Said::Stopped(Step::Withdrawn(w))),
                 Ending::Halted => return Ok(Said::Stopped(Step::Halted)),
-                Ending::Exited(_) | Ending::TimedOut => {}
+                Ending::Exited(_) | Ending::CannotRun(_) | Ending::TimedOut => {}
             }
             let problem = match self.role_report(&session, &dir, reviewer.contract)? {
                 Ok(Some(Report::Review(r))) => {

@@ -57,6 +57,10 @@ struct WrapUp {
     since: Instant,
 }
 
+/// A session that exits 126 or 127 (the shell's "cannot execute", "not found") sooner than
+/// this never ran the agent: its command is wrong, and another session would fare no better.
+const CANNOT_RUN_WITHIN: Duration = Duration::from_secs(2);
+
 /// Presets whose CLIs take SIGINT as "stop what you are doing" and save their session first.
 fn takes_interrupt(agent: &Agent) -> bool {
     matches!(agent.name.as_str(), "claude" | "codex" | "gemini" | "opencode" | "aider")
@@ -104,6 +108,10 @@ impl GitDispatcher<'_> {
             Ending::Lost(reason) => return Ok(ran(Step::Lost { reason })),
             Ending::Withdrawn(w) => return Ok(ran(Step::Withdrawn(w))),
             Ending::Halted => return Ok(ran(Step::Halted)),
+            Ending::CannotRun(_) => {
+                let said = tail(&log, 5).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned();
+                return Ok(ran(Step::CannotRun { said, log }));
+            }
             Ending::Exited(_) | Ending::TimedOut => {}
         }
         let Evidence { verdict: evidence, violation } = self.evidence(task, &session, &dir)?;
@@ -292,6 +300,7 @@ impl GitDispatcher<'_> {
         let elapsed = running.started.elapsed();
         let why = match &ending {
             Ending::Exited(exit) => format!("the agent exited ({exit})"),
+            Ending::CannotRun(exit) => format!("the agent's command could not run ({exit})"),
             Ending::TimedOut => format!("it timed out after {}", human_duration(elapsed)),
             Ending::Cancelled => "the walk was interrupted".to_owned(),
             Ending::Lost(reason) => reason.clone(),
@@ -387,6 +396,9 @@ impl GitDispatcher<'_> {
                 }
                 return Ok(match wrap {
                     Some(w) => Ending::Withdrawn(w.why),
+                    None if matches!(exit, Exit::Code(126 | 127)) && running.started.elapsed() < CANNOT_RUN_WITHIN => {
+                        Ending::CannotRun(exit.to_string())
+                    }
                     None => Ending::Exited(exit.to_string()),
                 });
             }

@@ -147,7 +147,7 @@ impl GitDispatcher<'_> {
                         summarizer.label()
                     )));
                 }
-                Ending::Exited(_) | Ending::TimedOut => {}
+                Ending::Exited(_) | Ending::CannotRun(_) | Ending::TimedOut => {}
             }
             let problem = match self.role_report(&session, &dir, summarizer.contract)? {
                 Ok(Some(Report::Summary(s))) => {

@@ -155,6 +155,9 @@ pub enum Step {
     Interrupted,
     /// The race was decided while this session ran.
     Halted,
+    /// The agent's command could not run at all (the shell said so at once): the walk stops
+    /// rather than spend the task's sessions on it. What the shell said, and where.
+    CannotRun { said: String, log: PathBuf },
 }
 
 /// A role's session as the walk starts it: about which task and try, where it runs, who runs
@@ -192,6 +195,8 @@ pub struct Launched {
 /// Why a session's process ended.
 pub enum Ending {
     Exited(String),
+    /// Exited at once with the shell's "cannot execute" or "not found" status (126, 127).
+    CannotRun(String),
     TimedOut,
     Cancelled,
     Lost(String),

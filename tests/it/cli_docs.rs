@@ -29,6 +29,8 @@ const COMMANDS: &[&str] = &[
     "sync",
     "doctor",
     "run",
+    "race",
+    "land",
     "mission",
     "mission add",
     "mission project",
@@ -49,6 +51,9 @@ const COMMANDS: &[&str] = &[
     "hooks status",
     "status",
     "stop",
+    "reassign",
+    "take-over",
+    "hand-back",
     "demo",
 ];
 

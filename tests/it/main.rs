@@ -10,6 +10,7 @@ mod clocks;
 mod crash;
 mod doctor;
 mod evidence;
+mod explain;
 mod fleet;
 mod harness;
 mod hooks;

@@ -314,7 +314,7 @@ fn take_over_gives_the_worktree_and_the_agents_resume_command_then_hand_back_con
     std::fs::write(worktree.join("fix.txt"), "by hand\n").expect("write");
     let back = live(&repo, &["hand-back", &id, "--continue", "-m", "fixed the thing"]).ok();
     assert!(
-        back.stdout.contains(&format!("your changes (1 files) are committed on loop-try/{id}/1")),
+        back.stdout.contains(&format!("your changes (1 file) are committed on loop-try/{id}/1")),
         "{}",
         back.stdout
     );

@@ -445,7 +445,7 @@ fn result_files_are_read_only_when_complete_and_valid() {
     assert!(events(&out)
         .iter()
         .any(|e| e["event"] == "warning" && e["message"].as_str().is_some_and(|m| m.contains("torn or invalid"))));
-    assert_eq!(repo.run(&["show", &torn, "--json"]).ok().json()["reason"], "failed: no verdict after 1 sessions");
+    assert_eq!(repo.run(&["show", &torn, "--json"]).ok().json()["reason"], "failed: no verdict after 1 session");
     let good = repo.add(&["good"]);
     let cmd = env.agent("good",
         "printf '{\"verdict\":\"done\",\"summary\":\"all set\",\"follow_ups\":[{\"title\":\"write the docs\",\"priority\":\"p1\"}]}' > \"$GIT_LOOP_RESULT\"",

@@ -1,0 +1,214 @@
+//! Failures that explain themselves (issue 15): what a new user runs into, said in one line
+//! with a hint and the right exit code, and the task left as it was.
+
+use crate::harness::{Repo, Run};
+
+fn run(repo: &Repo<'_>, agent_cmd: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["run", "--agent-cmd", agent_cmd, "--grace", "1", "--session-timeout", "60s"];
+    args.extend_from_slice(extra);
+    repo.run(&args)
+}
+
+fn sessions(repo: &Repo<'_>) -> usize {
+    repo.session_records().len()
+}
+
+#[test]
+fn an_agent_command_naming_a_missing_program_is_refused_before_any_session() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let out = run(&repo, "/nonexistent/agent --yes", &[]).code(77);
+    assert!(
+        out.stderr.contains("error: the agent's program '/nonexistent/agent' was not found")
+            && out.stderr.contains("hint:"),
+        "names the program, with a hint: {}",
+        out.stderr
+    );
+    assert_eq!(sessions(&repo), 0, "no session ran");
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["ready"].as_bool(), task["claim"].is_null()),
+        (Some("open"), Some(true), true),
+        "untouched"
+    );
+}
+
+#[test]
+fn a_session_the_shell_cannot_run_stops_the_walk_with_its_message_and_gives_the_task_back() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    // The shell finds `sh` but not what the command runs: it says so and exits 127 at once.
+    let out = run(&repo, "exec /nonexistent/agent", &[]).code(77);
+    assert_eq!(sessions(&repo), 1, "one session, not the task's fifteen: {}", out.stdout);
+    let error = out.stderr.lines().find(|l| l.starts_with("error:")).unwrap_or_default();
+    assert!(
+        error.contains("could not run") && error.contains("/nonexistent/agent") && error.contains("not found"),
+        "the error carries the shell's message: {}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("hint: correct --agent-cmd"), "a hint: {}", out.stderr);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["ready"].as_bool(), task["claim"].is_null()),
+        (Some("open"), Some(true), true),
+        "released, not failed: {task}"
+    );
+    // 126 too (found but not executable), and from a named agent as well as --agent-cmd.
+    let script = env.path("not-executable");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").expect("write");
+    let out = run(&repo, &format!("exec {}", script.display()), &[]).code(77);
+    assert!(out.stderr.contains("Permission denied"), "the shell's own words: {}", out.stderr);
+    assert_eq!(sessions(&repo), 2);
+}
+
+#[test]
+fn stop_all_with_no_walk_running_says_there_is_nothing_to_stop() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["A task"]);
+    let out = repo.run(&["stop", "--all"]).code(1);
+    assert!(out.stderr.starts_with("error: no walk is running here: nothing to stop\nhint: "), "{}", out.stderr);
+    assert!(!repo.dir.join(".git/loop/cancel").exists(), "no marker left for a later walk to trip over");
+    // As `stop <task>` for a task nothing works on: the same class of answer.
+    let id = repo.add(&["Another"]);
+    repo.run(&["stop", &id]).code(1);
+}
+
+#[test]
+fn log_follow_shows_the_last_n_then_only_what_comes() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let ids: Vec<String> = ["one", "two", "three", "four"].iter().map(|t| repo.add(&[t])).collect();
+    let file = env.path("follow.out");
+    let mut follow = repo
+        .command(&["log", "--follow", "-n", "2"])
+        .stdout(std::fs::File::create(&file).expect("create"))
+        .spawn()
+        .expect("start log --follow");
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    crate::harness::wait_for("the last two events", || read().lines().count() >= 2);
+    // Past a poll or two of the journal: nothing older may appear.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let late = repo.add(&["five"]);
+    crate::harness::wait_for("the new event", || read().contains(&late));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let shown: Vec<String> = read().lines().map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned()).collect();
+    assert_eq!(shown, [ids[2].clone(), ids[3].clone(), late], "the last two, then the new one:\n{}", read());
+}
+
+#[test]
+fn done_park_reopen_and_cancel_print_the_tasks_new_state_as_json() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let state = |args: &[&str]| {
+        let out = repo.run(args).ok();
+        let value: serde_json::Value =
+            serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
+        assert_eq!(value["id"].as_str(), Some(id.as_str()), "{args:?}: the task: {value}");
+        assert!(value["tip"].is_string() && value.get("ready").is_some(), "{args:?}: as show --json has it: {value}");
+        value
+    };
+    assert_eq!(state(&["park", &id, "--reason", "later", "--json"])["state"], "parked");
+    assert_eq!(state(&["reopen", &id, "--json"])["state"], "open");
+    let done = state(&["done", &id, "--commit", "HEAD", "-m", "it is done", "--json"]);
+    assert_eq!((done["state"].as_str(), done["again"].as_bool()), (Some("done"), Some(false)), "{done}");
+    assert_eq!(done["completion"]["message"], "it is done", "{done}");
+    assert_eq!(state(&["reopen", &id, "--json"])["state"], "open");
+    let cancelled = state(&["cancel", &id, "--json"]);
+    assert_eq!(
+        (cancelled["state"].as_str(), &cancelled["leaves_blocked"]),
+        (Some("cancelled"), &serde_json::json!([]))
+    );
+}
+
+#[test]
+fn cancelling_a_task_others_wait_for_names_the_tasks_it_leaves_blocked() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let base = repo.add(&["Base"]);
+    let first = repo.add(&["First", "--after", &base]);
+    let second = repo.add(&["Second", "--after", &base]);
+    let done_already = repo.add(&["Done already", "--after", &base]);
+    repo.run(&["done", &done_already, "--commit", "HEAD"]).ok();
+    let other = repo.add(&["Unrelated"]);
+    let out = repo.run(&["cancel", &base]).ok();
+    let mut blocked = vec![first.clone(), second.clone()];
+    blocked.sort();
+    assert!(
+        out.stdout.contains(&format!("it leaves blocked {}: they wait for {base}", blocked.join(", "))),
+        "names the open tasks that wait for it, and only those: {}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains(&other) && !out.stdout.contains(&done_already), "{}", out.stdout);
+    repo.run(&["reopen", &base]).ok();
+    let value = repo.run(&["cancel", &base, "--json"]).ok().json();
+    assert_eq!(value["leaves_blocked"], serde_json::json!(blocked), "{value}");
+    // Nothing waits for a task with no dependents: no note.
+    let out = repo.run(&["cancel", &other]).ok();
+    assert_eq!(out.stdout.trim(), format!("{other} cancelled"));
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let cmd = env.agent("quiet", "true");
+    let out = run(&repo, &cmd, &["--per-unit-dispatches", "1", "--max-iterations", "1"]);
+    assert!(out.stdout.contains("· at most 1 session · 1 session per task"), "{}", out.stdout);
+    assert!(out.stdout.contains("· 1 session ·"), "the summary: {}", out.stdout);
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["reason"], "failed: no verdict after 1 session");
+}
+
+#[test]
+fn an_ambiguous_prefix_says_how_many_it_did_not_list() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    for n in 0..7 {
+        repo.add(&[&format!("task {n}")]);
+    }
+    let out = repo.run(&["show", "t"]).code(2);
+    let error = out.stderr.lines().next().unwrap_or_default();
+    assert!(error.starts_with("error: 't' matches 7 tasks: t-") && error.ends_with(" and 2 more"), "{}", out.stderr);
+    assert_eq!(error.matches("t-").count(), 5, "five listed: {error}");
+}
+
+#[test]
+fn bad_input_on_the_command_line_says_what_is_expected() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let missing = env.path("nowhere");
+    let out = repo.run(&["-C", missing.to_str().expect("utf-8"), "list"]).code(2);
+    assert!(
+        out.stderr.starts_with(&format!("error: '{}' does not exist\nhint: ", missing.display())),
+        "{}",
+        out.stderr
+    );
+    let out = repo.run(&["add", "A task", "--priority", "p9"]).code(2);
+    assert!(
+        out.stderr.contains("priority 'p9' is not valid\nhint: use p0 (most urgent), p1, p2 or p3"),
+        "{}",
+        out.stderr
+    );
+    let out = repo.run(&["run", "--agent-cmd", "true", "--lease", "5q"]).code(2);
+    assert!(out.stderr.contains("duration '5q' is not valid\nhint: ") && out.stderr.contains("90s"), "{}", out.stderr);
+    // A beads export imported as plain JSON lines: the hint names --format beads.
+    let file = env.path("issues.jsonl");
+    std::fs::write(
+        &file,
+        r#"{"id":"bd-1","title":"From beads","status":"open","priority":1,"issue_type":"task"}"#.to_owned() + "\n",
+    )
+    .expect("write");
+    let out = repo.run(&["import", file.to_str().expect("utf-8")]).code(2);
+    assert!(
+        out.stderr.contains("hint: this looks like a beads export") && out.stderr.contains("--format beads"),
+        "{}",
+        out.stderr
+    );
+    repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).ok();
+}
