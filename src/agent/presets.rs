@@ -290,8 +290,8 @@ fn configured_env(store: &Store, name: &str) -> Result<Vec<(String, String)>> {
 impl Agent {
     /// The program this agent starts that cannot be found (on `path_var` or at its path), if
     /// any: the preset's or named agent's program, or, for a command line of the user's own, the
-    /// program its first word plainly names (not a shell builtin, keyword, assignment or
-    /// expansion, which only the shell can judge).
+    /// program its first word plainly names (not a shell builtin, keyword, assignment,
+    /// expansion or relative path, which only the shell in the worktree can judge).
     pub fn missing_program(&self, path_var: Option<&std::ffi::OsStr>) -> Option<String> {
         use super::process::find_program;
         if find_program(&self.program, path_var).is_none() {
@@ -308,7 +308,10 @@ impl Agent {
             "if", "local", "readonly", "set", "source", "time", "trap", "type", "ulimit", "umask", "unset", "until",
             "wait", "while",
         ];
-        (plain && !SHELL_WORDS.contains(&word) && find_program(word, path_var).is_none()).then(|| word.to_owned())
+        // A relative path is the session's to resolve, in the try's worktree, not here.
+        let relative = word.contains('/') && !word.starts_with('/');
+        (plain && !relative && !SHELL_WORDS.contains(&word) && find_program(word, path_var).is_none())
+            .then(|| word.to_owned())
     }
 
     /// The arguments for one session: the prompt file where the CLI takes one, the session id
