@@ -46,6 +46,9 @@ pub struct Agent {
     /// Files written into each session's directory before the CLI starts (its hook
     /// configuration): (file name, content).
     pub session_files: Vec<(String, String)>,
+    /// The model it was told to use (`--model`), when it was told one: what its usage is
+    /// priced at when its CLI does not name the model.
+    pub model: Option<String>,
 }
 
 /// A built-in preset.
@@ -212,6 +215,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         let mut agent = custom(name, &command);
         agent.resume = store.config(&format!("loop.agent.{name}.resume"));
         agent.env = configured_env(store, name)?;
+        agent.model = model.map(str::to_owned);
         return Ok(agent);
     }
     if name == "demo" {
@@ -223,6 +227,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             resume: None,
             env: Vec::new(),
             session_files: Vec::new(),
+            model: model.map(str::to_owned),
         });
     }
     let Some(preset) = PRESETS.iter().find(|p| p.name == name) else {
@@ -258,6 +263,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             }
             Hooks::CodexStopHook | Hooks::None => Vec::new(),
         },
+        model: model.map(str::to_owned),
     })
 }
 
@@ -271,6 +277,7 @@ pub fn custom(name: &str, command: &str) -> Agent {
         resume: None,
         env: Vec::new(),
         session_files: Vec::new(),
+        model: None,
     }
 }
 
@@ -406,6 +413,7 @@ mod tests {
             resume: None,
             env: vec![],
             session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::agent::wiring::claude_session_settings(exe))],
+            model: None,
         };
         let argv = agent.argv(std::path::Path::new("/s/s-1/prompt.md"), "u-1");
         let at = argv.iter().position(|a| a == "--settings").expect("--settings");
@@ -432,6 +440,7 @@ mod tests {
             resume: Some("aider --restore-chat-history".into()),
             env: vec![],
             session_files: vec![],
+            model: None,
         };
         assert_eq!(
             agent.argv(std::path::Path::new("/s/prompt.md"), "u"),

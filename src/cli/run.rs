@@ -484,7 +484,8 @@ impl Observer for Progress {
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
                 self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit, commits } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage } => {
+                let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
                     None if *commits => " · nothing to commit".to_owned(),
@@ -492,7 +493,7 @@ impl Observer for Progress {
                 };
                 self.say(
                     Some(task),
-                    format!("session {session} ended after {}: {why}{saved}", human_duration(*elapsed)),
+                    format!("session {session} ended after {} ({spent}): {why}{saved}", human_duration(*elapsed)),
                 )
             }
             Event::Checks { task, passed, elapsed } => self.say(
@@ -593,8 +594,9 @@ fn event_json(event: &Event) -> serde_json::Value {
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
             "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit, .. } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, usage, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
+            "usage": usage,
         }),
         Event::Checks { task, passed, elapsed } => {
             json!({ "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64 })

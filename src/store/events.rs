@@ -668,6 +668,10 @@ pub struct SessionEnded {
     /// The agent CLI's own session id, if it told one.
     #[serde(default)]
     pub agent_session: Option<String>,
+    /// What it used, from its CLI's output or its own report; absent: unknown (and absent in
+    /// events written before usage was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -748,6 +752,9 @@ pub struct Termination {
     /// A summarizer's subject line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// What the session used, as it reported it (`finish --usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

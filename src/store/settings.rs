@@ -61,6 +61,10 @@ pub const KEYS: &[Key] = &[
         meaning: "a phrase that means a named agent cannot be reached (repeatable)",
     },
     Key { key: "loop.forbid", meaning: "agents (comma-separated) no task may be given without `--override`" },
+    Key {
+        key: "loop.price.<model>.input` / `.output` / `.cached",
+        meaning: "USD per million tokens of a model, for sessions whose CLI reports tokens but no dollars; costs computed from them are marked estimated (none shipped; `.cached` defaults to `.input`)",
+    },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
         key: "loop.checksTimeout",

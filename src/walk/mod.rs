@@ -187,6 +187,8 @@ pub enum Event {
         commit: Option<String>,
         /// False for a session whose role never commits (a reviewer, a summarizer).
         commits: bool,
+        /// What it used; `None`: unknown.
+        usage: Option<crate::store::usage::Usage>,
     },
     Checks {
         task: String,
