@@ -137,6 +137,17 @@ pub struct WalkArgs {
     /// (default: the task's own, else loop.fallback).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     fallback: Vec<String>,
+    /// Start no further session once the walk's sessions have spent this many dollars together
+    /// (reported, else estimated from loop.price.*; default: loop.budgetUsd, else none).
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<String>,
+    /// Start no further session once the walk's sessions have spent this many tokens together.
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<u64>,
+    /// Turns each session may take: GIT_LOOP_MAX_TURNS for every agent, --max-turns for Claude
+    /// Code.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
     /// Sessions per task before it fails (each continuation is one; a race's entrants share them).
     #[arg(long, value_name = "N", default_value = "15")]
     per_unit_dispatches: u32,
@@ -303,7 +314,19 @@ pub(super) fn walk_options(
     opts.grace = to_std(args.grace);
     opts.wrap_up = to_std(args.wrap_up);
     opts.lease = args.lease.0;
+    let budget_usd = match args.budget_usd.as_deref() {
+        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
+            usage(format!("--budget-usd '{text}' is not a positive number of dollars")).hint("e.g. --budget-usd 5")
+        })?),
+        None => store.settings().budget_usd()?,
+    };
+    if args.budget_tokens == Some(0) || args.max_turns == Some(0) {
+        return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
+    }
+    opts.max_turns = args.max_turns;
     opts.limits = Limits {
+        budget_usd,
+        budget_tokens: args.budget_tokens,
         per_unit_dispatches: args.per_unit_dispatches,
         pause_after: if args.pause_after == 0 { u32::MAX } else { args.pause_after },
         ..Default::default()
@@ -464,6 +487,12 @@ impl Observer for Progress {
                 if let Some(n) = limits.max_iterations {
                     parts.push(format!("at most {n} sessions"));
                 }
+                if let Some(usd) = limits.budget_usd {
+                    parts.push(format!("at most {} spent", git_loop::store::usage::dollars(usd)));
+                }
+                if let Some(n) = limits.budget_tokens {
+                    parts.push(format!("at most {n} tokens"));
+                }
                 parts.push(format!("{} sessions per task", limits.per_unit_dispatches));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
             }
@@ -564,11 +593,32 @@ impl Observer for Progress {
                     Stop::Paused { policy: PausePolicy::Unreachable(why), .. } => format!("paused: {why}"),
                     Stop::Interrupted => "interrupted; sessions stopped and their work committed".to_owned(),
                 };
+                let known = tally.spent_tokens > 0 || tally.spent_micro_usd > 0;
+                let mut spent = if known {
+                    format!(
+                        "{} spent, {} tokens",
+                        git_loop::store::usage::dollars(tally.spent_usd()),
+                        tally.spent_tokens
+                    )
+                } else {
+                    "spend unknown".to_owned()
+                };
+                if known && tally.spent_unknown > 0 {
+                    spent.push_str(&format!(
+                        ", {} session{} unknown",
+                        tally.spent_unknown,
+                        if tally.spent_unknown == 1 { "" } else { "s" }
+                    ));
+                }
                 self.say(
                     None,
                     format!(
-                        "{} done, {} not done, {} left open · {} sessions · {why}",
-                        tally.succeeded, tally.failed, tally.abandoned, tally.dispatches
+                        "{} done, {} not done, {} left open · {} sessions · {}{why}",
+                        tally.succeeded,
+                        tally.failed,
+                        tally.abandoned,
+                        tally.dispatches,
+                        if tally.dispatches == 0 { String::new() } else { format!("{spent} · ") }
                     ),
                 );
             }
@@ -582,6 +632,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Started { walker, agent, parallel, limits, labels } => json!({
             "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
+            "budget_usd": limits.budget_usd, "budget_tokens": limits.budget_tokens,
         }),
         Event::Recovered { task, detail } => json!({ "event": "recovered", "task": task, "detail": detail }),
         Event::Claimed { task, title, priority } => {
@@ -639,6 +690,7 @@ fn event_json(event: &Event) -> serde_json::Value {
             let mut value = json!({
                 "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
+                "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens, "spent_unknown": tally.spent_unknown,
             });
             if let Stop::Paused { policy, units } = stop {
                 value["policy"] = json!(match policy {

@@ -12,6 +12,10 @@
 //! - `max_iterations` counts every dispatch; `max_units` counts every closed unit (parked
 //!   included). With parallel workers, units in flight count against `max_units` so the
 //!   walk never overshoots.
+//! - `budget_usd` and `budget_tokens` count what every session of the run spent, as the
+//!   dispatcher reports it (`Run::spend`); once spending reaches either, no further session
+//!   starts (`take_iteration`) and the run stops as for any budget. A session whose spend is
+//!   unknown counts nothing (and is counted as unknown).
 //! - A worker that finds nothing ready waits while other units are in flight (finishing
 //!   them may make more ready); the walk ends with no work only when none are.
 
@@ -146,6 +150,10 @@ pub enum Stop {
 pub struct Limits {
     pub max_units: Option<u32>,
     pub max_iterations: Option<u32>,
+    /// Dollars every session of the run may spend together.
+    pub budget_usd: Option<f64>,
+    /// Tokens every session of the run may spend together.
+    pub budget_tokens: Option<u64>,
     pub per_unit_dispatches: u32,
     /// Consecutive failures that pause the walk.
     pub pause_after: u32,
@@ -153,7 +161,14 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_units: None, max_iterations: None, per_unit_dispatches: 15, pause_after: 3 }
+        Limits {
+            max_units: None,
+            max_iterations: None,
+            budget_usd: None,
+            budget_tokens: None,
+            per_unit_dispatches: 15,
+            pause_after: 3,
+        }
     }
 }
 
@@ -165,6 +180,18 @@ pub struct Tally {
     pub failed: u32,
     pub dispatches: u32,
     pub abandoned: u32,
+    /// What the run's sessions spent: tokens, dollars (in millionths), and how many sessions'
+    /// spend is unknown.
+    pub spent_tokens: u64,
+    pub spent_micro_usd: u64,
+    pub spent_unknown: u32,
+}
+
+impl Tally {
+    /// Dollars spent.
+    pub fn spent_usd(&self) -> f64 {
+        self.spent_micro_usd as f64 / 1_000_000.0
+    }
 }
 
 /// State shared by the workers of one walk.
@@ -273,10 +300,30 @@ impl Run {
         s.stop.is_none()
     }
 
-    /// Take one dispatch from the iteration budget.
+    /// Count what one session spent: its tokens and dollars, or `None` for each not known.
+    pub fn spend(&self, tokens: Option<u64>, usd: Option<f64>) {
+        let mut s = self.lock();
+        match tokens {
+            Some(tokens) => s.tally.spent_tokens += tokens,
+            None => s.tally.spent_unknown += 1,
+        }
+        if let Some(usd) = usd.filter(|d| d.is_finite() && *d > 0.0) {
+            s.tally.spent_micro_usd += (usd * 1_000_000.0).round() as u64;
+        }
+    }
+
+    /// Dollars the run may still spend, when it has a dollar budget.
+    pub fn usd_left(&self) -> Option<f64> {
+        let s = self.lock();
+        s.limits.budget_usd.map(|b| (b - s.tally.spent_usd()).max(0.0))
+    }
+
+    /// Take one dispatch from the iteration budget (and see the money and tokens are not spent).
     fn take_iteration(&self) -> bool {
         let mut s = self.lock();
-        if s.limits.max_iterations.is_some_and(|max| s.tally.dispatches >= max) {
+        let spent = s.limits.budget_usd.is_some_and(|b| s.tally.spent_usd() >= b)
+            || s.limits.budget_tokens.is_some_and(|b| s.tally.spent_tokens >= b);
+        if spent || s.limits.max_iterations.is_some_and(|max| s.tally.dispatches >= max) {
             s.stop.get_or_insert(Stop::Budget);
             self.changed.notify_all();
             return false;

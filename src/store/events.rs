@@ -413,6 +413,11 @@ pub struct WalkStarted {
     pub max_iterations: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_unit_dispatches: Option<u32>,
+    /// Its budgets in money and tokens (`--budget-usd`, `--budget-tokens`). Added later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -443,6 +448,14 @@ pub struct WalkEnded {
     pub dispatches: u32,
     #[serde(default)]
     pub error: Option<String>,
+    /// What the walk's sessions spent: dollars (reported and estimated), tokens, and how many
+    /// sessions' spend is unknown. Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_unknown: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -235,7 +235,8 @@ impl GitDispatcher<'_> {
             std::fs::create_dir_all(dir.join("tmp"))
                 .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
         }
-        let argv = agent.argv(&prompt_path, &agent_session);
+        let left = self.walker.run.and_then(|r| r.usd_left());
+        let argv = agent.argv_within(&prompt_path, &agent_session, self.walker.opts.max_turns, left);
         let log = dir.join("log");
         let (mut running, _) = self.run_guarded(Guarded {
             program: &agent.program,
@@ -333,6 +334,9 @@ impl GitDispatcher<'_> {
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
         let usage = self.usage(agent, &session, &dir, &log)?;
+        if let Some(run) = self.walker.run {
+            run.spend(usage.as_ref().map(Usage::tokens), usage.as_ref().and_then(|u| u.dollars()).map(|(d, _)| d));
+        }
         self.walker.record(
             self.store,
             Some(&task.id),
@@ -556,6 +560,13 @@ impl GitDispatcher<'_> {
             ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
             ("PATH".into(), path),
         ];
+        // What the walk may still spend, and the turns a session may take.
+        if let Some(left) = self.walker.run.and_then(|r| r.usd_left()) {
+            env.push(("GIT_LOOP_BUDGET_USD".into(), format!("{left:.6}")));
+        }
+        if let Some(turns) = self.walker.opts.max_turns {
+            env.push(("GIT_LOOP_MAX_TURNS".into(), turns.to_string()));
+        }
         env.extend(agent.session_env(dir));
         env
     }

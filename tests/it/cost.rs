@@ -238,3 +238,80 @@ fn claude_codes_usage_is_the_model_servers_count_to_the_token() {
 fn codex_usage_is_the_model_servers_count_to_the_token() {
     the_ledger_holds_the_servers_counts(CODEX, Some("loopback-model"));
 }
+
+/// An agent that reports `usd` and 15 tokens, and notes what the walk handed it.
+fn spender(env: &TestEnv, usd: &str) -> String {
+    env.agent(
+        "spender",
+        &format!(
+            r#"echo "$GIT_LOOP_TASK budget=${{GIT_LOOP_BUDGET_USD:-none}} turns=${{GIT_LOOP_MAX_TURNS:-none}}" >> "$GIT_LOOP_REPO/../seen.txt"
+echo work > "work-$GIT_LOOP_TASK.txt"
+git loop finish done --message ok --usage '{{"input": 10, "output": 5, "usd": {usd}}}'"#
+        ),
+    )
+}
+
+#[test]
+fn a_walk_with_budget_usd_stops_before_the_next_session_once_it_is_spent() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let ids: Vec<String> = ["one", "two", "three"].iter().map(|t| repo.add(&[t])).collect();
+    let out = run(&repo, &spender(&env, "0.4"), &["--budget-usd", "0.8", "--max-turns", "7"]).code(1);
+    assert!(
+        out.stdout
+            .contains("2 done, 0 not done, 1 left open · 2 sessions · $0.8000 spent, 30 tokens · a budget ran out"),
+        "the final line says how much was spent:\n{}",
+        out.stdout
+    );
+    let seen = std::fs::read_to_string(env.path("seen.txt")).expect("the agents noted their budget");
+    let seen: Vec<(&str, &str)> = seen.lines().map(|l| l.split_once(' ').expect("task and budget")).collect();
+    assert_eq!(
+        seen.iter().map(|(_, b)| *b).collect::<Vec<_>>(),
+        ["budget=0.800000 turns=7", "budget=0.400000 turns=7"],
+        "each session is told what is left; no third session started"
+    );
+    let unworked = ids.iter().find(|id| !seen.iter().any(|(t, _)| t == id)).expect("a task no session worked");
+    let task = repo.run(&["show", unworked, "--json"]).ok().json();
+    assert_eq!((task["state"].as_str(), task["claim"].is_null()), (Some("open"), true), "the third is given back");
+    let events = repo.run(&["log", "--json"]).ok().json();
+    let ended = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .rfind(|e| e["kind"] == "walk_ended")
+        .expect("walk_ended")
+        .clone();
+    assert_eq!(
+        (ended["data"]["stop"].as_str(), ended["data"]["spent_usd"].as_f64(), ended["data"]["spent_tokens"].as_u64()),
+        (Some("budget"), Some(0.8), Some(30)),
+        "journaled with the figures"
+    );
+    let started = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "walk_started")
+        .expect("walk_started")
+        .clone();
+    assert_eq!(started["data"]["budget_usd"].as_f64(), Some(0.8));
+}
+
+#[test]
+fn a_token_budget_and_loop_budget_usd_stop_the_walk_too_and_bad_budgets_are_refused() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    for t in ["one", "two", "three"] {
+        repo.add(&[t]);
+    }
+    let out = run(&repo, &spender(&env, "0.01"), &["--budget-tokens", "15"]).code(1);
+    assert!(out.stdout.contains("1 sessions · $0.0100 spent, 15 tokens · a budget ran out"), "{}", out.stdout);
+    repo.git(&["config", "loop.budgetUsd", "0.01"]);
+    let out = run(&repo, &spender(&env, "0.01"), &[]).code(1);
+    assert!(out.stdout.contains("1 sessions · $0.0100 spent"), "loop.budgetUsd is the default: {}", out.stdout);
+    for bad in [&["--budget-usd=-3"][..], &["--budget-usd", "lots"], &["--budget-tokens", "0"]] {
+        let out = run(&repo, "true", bad).code(2);
+        assert!(out.stderr.contains("hint:"), "{bad:?}: {}", out.stderr);
+    }
+    repo.git(&["config", "loop.budgetUsd", "free"]);
+    assert!(run(&repo, "true", &[]).code(2).stderr.contains("loop.budgetUsd"));
+}
