@@ -53,12 +53,17 @@ fn key(s: &Spent, by: By) -> String {
     }
 }
 
+/// Dollars to the millionth (sums of many sessions' floats carry noise below that).
+fn micro(usd: f64) -> f64 {
+    (usd * 1_000_000.0).round() / 1_000_000.0
+}
+
 /// A total as `--json` shows it (also `show` and `status`).
 pub fn total_json(t: &Total) -> serde_json::Value {
     json!({
         "sessions": t.sessions, "unknown": t.unknown, "unpriced": t.unpriced,
         "input": t.input, "output": t.output, "cached": t.cached, "tokens": t.tokens(),
-        "usd": t.usd, "usd_estimated": t.usd_estimated,
+        "usd": micro(t.usd), "usd_estimated": micro(t.usd_estimated),
     })
 }
 

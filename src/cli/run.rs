@@ -144,6 +144,10 @@ pub struct WalkArgs {
     /// Start no further session once the walk's sessions have spent this many tokens together.
     #[arg(long, value_name = "N")]
     budget_tokens: Option<u64>,
+    /// Park a task once its sessions (every walk's) have spent this many dollars, before its next
+    /// session.
+    #[arg(long, value_name = "USD")]
+    task_budget_usd: Option<String>,
     /// Turns each session may take: GIT_LOOP_MAX_TURNS for every agent, --max-turns for Claude
     /// Code.
     #[arg(long, value_name = "N")]
@@ -324,6 +328,13 @@ pub(super) fn walk_options(
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
     opts.max_turns = args.max_turns;
+    opts.task_budget_usd = match args.task_budget_usd.as_deref() {
+        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
+            usage(format!("--task-budget-usd '{text}' is not a positive number of dollars"))
+                .hint("e.g. --task-budget-usd 2")
+        })?),
+        None => None,
+    };
     opts.limits = Limits {
         budget_usd,
         budget_tokens: args.budget_tokens,

@@ -35,6 +35,8 @@ pub enum Verdict {
     Failed,
     /// A person must choose (a race whose judge gave no usable answer).
     Undecided,
+    /// Set aside, with the reason (a task that spent its share of the budget).
+    Parked,
 }
 
 /// What one dispatch came to.

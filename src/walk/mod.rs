@@ -104,6 +104,9 @@ pub struct Options {
     pub unreachable_for: Duration,
     /// Sync the loop's refs with `loop.remote` this often while walking (none: never).
     pub sync_every: Option<Duration>,
+    /// Dollars one task's sessions may spend together (`--task-budget-usd`): a task that has
+    /// spent them is parked before its next session.
+    pub task_budget_usd: Option<f64>,
     /// Turns each session may take (`--max-turns`): handed to every agent as
     /// `GIT_LOOP_MAX_TURNS`, and to the CLIs that take such a limit.
     pub max_turns: Option<u32>,
@@ -143,6 +146,7 @@ impl Options {
             unreachable_for: Duration::from_secs(15 * 60),
             sync_every: Some(Duration::from_secs(30)),
             max_turns: None,
+            task_budget_usd: None,
         }
     }
 }

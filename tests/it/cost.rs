@@ -315,3 +315,22 @@ fn a_token_budget_and_loop_budget_usd_stop_the_walk_too_and_bad_budgets_are_refu
     repo.git(&["config", "loop.budgetUsd", "free"]);
     assert!(run(&repo, "true", &[]).code(2).stderr.contains("loop.budgetUsd"));
 }
+
+#[test]
+fn a_task_that_has_eaten_its_share_is_parked_with_the_reason() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Never passes"]);
+    // Every session says done and spends $0.50; the checks never pass, so it is continued.
+    let out = run(&repo, &spender(&env, "0.5"), &["--checks", "false", "--task-budget-usd", "0.8"]);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(task["state"], "parked", "{}", out.stdout);
+    assert_eq!(
+        task["reason"].as_str(),
+        Some("its share of the budget is spent: $1.00 of $0.8000 (--task-budget-usd)"),
+        "parked before a third session, with the reason"
+    );
+    assert_eq!((task["cost"]["sessions"].as_u64(), task["cost"]["usd"].as_f64()), (Some(2), Some(1.0)));
+    let bad = run(&repo, "true", &["--task-budget-usd", "none"]).code(2);
+    assert!(bad.stderr.contains("--task-budget-usd"), "{}", bad.stderr);
+}
