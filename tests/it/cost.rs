@@ -334,3 +334,35 @@ fn a_task_that_has_eaten_its_share_is_parked_with_the_reason() {
     let bad = run(&repo, "true", &["--task-budget-usd", "none"]).code(2);
     assert!(bad.stderr.contains("--task-budget-usd"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_races_every_entrant_counts_in_the_ledger_and_the_note() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["race me"]);
+    crate::people::named(
+        &repo,
+        &env,
+        "quick",
+        r#"git loop finish failed --message 'gave up' --usage '{"input": 100, "output": 10, "usd": 0.1}'"#,
+    );
+    crate::people::named(
+        &repo,
+        &env,
+        "steady",
+        r#"sleep 0.5; echo steady > steady.txt
+git loop finish done --message 'done' --usage '{"input": 200, "output": 20, "usd": 0.2}'"#,
+    );
+    repo.run(&["race", &id, "--together", "quick,steady", "--grace", "1", "--session-timeout", "60s"]).ok();
+    let note = note_of(&repo, &id);
+    assert_eq!((note["cost"]["sessions"].as_u64(), note["cost"]["input"].as_u64()), (Some(2), Some(300)), "{note}");
+    assert!((note["cost"]["usd"].as_f64().unwrap_or(0.0) - 0.3).abs() < 1e-9, "{note}");
+    let by_agent = cost(&repo, &["--by", "agent"]);
+    let agents: Vec<(&str, u64)> = by_agent["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| (r["agent"].as_str().unwrap_or(""), r["tokens"].as_u64().unwrap_or(0)))
+        .collect();
+    assert_eq!(agents, [("quick", 110), ("steady", 220)]);
+}
