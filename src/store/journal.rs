@@ -514,12 +514,12 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
     Ok(Timeline { entries, problems })
 }
 
-/// Every `session_ended` event of every chain, from the task index's directory (`by_task`
-/// keeps them in `.sessions-ended` as it keeps a task's events): the cost ledger, read without
-/// walking the journal.
-pub fn sessions_ended(store: &Store) -> Result<Timeline> {
+/// Every `session_ended` event of every chain, as JSON, from the task index's directory
+/// (`by_task` keeps them in `.sessions-ended` as it keeps a task's events): the cost ledger,
+/// read without walking the journal.
+pub fn sessions_ended(store: &Store) -> Result<Vec<(ObjectId, String)>> {
     let tips = chains(&store.repo)?.into_iter().collect();
-    by_task::timeline(store, by_task::SESSIONS, &tips, &mut by_task::Indexed::default())
+    Ok(by_task::lines(store, by_task::SESSIONS, &tips, &mut by_task::Indexed::default())?.0)
 }
 
 /// One task's events without reading the whole journal: what the walk asks before every
@@ -581,30 +581,49 @@ mod by_task {
         tips: &BTreeMap<String, ObjectId>,
         indexed: &mut Indexed,
     ) -> Result<Timeline> {
-        let repo = &store.repo;
-        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
-        let mut problems = Vec::new();
-        catch_up(repo, &dir, tips, indexed, &mut problems)?;
-        let text = if task.parse::<crate::ids::TaskId>().is_ok() || task == SESSIONS {
-            std::fs::read_to_string(dir.join(task)).unwrap_or_default()
-        } else {
-            String::new()
-        };
-        let mut seen = HashSet::new();
         let mut entries = Vec::new();
-        for line in text.lines() {
-            let Some((id, json)) = line.split_once('\t') else { continue };
-            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
-            if !seen.insert(id) {
-                continue;
-            }
-            let info = Info { parents: Vec::new(), task: None, session: None, json: Some(json.to_owned()) };
-            if let Some(event) = info.event().filter(|e| task != SESSIONS || e.kind == "session_ended") {
+        let (lines, problems) = lines(store, task, tips, indexed)?;
+        for (id, json) in lines {
+            let info = Info { parents: Vec::new(), task: None, session: None, json: Some(json) };
+            if let Some(event) = info.event() {
                 entries.push(Entry { id, event });
             }
         }
         entries.sort_by(|a, b| a.order().cmp(&b.order()));
         Ok(Timeline { entries, problems })
+    }
+
+    /// Events as (commit, JSON).
+    pub type Lines = Vec<(ObjectId, String)>;
+
+    /// The index file `name`'s events (a task's, or `SESSIONS`), brought up to date: each
+    /// commit's event JSON once, unparsed, in the file's order; and the commits that could not
+    /// be read while indexing.
+    pub fn lines(
+        store: &Store,
+        name: &str,
+        tips: &BTreeMap<String, ObjectId>,
+        indexed: &mut Indexed,
+    ) -> Result<(Lines, Vec<String>)> {
+        let repo = &store.repo;
+        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
+        let mut problems = Vec::new();
+        catch_up(repo, &dir, tips, indexed, &mut problems)?;
+        let text = if name.parse::<crate::ids::TaskId>().is_ok() || name == SESSIONS {
+            std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let Some((id, json)) = line.split_once('\t') else { continue };
+            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
+            if seen.insert(id) {
+                out.push((id, json.to_owned()));
+            }
+        }
+        Ok((out, problems))
     }
 
     /// Index what every chain gained since it was last indexed.

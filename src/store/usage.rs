@@ -246,8 +246,35 @@ pub struct Spent {
 /// Every session every clone has journaled (as far as this one has synced), from the
 /// journal's index of `session_ended` events (`journal::sessions_ended`).
 pub fn ledger(store: &Store) -> anyhow::Result<Vec<Spent>> {
-    let timeline = super::journal::sessions_ended(store)?;
-    Ok(timeline.entries.iter().filter_map(spent).collect())
+    /// A `session_ended` event as the index holds it, read in one pass (no event of another
+    /// kind, nor of a newer version, is believed).
+    #[derive(Deserialize)]
+    struct Line {
+        version: u32,
+        kind: String,
+        at: chrono::DateTime<chrono::Utc>,
+        writer: String,
+        #[serde(default)]
+        task: Option<String>,
+        data: super::events::SessionEnded,
+    }
+    let mut out = Vec::new();
+    for (_, json) in super::journal::sessions_ended(store)? {
+        let Ok(line) = serde_json::from_str::<Line>(&json) else { continue };
+        if line.kind != "session_ended" || line.version > super::journal::EVENT_VERSION {
+            continue;
+        }
+        let e = line.data;
+        out.push(Spent {
+            session: e.session,
+            task: line.task,
+            agent: e.agent,
+            walk: line.writer,
+            at: line.at,
+            usage: e.usage,
+        });
+    }
+    Ok(out)
 }
 
 fn spent(entry: &super::journal::Entry) -> Option<Spent> {
