@@ -7,4 +7,5 @@ pub mod process;
 pub mod reach;
 pub mod record;
 pub mod role;
+pub mod usage;
 pub mod wiring;

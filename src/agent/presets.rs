@@ -46,6 +46,11 @@ pub struct Agent {
     /// Files written into each session's directory before the CLI starts (its hook
     /// configuration): (file name, content).
     pub session_files: Vec<(String, String)>,
+    /// The model it was told to use (`--model`), when it was told one: what its usage is
+    /// priced at when its CLI does not name the model.
+    pub model: Option<String>,
+    /// Whether its CLI takes Claude Code's per-session limits (`--max-turns`, `--max-budget-usd`).
+    pub takes_limits: bool,
 }
 
 /// A built-in preset.
@@ -63,6 +68,9 @@ struct Preset {
     env: &'static [(&'static str, &'static str)],
     /// How the loop's hooks reach the CLI.
     hooks: Hooks,
+    /// Whether it takes per-session limits, appended when the walk has them: Claude Code's
+    /// `--max-turns <n>` and `--max-budget-usd <dollars left>`.
+    limits: bool,
 }
 
 /// How a preset's CLI gets the loop's hooks.
@@ -109,6 +117,7 @@ const PRESETS: &[Preset] = &[
         resume: "claude --resume {session}",
         env: &[("IS_SANDBOX", "1")],
         hooks: Hooks::ClaudeSettings,
+        limits: true,
     },
     // `codex exec -` reads the instructions from stdin. The try worktree is the isolation, and
     // `git loop finish` writes to the repository's refs outside it, so the sandbox is bypassed
@@ -139,6 +148,7 @@ const PRESETS: &[Preset] = &[
         resume: "codex resume {session}",
         env: &[],
         hooks: Hooks::CodexStopHook,
+        limits: false,
     },
     // `opencode run` with no message reads it from stdin. It leaves a 5.5 MB library in
     // $TMPDIR on every run: give it the session's own.
@@ -152,6 +162,7 @@ const PRESETS: &[Preset] = &[
         resume: "opencode --session {session}",
         env: &[("TMPDIR", "{session_dir}/tmp")],
         hooks: Hooks::None,
+        limits: false,
     },
     // Headless needs --skip-trust; --prompt is appended to what stdin holds (the task); yolo
     // offers the shell tool. The loop chooses the session id.
@@ -175,6 +186,7 @@ const PRESETS: &[Preset] = &[
         resume: "gemini --resume {session}",
         env: &[],
         hooks: Hooks::None,
+        limits: false,
     },
     // aider never runs shell commands the model suggests; it edits files and commits them
     // itself. It exits 0 even when the provider refuses, so its log is what tells.
@@ -195,6 +207,7 @@ const PRESETS: &[Preset] = &[
         resume: "aider --restore-chat-history",
         env: &[],
         hooks: Hooks::None,
+        limits: false,
     },
 ];
 
@@ -212,6 +225,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         let mut agent = custom(name, &command);
         agent.resume = store.config(&format!("loop.agent.{name}.resume"));
         agent.env = configured_env(store, name)?;
+        agent.model = model.map(str::to_owned);
         return Ok(agent);
     }
     if name == "demo" {
@@ -223,6 +237,8 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             resume: None,
             env: Vec::new(),
             session_files: Vec::new(),
+            model: model.map(str::to_owned),
+            takes_limits: false,
         });
     }
     let Some(preset) = PRESETS.iter().find(|p| p.name == name) else {
@@ -258,6 +274,8 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             }
             Hooks::CodexStopHook | Hooks::None => Vec::new(),
         },
+        model: model.map(str::to_owned),
+        takes_limits: preset.limits,
     })
 }
 
@@ -271,6 +289,8 @@ pub fn custom(name: &str, command: &str) -> Agent {
         resume: None,
         env: Vec::new(),
         session_files: Vec::new(),
+        model: None,
+        takes_limits: false,
     }
 }
 
@@ -326,6 +346,27 @@ impl Agent {
             .collect();
         if let PromptVia::File(extra) = &self.prompt {
             args.extend(extra.iter().map(|a| a.replace("{prompt}", &prompt_file.display().to_string())));
+        }
+        args
+    }
+
+    /// `argv`, with the walk's per-session limits appended for a CLI that takes them: the
+    /// turns a session may take, and the dollars the walk has left.
+    pub fn argv_within(
+        &self,
+        prompt_file: &std::path::Path,
+        agent_session: &str,
+        max_turns: Option<u32>,
+        usd_left: Option<f64>,
+    ) -> Vec<String> {
+        let mut args = self.argv(prompt_file, agent_session);
+        if self.takes_limits {
+            if let Some(turns) = max_turns {
+                args.extend(["--max-turns".to_owned(), turns.to_string()]);
+            }
+            if let Some(left) = usd_left {
+                args.extend(["--max-budget-usd".to_owned(), format!("{left:.6}")]);
+            }
         }
         args
     }
@@ -432,6 +473,8 @@ mod tests {
             resume: None,
             env: vec![],
             session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::agent::wiring::claude_session_settings(exe))],
+            model: None,
+            takes_limits: false,
         };
         let argv = agent.argv(std::path::Path::new("/s/s-1/prompt.md"), "u-1");
         let at = argv.iter().position(|a| a == "--settings").expect("--settings");
@@ -449,6 +492,31 @@ mod tests {
     }
 
     #[test]
+    fn claude_code_is_given_the_walks_per_session_limits_and_others_are_not() {
+        let store_less = |name: &str| {
+            let preset = PRESETS.iter().find(|p| p.name == name).expect("preset");
+            Agent {
+                name: name.into(),
+                program: name.into(),
+                args: preset.args.iter().map(|a| a.to_string()).collect(),
+                prompt: PromptVia::Stdin,
+                resume: None,
+                env: vec![],
+                session_files: vec![],
+                model: None,
+                takes_limits: preset.limits,
+            }
+        };
+        let prompt = std::path::Path::new("/s/s-1/prompt.md");
+        let claude = store_less("claude").argv_within(prompt, "u-1", Some(7), Some(0.25));
+        assert_eq!(claude[claude.len() - 4..], ["--max-turns", "7", "--max-budget-usd", "0.250000"]);
+        let none = store_less("claude").argv_within(prompt, "u-1", None, None);
+        assert_eq!(none, store_less("claude").argv(prompt, "u-1"));
+        let codex = store_less("codex");
+        assert_eq!(codex.argv_within(prompt, "u-1", Some(7), Some(0.25)), codex.argv(prompt, "u-1"));
+    }
+
+    #[test]
     fn prompt_text_never_appears_in_the_argument_list() {
         let agent = Agent {
             name: "aider".into(),
@@ -458,6 +526,8 @@ mod tests {
             resume: Some("aider --restore-chat-history".into()),
             env: vec![],
             session_files: vec![],
+            model: None,
+            takes_limits: false,
         };
         assert_eq!(
             agent.argv(std::path::Path::new("/s/prompt.md"), "u"),

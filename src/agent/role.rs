@@ -119,6 +119,9 @@ pub struct WorkerOutput {
     pub summary: Option<String>,
     #[serde(default)]
     pub follow_ups: Vec<FollowUp>,
+    /// What the session used, as the agent reports it (read as `finish --usage` is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::store::usage::Usage>,
 }
 
 /// A reviewer's verdict.
@@ -228,6 +231,12 @@ fn check(report: Report) -> Result<Report, Violation> {
             Err(Violation("its \"subject\" is more than one line (put the rest in \"body\")".into()))
         }
         Report::Resolution(r) if r.summary.trim().is_empty() => Err(Violation("its \"summary\" is empty".into())),
+        Report::Work(WorkerOutput { usage: Some(u), .. }) => match crate::store::usage::Usage::reported(
+            &serde_json::to_value(u).map_err(|e| Violation(format!("its usage does not read: {e}")))?,
+        ) {
+            Ok(_) => Ok(report),
+            Err(problem) => Err(Violation(problem)),
+        },
         _ => Ok(report),
     }
 }
@@ -252,6 +261,7 @@ pub fn from_finish(contract: Contract, word: &str, message: &str, subject: Optio
             },
             summary: Some(message.to_owned()),
             follow_ups: Vec::new(),
+            usage: None,
         }),
         Contract::Reviewer => Report::Review(ReviewOutput {
             contract: contract.id(),

@@ -358,8 +358,15 @@ pub fn mark_done(store: &Store, ctx: &Context, id: &TaskId, opts: DoneOptions, r
 }
 
 /// The entry a completion note holds for `task` (titled `title`) completed by `commit`.
-fn completed(task: &TaskId, title: &str, commit: ObjectId, done: &Completion) -> notes::Completed {
-    notes::Completed {
+fn completed(
+    store: &Store,
+    task: &TaskId,
+    title: &str,
+    commit: ObjectId,
+    done: &Completion,
+) -> Result<notes::Completed> {
+    let cost = crate::store::usage::task_total(store, task.as_str())?;
+    Ok(notes::Completed {
         task: task.to_string(),
         title: title.to_owned(),
         state: "done".into(),
@@ -372,7 +379,8 @@ fn completed(task: &TaskId, title: &str, commit: ObjectId, done: &Completion) ->
         at: done.at,
         by: done.by.clone(),
         landed: None,
-    }
+        cost: (cost.sessions > 0).then_some(cost),
+    })
 }
 
 /// The same `done` again (same commit, same message) on a task it made done: a `done` killed
@@ -395,7 +403,7 @@ fn done_again(store: &Store, id: &TaskId, opts: &DoneOptions) -> Result<Option<S
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
     }
     if !notes::holds(store, commit, id.as_str())? {
-        notes::add(store, commit, &completed(id, &current.task.title, commit, done))?;
+        notes::add(store, commit, &completed(store, id, &current.task.title, commit, done)?)?;
     }
     Ok(Some(current))
 }
@@ -434,7 +442,7 @@ fn done_with(
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
-        notes::add(store, commit, &completed(id, &current.task.title, commit, &completion))
+        notes::add(store, commit, &completed(store, id, &current.task.title, commit, &completion)?)
     };
     // Unconditional: evidence first, so if we stop after it the task is simply not done yet,
     // and doing it again replaces this task's entry in the note. Conditional: only the caller

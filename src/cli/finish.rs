@@ -65,6 +65,10 @@ pub struct FinishArgs {
     /// A summarizer's subject line.
     #[arg(long, value_name = "TEXT")]
     subject: Option<String>,
+    /// What this session used, as JSON: {"input":N,"output":N,"cached":N,"model":"…","turns":N,"usd":X}
+    /// (every field optional); recorded with the session's end.
+    #[arg(long, value_name = "JSON")]
+    usage: Option<String>,
     /// Print {"id": ...} as JSON.
     #[arg(long)]
     json: bool,
@@ -101,11 +105,25 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
             .hint(format!("report as its contract says: {example}"))
             .into());
     }
+    let reported = match args.usage.as_deref() {
+        None => None,
+        Some(text) => {
+            let read = serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| format!("it is not valid JSON: {e}"))
+                .and_then(|v| git_loop::store::usage::Usage::reported(&v));
+            Some(read.map_err(|problem| {
+                usage(format!("--usage: {problem}")).hint(
+                    r#"e.g. --usage '{"input": 1200, "output": 340, "cached": 0, "model": "my-model", "usd": 0.012}'"#,
+                )
+            })?)
+        }
+    };
     let (kind, data) = Recorded::Termination(events::Termination {
         verdict: word.into(),
         message: Some(args.message),
         contract: (contract != Contract::Worker).then(|| contract.id()),
         subject: args.subject,
+        usage: reported,
     })
     .into_parts();
     let entry = journal::append(

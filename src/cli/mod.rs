@@ -5,6 +5,7 @@
 mod add;
 mod cancel;
 mod claim;
+mod cost;
 mod demo;
 mod demo_agent;
 mod doctor;
@@ -79,6 +80,7 @@ enum Command {
     Reopen(reopen::ReopenArgs),
     Cancel(cancel::CancelArgs),
     Log(log::LogArgs),
+    Cost(cost::CostArgs),
     #[command(subcommand)]
     Journal(journal::JournalCommand),
     Sync(sync::SyncArgs),
@@ -273,6 +275,7 @@ pub fn main() -> ExitCode {
         Command::Reopen(args) => reopen::run(&env, args),
         Command::Cancel(args) => cancel::run(&env, args),
         Command::Log(args) => log::run(&env, args),
+        Command::Cost(args) => cost::run(&env, args),
         Command::Journal(cmd) => journal::run(&env, cmd),
         Command::Sync(args) => sync::run(&env, args),
         Command::Doctor(args) => doctor::run(&env, args),

@@ -138,6 +138,21 @@ pub struct WalkArgs {
     /// (default: the task's own, else loop.fallback).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     fallback: Vec<String>,
+    /// Start no further session once the walk's sessions have spent this many dollars together
+    /// (reported, else estimated from loop.price.*; default: loop.budgetUsd, else none).
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<String>,
+    /// Start no further session once the walk's sessions have spent this many tokens together.
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<u64>,
+    /// Park a task once its sessions (every walk's) have spent this many dollars, before its next
+    /// session.
+    #[arg(long, value_name = "USD")]
+    task_budget_usd: Option<String>,
+    /// Turns each session may take: GIT_LOOP_MAX_TURNS for every agent, --max-turns for Claude
+    /// Code.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
     /// Sessions per task before it fails (each continuation is one; a race's entrants share them).
     #[arg(long, value_name = "N", default_value = "15")]
     per_unit_dispatches: u32,
@@ -304,7 +319,26 @@ pub(super) fn walk_options(
     opts.grace = to_std(args.grace);
     opts.wrap_up = to_std(args.wrap_up);
     opts.lease = args.lease.0;
+    let budget_usd = match args.budget_usd.as_deref() {
+        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
+            usage(format!("--budget-usd '{text}' is not a positive number of dollars")).hint("e.g. --budget-usd 5")
+        })?),
+        None => store.settings().budget_usd()?,
+    };
+    if args.budget_tokens == Some(0) || args.max_turns == Some(0) {
+        return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
+    }
+    opts.max_turns = args.max_turns;
+    opts.task_budget_usd = match args.task_budget_usd.as_deref() {
+        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
+            usage(format!("--task-budget-usd '{text}' is not a positive number of dollars"))
+                .hint("e.g. --task-budget-usd 2")
+        })?),
+        None => None,
+    };
     opts.limits = Limits {
+        budget_usd,
+        budget_tokens: args.budget_tokens,
         per_unit_dispatches: args.per_unit_dispatches,
         pause_after: if args.pause_after == 0 { u32::MAX } else { args.pause_after },
         ..Default::default()
@@ -465,6 +499,12 @@ impl Observer for Progress {
                 if let Some(n) = limits.max_iterations {
                     parts.push(format!("at most {}", count(n, "session", "sessions")));
                 }
+                if let Some(usd) = limits.budget_usd {
+                    parts.push(format!("at most {} spent", git_loop::store::usage::dollars(usd)));
+                }
+                if let Some(n) = limits.budget_tokens {
+                    parts.push(format!("at most {n} tokens"));
+                }
                 parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
             }
@@ -485,7 +525,8 @@ impl Observer for Progress {
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
                 self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit, commits } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage } => {
+                let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
                     None if *commits => " · nothing to commit".to_owned(),
@@ -493,7 +534,7 @@ impl Observer for Progress {
                 };
                 self.say(
                     Some(task),
-                    format!("session {session} ended after {}: {why}{saved}", human_duration(*elapsed)),
+                    format!("session {session} ended after {} ({spent}): {why}{saved}", human_duration(*elapsed)),
                 )
             }
             Event::Checks { task, passed, elapsed } => self.say(
@@ -564,14 +605,32 @@ impl Observer for Progress {
                     Stop::Paused { policy: PausePolicy::Unreachable(why), .. } => format!("paused: {why}"),
                     Stop::Interrupted => "interrupted; sessions stopped and their work committed".to_owned(),
                 };
+                let known = tally.spent_tokens > 0 || tally.spent_micro_usd > 0;
+                let mut spent = if known {
+                    format!(
+                        "{} spent, {} tokens",
+                        git_loop::store::usage::dollars(tally.spent_usd()),
+                        tally.spent_tokens
+                    )
+                } else {
+                    "spend unknown".to_owned()
+                };
+                if known && tally.spent_unknown > 0 {
+                    spent.push_str(&format!(
+                        ", {} session{} unknown",
+                        tally.spent_unknown,
+                        if tally.spent_unknown == 1 { "" } else { "s" }
+                    ));
+                }
                 self.say(
                     None,
                     format!(
-                        "{} done, {} not done, {} left open · {} · {why}",
+                        "{} done, {} not done, {} left open · {} · {}{why}",
                         tally.succeeded,
                         tally.failed,
                         tally.abandoned,
-                        count(tally.dispatches, "session", "sessions")
+                        count(tally.dispatches, "session", "sessions"),
+                        if tally.dispatches == 0 { String::new() } else { format!("{spent} · ") }
                     ),
                 );
             }
@@ -585,6 +644,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Started { walker, agent, parallel, limits, labels } => json!({
             "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
+            "budget_usd": limits.budget_usd, "budget_tokens": limits.budget_tokens,
         }),
         Event::Recovered { task, detail } => json!({ "event": "recovered", "task": task, "detail": detail }),
         Event::Claimed { task, title, priority } => {
@@ -597,8 +657,9 @@ fn event_json(event: &Event) -> serde_json::Value {
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
             "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit, .. } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, usage, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
+            "usage": usage,
         }),
         Event::Checks { task, passed, elapsed } => {
             json!({ "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64 })
@@ -641,6 +702,7 @@ fn event_json(event: &Event) -> serde_json::Value {
             let mut value = json!({
                 "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
+                "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens, "spent_unknown": tally.spent_unknown,
             });
             if let Stop::Paused { policy, units } = stop {
                 value["policy"] = json!(match policy {

@@ -41,9 +41,11 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         .collect();
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
+    let spent = git_loop::store::usage::task_total(&store, id.as_str())?;
     let mut out = Out::new();
     if args.json {
         let mut value = task_json(&board, &snapshot);
+        value["cost"] = super::cost::total_json(&spent);
         value["landing"] = landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone());
         value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
         value["resolving"] = resolving.map_or(serde_json::Value::Null, resolving_json);
@@ -127,6 +129,14 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     }
     if let Some(origin) = &t.origin {
         out.line(format!("  from:    {} {}", origin.format, origin.id))?;
+    }
+    if spent.sessions > 0 {
+        out.line(format!(
+            "  spent:   {} over {} session{}",
+            spent.describe(),
+            spent.sessions,
+            if spent.sessions == 1 { "" } else { "s" }
+        ))?;
     }
     out.line(format!("  created: {} by {}", relative(t.created_at, now), t.created_by))?;
     if !t.body.trim().is_empty() {

@@ -123,9 +123,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let at_work = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
+    let mut spent = git_loop::store::usage::Total::default();
+    for s in git_loop::store::usage::ledger(&store)? {
+        spent.add(s.usage.as_ref());
+    }
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
+            "spent": super::cost::total_json(&spent),
             "walkers": walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "dead_walkers": dead_walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "sessions": running.iter().map(|r| json!({
@@ -172,6 +177,9 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             w.record.host
         ))?,
         None => out.line("no walk running here")?,
+    }
+    if spent.sessions > 0 {
+        out.line(format!("spent: {} over {} sessions (git loop cost)", spent.describe(), spent.sessions))?;
     }
     if let (None, Some((dead, _))) = (walkers.first(), dead_walkers.first()) {
         out.line(format!(

@@ -12,6 +12,10 @@
 //! - `max_iterations` counts every dispatch; `max_units` counts every closed unit (parked
 //!   included). With parallel workers, units in flight count against `max_units` so the
 //!   walk never overshoots.
+//! - `budget_usd` and `budget_tokens` count what every session of the run spent, as the
+//!   dispatcher reports it (`Run::spend`); once spending reaches either, no further session
+//!   starts (`take_iteration`) and the run stops as for any budget. A session whose spend is
+//!   unknown counts nothing (and is counted as unknown).
 //! - A worker that finds nothing ready waits while other units are in flight (finishing
 //!   them may make more ready); the walk ends with no work only when none are.
 
@@ -31,6 +35,8 @@ pub enum Verdict {
     Failed,
     /// A person must choose (a race whose judge gave no usable answer).
     Undecided,
+    /// Set aside, with the reason (a task that spent its share of the budget).
+    Parked,
 }
 
 /// What one dispatch came to.
@@ -146,6 +152,10 @@ pub enum Stop {
 pub struct Limits {
     pub max_units: Option<u32>,
     pub max_iterations: Option<u32>,
+    /// Dollars every session of the run may spend together.
+    pub budget_usd: Option<f64>,
+    /// Tokens every session of the run may spend together.
+    pub budget_tokens: Option<u64>,
     pub per_unit_dispatches: u32,
     /// Consecutive failures that pause the walk.
     pub pause_after: u32,
@@ -153,7 +163,14 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_units: None, max_iterations: None, per_unit_dispatches: 15, pause_after: 3 }
+        Limits {
+            max_units: None,
+            max_iterations: None,
+            budget_usd: None,
+            budget_tokens: None,
+            per_unit_dispatches: 15,
+            pause_after: 3,
+        }
     }
 }
 
@@ -165,6 +182,18 @@ pub struct Tally {
     pub failed: u32,
     pub dispatches: u32,
     pub abandoned: u32,
+    /// What the run's sessions spent: tokens, dollars (in millionths), and how many sessions'
+    /// spend is unknown.
+    pub spent_tokens: u64,
+    pub spent_micro_usd: u64,
+    pub spent_unknown: u32,
+}
+
+impl Tally {
+    /// Dollars spent.
+    pub fn spent_usd(&self) -> f64 {
+        self.spent_micro_usd as f64 / 1_000_000.0
+    }
 }
 
 /// State shared by the workers of one walk.
@@ -273,16 +302,48 @@ impl Run {
         s.stop.is_none()
     }
 
-    /// Take one dispatch from the iteration budget.
-    fn take_iteration(&self) -> bool {
+    /// Count what one session spent: its tokens and dollars, or `None` for each not known.
+    pub fn spend(&self, tokens: Option<u64>, usd: Option<f64>) {
         let mut s = self.lock();
-        if s.limits.max_iterations.is_some_and(|max| s.tally.dispatches >= max) {
+        match tokens {
+            Some(tokens) => s.tally.spent_tokens += tokens,
+            None => s.tally.spent_unknown += 1,
+        }
+        if let Some(usd) = usd.filter(|d| d.is_finite() && *d > 0.0) {
+            s.tally.spent_micro_usd += (usd * 1_000_000.0).round() as u64;
+        }
+    }
+
+    /// Dollars the run may still spend, when it has a dollar budget.
+    pub fn usd_left(&self) -> Option<f64> {
+        let s = self.lock();
+        s.limits.budget_usd.map(|b| (b - s.tally.spent_usd()).max(0.0))
+    }
+
+    /// Take one dispatch from the iteration budget (and see the money and tokens are not spent).
+    fn take_iteration(&self) -> bool {
+        self.take_session().is_ok()
+    }
+
+    /// Count one more session, or say which budget is spent (and stop the run).
+    fn take_session(&self) -> std::result::Result<(), &'static str> {
+        let mut s = self.lock();
+        let spent = if s.limits.budget_usd.is_some_and(|b| s.tally.spent_usd() >= b) {
+            Some("the walk's budget in dollars is spent")
+        } else if s.limits.budget_tokens.is_some_and(|b| s.tally.spent_tokens >= b) {
+            Some("the walk's budget in tokens is spent")
+        } else if s.limits.max_iterations.is_some_and(|max| s.tally.dispatches >= max) {
+            Some("the iteration budget is spent")
+        } else {
+            None
+        };
+        if let Some(why) = spent {
             s.stop.get_or_insert(Stop::Budget);
             self.changed.notify_all();
-            return false;
+            return Err(why);
         }
         s.tally.dispatches += 1;
-        true
+        Ok(())
     }
 
     fn stopped(&self) -> bool {
@@ -384,8 +445,8 @@ where
             queue.abandon(unit, "the walk was interrupted")?;
             return Ok(None);
         }
-        if !walk.take_iteration() {
-            queue.abandon(unit, "the iteration budget is spent")?;
+        if let Err(why) = walk.take_session() {
+            queue.abandon(unit, why)?;
             return Ok(None);
         }
         let budget = Budget { walk: Some(walk), unit_left: Mutex::new(cap - attempt) };

@@ -365,8 +365,7 @@ pub fn run(
             .collect(),
         agent: commander.agent_name(),
     });
-    let limits =
-        Limits { max_units: None, max_iterations: None, per_unit_dispatches: DISPATCHES_PER_PROJECT, pause_after: 1 };
+    let limits = Limits { per_unit_dispatches: DISPATCHES_PER_PROJECT, pause_after: 1, ..Limits::default() };
     let walk = engine::Run::new(limits);
     let heartbeat_stop = engine::StopFlag::default();
     let worked = std::thread::scope(|scope| {

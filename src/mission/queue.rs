@@ -152,7 +152,7 @@ impl engine::Queue for MissionQueue<'_> {
     fn close(&mut self, unit: &mut ProjectUnit, verdict: Verdict, message: &str) -> Result<bool> {
         let (status, reason) = match verdict {
             Verdict::Done => (Status::Done, None),
-            Verdict::Blocked | Verdict::Undecided => (Status::Incomplete, Some(message.to_owned())),
+            Verdict::Blocked | Verdict::Undecided | Verdict::Parked => (Status::Incomplete, Some(message.to_owned())),
             // The engine closes a unit whose every dispatch came to nothing as failed.
             Verdict::Failed if unit.terminated.is_none() && !unit.unfinished.is_empty() => {
                 let last = unit.unfinished.last().expect("not empty");

@@ -413,6 +413,11 @@ pub struct WalkStarted {
     pub max_iterations: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_unit_dispatches: Option<u32>,
+    /// Its budgets in money and tokens (`--budget-usd`, `--budget-tokens`). Added later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -443,6 +448,14 @@ pub struct WalkEnded {
     pub dispatches: u32,
     #[serde(default)]
     pub error: Option<String>,
+    /// What the walk's sessions spent: dollars (reported and estimated), tokens, and how many
+    /// sessions' spend is unknown. Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_unknown: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -668,6 +681,10 @@ pub struct SessionEnded {
     /// The agent CLI's own session id, if it told one.
     #[serde(default)]
     pub agent_session: Option<String>,
+    /// What it used, from its CLI's output or its own report; absent: unknown (and absent in
+    /// events written before usage was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -748,6 +765,9 @@ pub struct Termination {
     /// A summarizer's subject line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// What the session used, as it reported it (`finish --usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

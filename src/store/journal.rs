@@ -514,6 +514,14 @@ pub fn timeline(store: &Store, filter: &Filter) -> Result<Timeline> {
     Ok(Timeline { entries, problems })
 }
 
+/// Every `session_ended` event of every chain, as JSON, from the task index's directory
+/// (`by_task` keeps them in `.sessions-ended` as it keeps a task's events): the cost ledger,
+/// read without walking the journal.
+pub fn sessions_ended(store: &Store) -> Result<Vec<(ObjectId, String)>> {
+    let tips = chains(&store.repo)?.into_iter().collect();
+    Ok(by_task::lines(store, by_task::SESSIONS, &tips, &mut by_task::Indexed::default())?.0)
+}
+
 /// One task's events without reading the whole journal: what the walk asks before every
 /// dispatch (an unfinished try, a race to take up again, a hand-back note, try numbers).
 ///
@@ -536,6 +544,9 @@ mod by_task {
     use crate::store::Store;
 
     const TIPS: &str = "tips";
+    /// Every chain's `session_ended` events, whatever their task: the cost ledger's index
+    /// (no task id starts with a dot).
+    pub const SESSIONS: &str = ".sessions-ended";
 
     /// The tips file as this process last read or wrote it: read again only once another
     /// process replaced it (a new file: another inode, or another size or time).
@@ -570,30 +581,49 @@ mod by_task {
         tips: &BTreeMap<String, ObjectId>,
         indexed: &mut Indexed,
     ) -> Result<Timeline> {
-        let repo = &store.repo;
-        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
-        let mut problems = Vec::new();
-        catch_up(repo, &dir, tips, indexed, &mut problems)?;
-        let text = if task.parse::<crate::ids::TaskId>().is_ok() {
-            std::fs::read_to_string(dir.join(task)).unwrap_or_default()
-        } else {
-            String::new()
-        };
-        let mut seen = HashSet::new();
         let mut entries = Vec::new();
-        for line in text.lines() {
-            let Some((id, json)) = line.split_once('\t') else { continue };
-            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
-            if !seen.insert(id) {
-                continue;
-            }
-            let info = Info { parents: Vec::new(), task: None, session: None, json: Some(json.to_owned()) };
+        let (lines, problems) = lines(store, task, tips, indexed)?;
+        for (id, json) in lines {
+            let info = Info { parents: Vec::new(), task: None, session: None, json: Some(json) };
             if let Some(event) = info.event() {
                 entries.push(Entry { id, event });
             }
         }
         entries.sort_by(|a, b| a.order().cmp(&b.order()));
         Ok(Timeline { entries, problems })
+    }
+
+    /// Events as (commit, JSON).
+    pub type Lines = Vec<(ObjectId, String)>;
+
+    /// The index file `name`'s events (a task's, or `SESSIONS`), brought up to date: each
+    /// commit's event JSON once, unparsed, in the file's order; and the commits that could not
+    /// be read while indexing.
+    pub fn lines(
+        store: &Store,
+        name: &str,
+        tips: &BTreeMap<String, ObjectId>,
+        indexed: &mut Indexed,
+    ) -> Result<(Lines, Vec<String>)> {
+        let repo = &store.repo;
+        let dir = super::Layout::of(repo.common_dir()).journal_tasks();
+        let mut problems = Vec::new();
+        catch_up(repo, &dir, tips, indexed, &mut problems)?;
+        let text = if name.parse::<crate::ids::TaskId>().is_ok() || name == SESSIONS {
+            std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let Some((id, json)) = line.split_once('\t') else { continue };
+            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else { continue };
+            if seen.insert(id) {
+                out.push((id, json.to_owned()));
+            }
+        }
+        Ok((out, problems))
     }
 
     /// Index what every chain gained since it was last indexed.
@@ -604,7 +634,10 @@ mod by_task {
         cache: &mut Indexed,
         problems: &mut Vec<String>,
     ) -> Result<()> {
-        let indexed = cache.current(&dir.join(TIPS));
+        // An index written before it kept `session_ended` events is made again once (its
+        // tasks' lines met twice are read once).
+        let none = HashMap::new();
+        let indexed = if dir.join(SESSIONS).exists() { cache.current(&dir.join(TIPS)) } else { &none };
         if tips.iter().all(|(name, tip)| indexed.get(name) == Some(tip)) {
             return Ok(());
         }
@@ -627,6 +660,9 @@ mod by_task {
                                 lines.entry(task.clone()).or_default().push_str(&format!("{id}\t{json}\n"));
                             }
                         }
+                        if let Some(json) = info.json.as_ref().filter(|j| j.contains("\"session_ended\"")) {
+                            lines.entry(SESSIONS.to_owned()).or_default().push_str(&format!("{id}\t{json}\n"));
+                        }
                         info.parents
                     }
                     Err(unreadable) => {
@@ -642,6 +678,7 @@ mod by_task {
             }
         }
         std::fs::create_dir_all(dir)?;
+        lines.entry(SESSIONS.to_owned()).or_default();
         for (task, text) in lines {
             let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(task))?;
             // One write of whole lines: concurrent appenders do not interleave within it.

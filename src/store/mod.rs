@@ -26,6 +26,7 @@ pub mod remote;
 pub mod settings;
 pub mod sync;
 pub mod task;
+pub mod usage;
 pub mod watch;
 
 use std::io::Write as _;
@@ -228,6 +229,29 @@ impl Store {
     /// A git configuration value, as a string.
     pub fn config(&self, key: &str) -> Option<String> {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().into_owned())
+    }
+
+    /// Every `<prefix><rest>.<name> = value` in git configuration whose section is `prefix`'s
+    /// first word (`loop.price.` reads `[loop "price.<model>"]` sections): (key, value), in
+    /// the order git reads them.
+    pub fn config_all_prefixed(&self, prefix: &str) -> Vec<(String, String)> {
+        let config = self.repo.config_snapshot();
+        let Some((section, sub)) = prefix.trim_end_matches('.').split_once('.') else { return Vec::new() };
+        let mut out = Vec::new();
+        let Some(sections) = config.plumbing().sections_by_name(section) else { return out };
+        for s in sections {
+            let Some(name) = s.header().subsection_name().map(|n| n.to_string()) else { continue };
+            if !name.starts_with(&format!("{sub}.")) {
+                continue;
+            }
+            let names: Vec<String> = s.value_names().map(|n| n.to_string()).collect();
+            for value_name in names {
+                if let Some(value) = s.value(&value_name) {
+                    out.push((format!("{section}.{name}.{value_name}"), value.to_string()));
+                }
+            }
+        }
+        out
     }
 
     /// Every value of a multi-valued git configuration key, in the order git reads them.

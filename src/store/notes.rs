@@ -47,6 +47,10 @@ pub struct Completed {
     /// absent before it lands, and on notes written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landed: Option<Landed>,
+    /// What the task's sessions cost up to its completion (every session of its history);
+    /// added to version 2 later, absent on notes written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::store::usage::Total>,
 }
 
 /// Where a task's work landed: the target branch and the commit the target moved to.
@@ -341,6 +345,7 @@ mod tests {
             at: at.parse().expect("RFC 3339"),
             by: "Tess <t@e>".into(),
             landed: None,
+            cost: None,
         }
     }
 

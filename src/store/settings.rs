@@ -61,6 +61,14 @@ pub const KEYS: &[Key] = &[
         meaning: "a phrase that means a named agent cannot be reached (repeatable)",
     },
     Key { key: "loop.forbid", meaning: "agents (comma-separated) no task may be given without `--override`" },
+    Key {
+        key: "loop.budgetUsd",
+        meaning: "the dollars a walk's sessions may spend together before no further one starts (`run`/`race --budget-usd`; default: no budget)",
+    },
+    Key {
+        key: "loop.price.<model>.input` / `.output` / `.cached",
+        meaning: "USD per million tokens of a model, for sessions whose CLI reports tokens but no dollars; costs computed from them are marked estimated (none shipped; `.cached` defaults to `.input`)",
+    },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
         key: "loop.checksTimeout",
@@ -263,6 +271,18 @@ impl<'s> Settings<'s> {
 
     /// `loop.landBatch`: how many task branches a landing merges before checking; [`LAND_BATCH`]
     /// when unset.
+    /// `loop.budgetUsd`: the dollars a walk's sessions may spend together, unless `--budget-usd`
+    /// says.
+    pub fn budget_usd(&self) -> Result<Option<f64>, Refusal> {
+        match self.text("loop.budgetUsd") {
+            None => Ok(None),
+            Some(v) => parse_usd(&v).map(Some).ok_or_else(|| {
+                usage(format!("loop.budgetUsd '{}' is not a positive number of dollars", v.escape_debug()))
+                    .hint("e.g. git config loop.budgetUsd 20")
+            }),
+        }
+    }
+
     pub fn land_batch(&self) -> Result<usize, Refusal> {
         match self.text("loop.landBatch") {
             None => Ok(LAND_BATCH),
@@ -299,6 +319,11 @@ impl<'s> Settings<'s> {
     pub fn worktrees(&self) -> Option<String> {
         self.text("loop.worktrees")
     }
+}
+
+/// Dollars as a budget takes them: a positive, finite number.
+pub fn parse_usd(text: &str) -> Option<f64> {
+    text.trim().trim_start_matches('$').parse::<f64>().ok().filter(|d| d.is_finite() && *d > 0.0)
 }
 
 /// The table docs/storage.md lists the settings in.

@@ -360,6 +360,22 @@ impl engine::Dispatcher<WorkUnit> for GitDispatcher<'_> {
             _ => None,
         };
         let carry = carry.or(handed_back.as_deref());
+        if let Some(cap) = self.walker.opts.task_budget_usd {
+            let mut spent = crate::store::usage::Total::default();
+            for e in &history {
+                if let Recorded::SessionEnded(ended) = Recorded::of(&e.event) {
+                    spent.add(ended.usage.as_ref());
+                }
+            }
+            if spent.dollars() >= cap {
+                let message = format!(
+                    "its share of the budget is spent: {} of {} (--task-budget-usd)",
+                    crate::store::usage::dollars(spent.dollars()),
+                    crate::store::usage::dollars(cap)
+                );
+                return Ok(Dispatched::Verdict { verdict: Verdict::Parked, message });
+            }
+        }
         if let Some(resumed) = race::unfinished_in(&history) {
             return race::run(self, unit, race::Entry::Resume(resumed), carry, budget);
         }

@@ -104,6 +104,12 @@ pub struct Options {
     pub unreachable_for: Duration,
     /// Sync the loop's refs with `loop.remote` this often while walking (none: never).
     pub sync_every: Option<Duration>,
+    /// Dollars one task's sessions may spend together (`--task-budget-usd`): a task that has
+    /// spent them is parked before its next session.
+    pub task_budget_usd: Option<f64>,
+    /// Turns each session may take (`--max-turns`): handed to every agent as
+    /// `GIT_LOOP_MAX_TURNS`, and to the CLIs that take such a limit.
+    pub max_turns: Option<u32>,
 }
 
 impl Options {
@@ -139,6 +145,8 @@ impl Options {
             wrap_up: Duration::from_secs(30),
             unreachable_for: Duration::from_secs(15 * 60),
             sync_every: Some(Duration::from_secs(30)),
+            max_turns: None,
+            task_budget_usd: None,
         }
     }
 }
@@ -187,6 +195,8 @@ pub enum Event {
         commit: Option<String>,
         /// False for a session whose role never commits (a reviewer, a summarizer).
         commits: bool,
+        /// What it used; `None`: unknown.
+        usage: Option<crate::store::usage::Usage>,
     },
     Checks {
         task: String,
@@ -310,6 +320,9 @@ pub struct Walker<'a> {
     landing: std::sync::Mutex<()>,
     /// Whether the walk said that it lands without checks (it says so once).
     said_no_checks: AtomicBool,
+    /// The walk's run, which counts what its sessions spend (none for a recovery or a one-off
+    /// role session).
+    pub run: Option<&'a engine::Run>,
 }
 
 /// How one landing attempt of the walk went.
@@ -350,6 +363,7 @@ struct Setup<'a> {
     base: ObjectId,
     observer: &'a dyn Observer,
     cancel: &'a AtomicBool,
+    run: Option<&'a engine::Run>,
 }
 
 impl<'a> Walker<'a> {
@@ -372,6 +386,7 @@ impl<'a> Walker<'a> {
             to_land: Default::default(),
             landing: Default::default(),
             said_no_checks: AtomicBool::new(false),
+            run: s.run,
         }
     }
 }
@@ -666,7 +681,8 @@ pub fn walk(
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
-    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel });
+    let run = engine::Run::new(opts.limits);
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel, run: Some(&run) });
     walker.record(
         store,
         None,
@@ -678,6 +694,8 @@ pub fn walk(
             max_units: walker.opts.limits.max_units,
             max_iterations: walker.opts.limits.max_iterations,
             per_unit_dispatches: Some(walker.opts.limits.per_unit_dispatches),
+            budget_usd: walker.opts.limits.budget_usd,
+            budget_tokens: walker.opts.limits.budget_tokens,
         }),
     )?;
     if let Some(reason) = &walker.opts.review_override {
@@ -705,7 +723,6 @@ pub fn walk(
     sync_with_remote(store, &walker);
     recover::recover(store, &walker)?;
     let heartbeat_stop = engine::StopFlag::default();
-    let run = engine::Run::new(walker.opts.limits);
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
     // A handle of its own for every thread of the walk.
     let beat = Store::open(&walker.ctx, &walker.cwd)?;
@@ -757,6 +774,9 @@ pub fn walk(
         abandoned: Some(tally.abandoned),
         dispatches: tally.dispatches,
         error: error.as_ref().map(|e| format!("{e:#}")),
+        spent_usd: Some(tally.spent_usd()),
+        spent_tokens: Some(tally.spent_tokens),
+        spent_unknown: Some(tally.spent_unknown),
     };
     walker.record(store, None, Recorded::WalkEnded(ended.clone()))?;
     if let Some(key) = &walker.opts.termination_key {
@@ -829,7 +849,7 @@ pub fn recover_crashed(
     // Recovery starts no session: the agent is never run.
     let opts = Options::new(crate::agent::presets::custom("recovery", "true"));
     let base = ObjectId::null(gix::hash::Kind::Sha1);
-    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel });
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel, run: None });
     recover::recover(store, &walker)?;
     Ok(None)
 }
@@ -848,7 +868,7 @@ pub fn one_off<R>(
 ) -> R {
     let cancel = AtomicBool::new(false);
     let (key, base) = (crate::ids::walker_key(), ObjectId::null(gix::hash::Kind::Sha1));
-    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel });
+    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel: &cancel, run: None });
     f(&walker)
 }
 

@@ -361,6 +361,7 @@ impl engine::Queue for GitQueue<'_> {
                 &format!("failed: {}", if message.is_empty() { "no reason given" } else { message }),
             ),
             Verdict::Undecided => self.close_as(unit, State::NeedsDecision, message),
+            Verdict::Parked => self.close_as(unit, State::Parked, message),
         }
     }
 

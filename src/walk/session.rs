@@ -36,6 +36,7 @@ use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
 use crate::store::task::{self, State, Task};
+use crate::store::usage::{Prices, Usage};
 use crate::tries::checks;
 use crate::tries::{self, commit::Committed, Try};
 
@@ -242,7 +243,8 @@ impl GitDispatcher<'_> {
             std::fs::create_dir_all(dir.join("tmp"))
                 .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
         }
-        let argv = agent.argv(&prompt_path, &agent_session);
+        let left = self.walker.run.and_then(|r| r.usd_left());
+        let argv = agent.argv_within(&prompt_path, &agent_session, self.walker.opts.max_turns, left);
         let log = dir.join("log");
         let (mut running, _) = self.run_guarded(Guarded {
             program: &agent.program,
@@ -340,6 +342,10 @@ impl GitDispatcher<'_> {
             });
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
+        let usage = self.usage(agent, &session, &dir, &log)?;
+        if let Some(run) = self.walker.run {
+            run.spend(usage.as_ref().map(Usage::tokens), usage.as_ref().and_then(|u| u.dollars()).map(|(d, _)| d));
+        }
         self.walker.record(
             self.store,
             Some(&task.id),
@@ -351,6 +357,7 @@ impl GitDispatcher<'_> {
                 agent: agent.name.clone(),
                 number: try_.number,
                 agent_session: rec.agent_session.clone(),
+                usage: usage.clone(),
             }),
         )?;
         self.walker.observer.event(&Event::SessionEnded {
@@ -360,8 +367,49 @@ impl GitDispatcher<'_> {
             why: why.clone(),
             commit: commit.clone(),
             commits: l.commits,
+            usage,
         });
         Ok(Launched { dir, log, env, why, ending })
+    }
+
+    /// What a session used: its CLI's own report in its log, else what the agent reported
+    /// (`finish --usage`, else `usage` in its result file); priced from the table when no
+    /// dollars were reported. None: nobody said (unknown, never zero).
+    fn usage(&self, agent: &Agent, session: &str, dir: &Path, log: &Path) -> Result<Option<Usage>> {
+        let from_cli = std::fs::read(log)
+            .ok()
+            .and_then(|b| crate::agent::usage::from_log(&agent.name, &String::from_utf8_lossy(&b)));
+        let reported = || -> Result<Option<Usage>> {
+            let termination = journal::find_termination(self.store, &crate::ids::session_writer(session)?)?;
+            if let Some(Recorded::Termination(t)) = termination.map(|e| Recorded::of(&e.event)) {
+                if t.usage.is_some() {
+                    return Ok(t.usage);
+                }
+            }
+            let file = std::fs::read(dir.join("result.json")).ok();
+            let value = file.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+            Ok(value.and_then(|v| v.get("usage").and_then(|u| Usage::reported(u).ok())))
+        };
+        let Some(mut usage) = (match from_cli {
+            Some(u) => Some(u),
+            None => reported()?,
+        }) else {
+            return Ok(None);
+        };
+        usage.usd_estimated = None;
+        if usage.model.is_none() {
+            usage.model = agent.model.clone();
+        }
+        let prices = match Prices::read(self.store) {
+            Ok(prices) => prices,
+            Err(refusal) => {
+                self.walker.observer.event(&Event::Warning {
+                    message: format!("session {session}'s usage is not priced: {}", refusal.message),
+                });
+                Prices::default()
+            }
+        };
+        Ok(Some(usage.priced(&prices)))
     }
 
     fn claim_options(&self, session: &str) -> AcquireOptions {
@@ -524,6 +572,13 @@ impl GitDispatcher<'_> {
             ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
             ("PATH".into(), path),
         ];
+        // What the walk may still spend, and the turns a session may take.
+        if let Some(left) = self.walker.run.and_then(|r| r.usd_left()) {
+            env.push(("GIT_LOOP_BUDGET_USD".into(), format!("{left:.6}")));
+        }
+        if let Some(turns) = self.walker.opts.max_turns {
+            env.push(("GIT_LOOP_MAX_TURNS".into(), turns.to_string()));
+        }
         env.extend(agent.session_env(dir));
         env
     }

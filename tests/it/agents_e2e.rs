@@ -21,17 +21,17 @@ use crate::model_server::{Api, ModelServer, Request, Turn};
 
 /// One of the CLIs under test.
 #[derive(Clone, Copy)]
-struct Cli {
+pub(crate) struct Cli {
     /// The preset, and the program on PATH.
-    name: &'static str,
-    api: Api,
+    pub(crate) name: &'static str,
+    pub(crate) api: Api,
 }
 
-const CLAUDE: Cli = Cli { name: "claude", api: Api::Anthropic };
-const CODEX: Cli = Cli { name: "codex", api: Api::Responses };
+pub(crate) const CLAUDE: Cli = Cli { name: "claude", api: Api::Anthropic };
+pub(crate) const CODEX: Cli = Cli { name: "codex", api: Api::Responses };
 
 /// The CLI's program, or `None` (with a one-line reason) when it is not installed here.
-fn installed(cli: Cli) -> Option<PathBuf> {
+pub(crate) fn installed(cli: Cli) -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .and_then(|path| std::env::split_paths(&path).map(|d| d.join(cli.name)).find(|p| p.is_file()));
     if found.is_none() {
@@ -81,7 +81,7 @@ fn cli_env(env: &TestEnv, cli: Cli, program: &Path, server: &ModelServer) -> Vec
 }
 
 /// `git loop run --agent <cli> <extra>` against `server`, timed.
-fn run(repo: &Repo<'_>, cli: Cli, program: &Path, server: &ModelServer, extra: &[&str]) -> (Run, Duration) {
+pub(crate) fn run(repo: &Repo<'_>, cli: Cli, program: &Path, server: &ModelServer, extra: &[&str]) -> (Run, Duration) {
     let mut args = vec!["run", "--agent", cli.name, "--grace", "2s"];
     args.extend_from_slice(extra);
     let mut cmd = repo.command(&args);
@@ -92,7 +92,7 @@ fn run(repo: &Repo<'_>, cli: Cli, program: &Path, server: &ModelServer, extra: &
 }
 
 /// What the sessions' logs and hook logs say, for failure messages.
-fn diagnose(repo: &Repo<'_>) -> String {
+pub(crate) fn diagnose(repo: &Repo<'_>) -> String {
     let mut out = String::new();
     for rec in records(repo) {
         let dir = session_dir(repo, &rec);
@@ -170,7 +170,7 @@ fn id_in_log(cli: Cli, log: &str) -> Option<String> {
 }
 
 /// The script of a model that writes `hello.txt`, reports done, and says so.
-fn hello_script(content: &'static str) -> impl Fn(&Request) -> Turn + Send + Sync {
+pub(crate) fn hello_script(content: &'static str) -> impl Fn(&Request) -> Turn + Send + Sync {
     move |req: &Request| match req.tool_results {
         0 => Turn::WriteFile { path: "hello.txt".into(), content: content.into() },
         1 => Turn::Shell("git loop finish done --message 'wrote hello.txt'".into()),

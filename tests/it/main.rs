@@ -7,6 +7,7 @@ mod backlog;
 mod claims;
 mod cli_docs;
 mod clocks;
+mod cost;
 mod crash;
 mod doctor;
 mod evidence;

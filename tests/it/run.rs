@@ -729,7 +729,11 @@ fn the_demo_walks_its_backlog_to_the_end() {
             .expect("run the demo"),
     )
     .ok();
-    assert!(out.stdout.contains("5 done, 1 not done, 0 left open · 7 sessions · nothing left to do"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("5 done, 1 not done, 0 left open · 7 sessions · spend unknown · nothing left to do"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("checks failed"), "one task fails its checks first");
     assert!(out.stdout.contains("needs-you · blocked: dividing by zero needs a decision"), "one task needs you");
     assert_eq!(env.git(&dir, &["status", "--porcelain"]), "", "the demo leaves its repository clean");

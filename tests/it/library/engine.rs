@@ -570,3 +570,44 @@ fn nobody_to_work_a_unit_pauses_the_walk_and_leaves_the_unit_open() {
     assert_eq!(stop, Stop::Paused { policy: PausePolicy::Unreachable(reason), units: vec!["a".into()] });
     assert_eq!((tally.closed, q.abandoned_ids()), (0, vec!["a"]));
 }
+
+/// Each session spends what it is given (tokens, dollars; `None`: unknown), reported to the run.
+struct Spending<'r> {
+    run: &'r Run,
+    each: (Option<u64>, Option<f64>),
+    dispatched: u32,
+}
+
+impl Dispatcher<FakeUnit> for Spending<'_> {
+    fn dispatch(&mut self, _: &mut FakeUnit, _: u32, _: Option<&str>) -> Result<Dispatched> {
+        self.dispatched += 1;
+        self.run.spend(self.each.0, self.each.1);
+        Ok(Dispatched::Verdict { verdict: Verdict::Done, message: String::new() })
+    }
+}
+
+#[test]
+fn no_session_starts_once_the_money_or_the_tokens_are_spent() {
+    let walk = Run::new(Limits { budget_usd: Some(1.0), ..Default::default() });
+    let mut q = queue(&["a", "b", "c", "d", "e"]);
+    let mut d = Spending { run: &walk, each: (Some(100), Some(0.4)), dispatched: 0 };
+    work(&walk, &mut q, &mut d, &|| false).expect("work");
+    let (stop, tally) = walk.outcome();
+    // $0.40, $0.80: under the budget, a third starts; at $1.20 none does.
+    assert_eq!((stop, d.dispatched, tally.spent_tokens, tally.spent_micro_usd), (Stop::Budget, 3, 300, 1_200_000));
+    assert_eq!(q.abandoned_ids(), vec!["d"], "the unit taken when the money ran out is given back unworked");
+    assert_eq!(walk.usd_left(), Some(0.0));
+
+    let walk = Run::new(Limits { budget_tokens: Some(250), ..Default::default() });
+    let (mut q, mut d) =
+        (queue(&["a", "b", "c", "d"]), Spending { run: &walk, each: (Some(100), None), dispatched: 0 });
+    work(&walk, &mut q, &mut d, &|| false).expect("work");
+    assert_eq!((walk.outcome().0, d.dispatched, walk.usd_left()), (Stop::Budget, 3, None));
+
+    // Unknown spend counts nothing, and is counted as unknown.
+    let walk = Run::new(Limits { budget_usd: Some(1.0), ..Default::default() });
+    let (mut q, mut d) = (queue(&["a", "b"]), Spending { run: &walk, each: (None, None), dispatched: 0 });
+    work(&walk, &mut q, &mut d, &|| false).expect("work");
+    let (stop, tally) = walk.outcome();
+    assert_eq!((stop, d.dispatched, tally.spent_unknown, tally.spent_micro_usd), (Stop::NoWork, 2, 2, 0));
+}
