@@ -365,7 +365,7 @@ fn completed(
     commit: ObjectId,
     done: &Completion,
 ) -> Result<notes::Completed> {
-    let cost = crate::store::usage::task_total(store, task.as_str())?;
+    let cost = crate::store::ledger::task_total(store, task.as_str())?;
     Ok(notes::Completed {
         task: task.to_string(),
         title: title.to_owned(),

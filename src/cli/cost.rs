@@ -10,7 +10,8 @@ use super::output::Out;
 use super::Env;
 use git_loop::error::usage;
 use git_loop::ids::Span;
-use git_loop::store::usage::{self as spend, Spent, Total};
+use git_loop::store::ledger::{self, Spent};
+use git_loop::store::usage::{self as spend, Total};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum By {
@@ -84,7 +85,7 @@ pub fn run(env: &Env, args: CostArgs) -> Result<u8> {
         }),
     };
     let store = env.open()?;
-    let ledger = spend::ledger(&store)?;
+    let ledger = ledger::ledger(&store)?;
     let mut total = Total::default();
     let mut rows: BTreeMap<String, Total> = BTreeMap::new();
     for s in ledger.iter().filter(|s| since.is_none_or(|t| s.at >= t)) {

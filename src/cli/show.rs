@@ -41,7 +41,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         .collect();
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
-    let spent = git_loop::store::usage::task_total(&store, id.as_str())?;
+    let spent = git_loop::store::ledger::task_total(&store, id.as_str())?;
     let mut out = Out::new();
     if args.json {
         let mut value = task_json(&board, &snapshot);

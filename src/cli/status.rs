@@ -124,7 +124,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut spent = git_loop::store::usage::Total::default();
-    for s in git_loop::store::usage::ledger(&store)? {
+    for s in git_loop::store::ledger::ledger(&store)? {
         spent.add(s.usage.as_ref());
     }
     let mut out = Out::new();

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod lamport;
 pub mod layout;
 pub mod lease;
+pub mod ledger;
 pub mod locks;
 pub mod maintenance;
 pub mod notes;

@@ -225,7 +225,7 @@ impl GitDispatcher<'_> {
             Step::Withdrawn(w) => self.withdrawn(unit, w, &agent.name, &ran),
             Step::Interrupted | Step::Halted => Ok(Dispatched::Interrupted),
             // The error ends the walk; the engine gives the task back, unburned.
-            Step::CannotRun { said, log } => Err(cannot_run(&agent.name, &said, &log)),
+            Step::CannotRun { said, log } => Err(super::unit::cannot_run(&agent.name, &said, &log)),
         }
     }
 
@@ -407,17 +407,4 @@ pub fn unfinished_try(entries: &[journal::Entry]) -> Option<u32> {
         }
     }
     open
-}
-
-/// The error that stops a walk whose agent's command could not run at all.
-pub(super) fn cannot_run(agent: &str, said: &str, log: &std::path::Path) -> anyhow::Error {
-    let said = if said.is_empty() { "it exited at once, saying nothing".to_owned() } else { said.to_owned() };
-    let fix = if agent == "custom" {
-        "correct --agent-cmd".to_owned()
-    } else {
-        format!("correct the agent '{agent}' (loop.agent.{agent}.command) or install its program")
-    };
-    crate::error::Refusal::new(crate::error::Class::AgentMissing, format!("the agent's command could not run: {said}"))
-        .hint(format!("{fix}; the task is released, not failed; the session's log is {}", log.display()))
-        .into()
 }

@@ -570,7 +570,7 @@ fn entrant(
             Step::Lost { reason } => return Ok(abort(Abort::Lost(reason), Outcome::Aborted)),
             Step::Withdrawn(w) => return Ok(abort(Abort::Withdrawn(w, ran.session.clone()), Outcome::Aborted)),
             Step::Interrupted => return Ok(abort(Abort::Interrupted, Outcome::Aborted)),
-            Step::CannotRun { said, log } => return Err(super::dispatch::cannot_run(agent_name, &said, &log)),
+            Step::CannotRun { said, log } => return Err(super::unit::cannot_run(agent_name, &said, &log)),
         };
         journal_end(&ended)?;
         return Ok(ended);

@@ -228,3 +228,16 @@ pub fn human_duration(d: Duration) -> String {
         _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
 }
+
+/// The error that stops a walk whose agent's command could not run at all.
+pub(super) fn cannot_run(agent: &str, said: &str, log: &std::path::Path) -> anyhow::Error {
+    let said = if said.is_empty() { "it exited at once, saying nothing".to_owned() } else { said.to_owned() };
+    let fix = if agent == "custom" {
+        "correct --agent-cmd".to_owned()
+    } else {
+        format!("correct the agent '{agent}' (loop.agent.{agent}.command) or install its program")
+    };
+    crate::error::Refusal::new(crate::error::Class::AgentMissing, format!("the agent's command could not run: {said}"))
+        .hint(format!("{fix}; the task is released, not failed; the session's log is {}", log.display()))
+        .into()
+}
