@@ -82,10 +82,10 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     let ended = mission::run(&store, &env.ctx, env.exe.clone(), &args.id, opts, &observer, &cancel)?;
     if let Stop::Paused { .. } = ended.stop {
         if !args.json {
-            eprintln!(
+            crate::cli::output::stderr_line(format!(
                 "hint: see 'git loop mission show {}'; fix what is named, then resume with 'git loop mission run {}'",
                 args.id, args.id
-            );
+            ));
         }
     }
     Ok(crate::cli::exit::of_mission(&ended.stop))
