@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use git_loop::error::usage;
+use git_loop::error::{refused, usage};
 
 /// Print a command's manual page (roff), or install every page where man finds them.
 ///
@@ -57,11 +57,16 @@ pub fn run(env: &Env, args: ManArgs) -> Result<u8> {
         Some(dir) => env.cwd.join(dir),
         None => beside(&env.exe)?,
     };
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create '{}'", dir.display()))
-        .map_err(|e| usage(format!("{e:#}")).hint("--dir names a directory you can write"))?;
+    // A directory that cannot be written (a program installed by root, run by a user) is
+    // said in one line, with where else the pages can go.
+    let cannot = |e: anyhow::Error| {
+        refused(format!("{e:#}")).hint(
+            "install them where you can write, e.g. --dir ~/.local/share/man/man1 (man finds it through ~/.local/bin on PATH)",
+        )
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create '{}'", dir.display())).map_err(cannot)?;
     let mut written = Vec::new();
-    write_pages(&root, &dir, &mut written)?;
+    write_pages(&root, &dir, &mut written).map_err(cannot)?;
     let mut out = Out::new();
     if args.json {
         out.json(&json!({ "dir": dir, "pages": written }))?;
@@ -79,11 +84,11 @@ fn definition() -> clap::Command {
     cmd
 }
 
-/// The page of one command, titled by its page name (`git-loop-run`).
+/// The page of one command, titled by its page name (`git-loop-run`), its footer naming the
+/// version. (clap_mangen writes an empty `.TH` field as nothing, which shifts the fields after
+/// it: the version goes in the first of them, the date's.)
 fn page_of(cmd: &clap::Command) -> clap_mangen::Man {
-    clap_mangen::Man::new(cmd.clone())
-        .source(format!("git-loop {}", env!("CARGO_PKG_VERSION")))
-        .manual("git-loop Manual")
+    clap_mangen::Man::new(cmd.clone()).date(format!("git-loop {}", env!("CARGO_PKG_VERSION"))).source("")
 }
 
 /// `<dir>/../share/man/man1` for the directory this program is in.

@@ -141,6 +141,15 @@ fn every_command_has_a_valid_page() {
         assert!(names.contains(&name) && dir.join(name).is_file(), "{name} in {names:?}");
     }
     assert!(!names.iter().any(|n| n.contains("demo-agent") || n.contains("help")), "{names:?}");
+    // Where nothing can be written (root included): one line, and where else they can go.
+    let file = env.path("a-file");
+    std::fs::write(&file, "").expect("write");
+    let bad = repo.run(&["man", "--install", "--dir", file.join("man1").to_str().expect("utf-8")]).code(1).stderr;
+    assert!(
+        bad.starts_with("error: cannot create '") && bad.contains("\nhint: install them where you can write"),
+        "{bad}"
+    );
+    assert_eq!(bad.lines().count(), 2, "{bad}");
 }
 
 /// The places git's bash completion is installed by distributions.

@@ -151,6 +151,7 @@ impl Observer for Progress {
                 // A child's line, passed on: its stderr may hold whatever its agents printed.
                 let width = self.width.load(Ordering::SeqCst);
                 let line = text::line(line);
+                let project = text::line(project);
                 if *stderr {
                     eprintln!("{project:<width$} | {line}");
                 } else {
