@@ -340,6 +340,27 @@ fn states_are_coloured_and_json_never_is() {
 }
 
 #[test]
+fn the_walks_lines_colour_how_a_task_ended() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let done = repo.add(&["Done one", "-p", "p0"]);
+    let blocked = repo.add(&["Blocked one", "-p", "p1"]);
+    let cmd = env.agent(
+        "agent",
+        &format!("if [ \"$GIT_LOOP_TASK\" = {done} ]; then git loop finish done; else git loop finish blocked --message 'need a key'; fi"),
+    );
+    let walk = |colour: &str| {
+        repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--session-timeout", "60s", "--color", colour]).stdout
+    };
+    let out = walk("always");
+    assert!(out.lines().any(|l| l.contains(&done) && l.ends_with("\x1b[32mdone\x1b[0m")), "{out:?}");
+    assert!(out.lines().any(|l| l.contains(&blocked) && l.contains("\x1b[1;35mneeds-you\x1b[0m · ")), "{out:?}");
+    repo.run(&["reopen", &done]).ok();
+    let out = walk("never");
+    assert!(out.lines().any(|l| l.contains(&done) && l.ends_with(" done")) && !out.contains('\x1b'), "{out:?}");
+}
+
+#[test]
 fn control_characters_in_what_others_wrote_are_escaped_everywhere_people_read() {
     let env = TestEnv::new();
     let repo = env.repo("r");
