@@ -61,7 +61,7 @@ complete -c git -f -n '__fish_seen_subcommand_from loop' -a '(__git_loop_complet
 "#;
 
 pub fn run(args: CompletionArgs) -> Result<u8> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = visible(super::Cli::command());
     let mut script = Vec::new();
     match args.shell {
         Shell::Bash => {
@@ -84,4 +84,17 @@ pub fn run(args: CompletionArgs) -> Result<u8> {
     }
     std::io::stdout().lock().write_all(&script)?;
     Ok(0)
+}
+
+/// The command line without its hidden commands (the demo's agent), which clap_complete would
+/// offer: the same top-level options and visible commands, on a new top level.
+fn visible(full: clap::Command) -> clap::Command {
+    let mut cmd = clap::Command::new("git-loop")
+        .bin_name(BIN)
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommand_required(full.is_subcommand_required_set());
+    if let Some(about) = full.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    cmd.args(full.get_arguments().cloned()).subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned())
 }

@@ -192,6 +192,7 @@ complete_line git -C . loop claim ac
 complete_line git loop list --st
 complete_line git loop completion ""
 complete_line git-loop ru
+complete_line git loop de
 "#,
         git = git_completion.display(),
         ours = ours.display()
@@ -210,6 +211,8 @@ complete_line git-loop ru
     assert!(text.contains("git loop completion |") && text.contains(" bash  zsh  fish |"), "{text}");
     // The same script completes the program under its own name.
     assert!(text.contains("git-loop ru|run|"), "{text}");
+    // A hidden command (the demo's agent) is not offered.
+    assert!(text.contains("git loop de|demo |"), "{text}");
 }
 
 #[test]
