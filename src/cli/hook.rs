@@ -227,8 +227,8 @@ fn pre_push(env: &Env, args: PrePushArgs) -> Result<u8> {
     for r in &refused {
         super::output::stderr_line(format!("error: refusing to push '{}' to {remote}: {}", r.remote_ref, r.reason));
     }
-    eprintln!(
-        "hint: if that holder is this clone's, add it with 'git config --add loop.holder <name>'; to push anyway, 'git push --no-verify'"
+    super::output::stderr_line(
+        "hint: if that holder is this clone's, add it with 'git config --add loop.holder <name>'; to push anyway, 'git push --no-verify'",
     );
     Ok(1)
 }

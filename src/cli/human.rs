@@ -51,13 +51,26 @@ pub fn clock(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The first line of a title, shortened to `width` characters.
+/// A title (or a reason) on one line, shortened to `width` characters: what could act on a
+/// terminal or break the line shown as its escape (`text::line`: a newline as `\n`), an
+/// escape counted by its length and never cut in two.
 pub fn short(text: &str, width: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() <= width && !text.contains('\n') {
-        return line.to_owned();
+    let shown = super::text::line(text);
+    if shown.chars().count() <= width {
+        return shown.into_owned();
     }
-    let mut out: String = line.chars().take(width.saturating_sub(1)).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        let unit = super::text::line(c.encode_utf8(&mut buf));
+        let n = unit.chars().count();
+        if used + n > width.saturating_sub(1) {
+            break;
+        }
+        out.push_str(&unit);
+        used += n;
+    }
     out.push('…');
     out
 }

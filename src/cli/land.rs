@@ -151,7 +151,9 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         return Ok(code);
     }
     if report.checks.is_none() && !report.landed.is_empty() {
-        eprintln!("note: no checks are configured (--checks, loop.checks): the work landed on its merge alone");
+        super::output::stderr_line(
+            "note: no checks are configured (--checks, loop.checks): the work landed on its merge alone",
+        );
     }
     for landed in &report.landed {
         let with = if landed.batch > 1 { format!(" (a batch of {})", landed.batch) } else { String::new() };
@@ -178,7 +180,7 @@ struct Warnings;
 impl walk::Observer for Warnings {
     fn event(&self, event: &walk::Event) {
         if let walk::Event::Warning { message } = event {
-            eprintln!("warning: {message}");
+            super::output::stderr_line(format!("warning: {message}"));
         }
     }
 }

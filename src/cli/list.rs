@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::human::short;
 use super::output::{task_json, warn_corrupt, Out};
+use super::paint;
 use super::Env;
 use git_loop::backlog::{Board, Readiness};
 use git_loop::error::usage;
@@ -92,7 +93,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
             Readiness::Closed => (t.state.as_str(), String::new()),
         };
-        out.line(format!("{:<12} {}  {:<9} {}{note}", t.id, t.priority, status, short(&t.title, 72)))?;
+        out.line(format!("{:<12} {}  {:<9} {}{note}", t.id, t.priority, paint::state(status), short(&t.title, 72)))?;
     }
     Ok(0)
 }

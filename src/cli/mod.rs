@@ -5,6 +5,7 @@
 mod add;
 mod cancel;
 mod claim;
+mod completion;
 mod cost;
 mod demo;
 mod demo_agent;
@@ -23,9 +24,11 @@ mod journal;
 mod land;
 mod list;
 mod log;
+mod man;
 mod mission;
 mod next;
 mod output;
+mod paint;
 mod park;
 mod race;
 mod reassign;
@@ -60,6 +63,17 @@ pub struct Cli {
     /// Run as if started in this directory.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     dir: Option<PathBuf>,
+    /// When to colour: auto (on a terminal, without NO_COLOR), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHEN",
+        value_enum,
+        default_value = "auto",
+        hide_default_value = true,
+        hide_possible_values = true
+    )]
+    color: paint::When,
     #[command(subcommand)]
     command: Command,
 }
@@ -101,6 +115,8 @@ enum Command {
     TakeOver(take_over::TakeOverArgs),
     HandBack(hand_back::HandBackArgs),
     Demo(demo::DemoArgs),
+    Man(man::ManArgs),
+    Completion(completion::CompletionArgs),
     #[command(hide = true)]
     DemoAgent(demo_agent::DemoAgentArgs),
 }
@@ -154,8 +170,8 @@ impl Env {
             Err(err) => {
                 let text = format!("{err:#}").replace('\n', " ");
                 output::stderr_line(format!("warning: could not ask the remote whether it holds loop state: {text}"));
-                eprintln!(
-                    "hint: 'git loop init --remote <name>' makes this clone follow a remote once it can be reached"
+                output::stderr_line(
+                    "hint: 'git loop init --remote <name>' makes this clone follow a remote once it can be reached",
                 );
             }
         }
@@ -189,7 +205,7 @@ impl Env {
             output::stderr_line(format!(
                 "warning: this change is recorded here but could not be sent to '{remote}': {text}"
             ));
-            eprintln!("hint: 'git loop sync' sends it once the remote can be reached");
+            output::stderr_line("hint: 'git loop sync' sends it once the remote can be reached");
         }
     }
 
@@ -214,7 +230,12 @@ pub fn main() -> ExitCode {
             Err(err) => report(err),
         };
     }
-    let cli = match Cli::try_parse() {
+    let parsed = {
+        use clap::{CommandFactory, FromArgMatches};
+        let color = paint::clap_choice(std::env::args_os().skip(1));
+        Cli::command().color(color).try_get_matches().and_then(|m| Cli::from_arg_matches(&m))
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
@@ -236,6 +257,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    paint::init(cli.color);
     match cli.command {
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
         // one more, a while later, ends the process at once.
@@ -292,6 +314,8 @@ pub fn main() -> ExitCode {
         Command::TakeOver(args) => take_over::run(&env, args),
         Command::HandBack(args) => hand_back::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
+        Command::Man(args) => man::run(&env, args),
+        Command::Completion(args) => completion::run(args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
     };
     // Walks and syncs exchange with the remote themselves; everything else publishes what it

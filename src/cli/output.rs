@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::text;
+use super::{paint, text};
 use git_loop::backlog::{Board, Readiness};
 use git_loop::store::claim::Held;
 use git_loop::store::lease::Lease;
@@ -29,8 +29,9 @@ impl Out {
 
     /// One line for people: everything in it that could act on a terminal or break the line
     /// (a newline included) is escaped, so a blank line is `line("")`, never a `\n` inside.
+    /// What [`paint`] painted in it (a state) is coloured when stdout gets colour.
     pub fn line(&mut self, text: impl Display) -> Result<()> {
-        writeln!(self.out, "{}", text::line(&text.to_string()))?;
+        writeln!(self.out, "{}", paint::render(&text.to_string(), paint::Stream::Stdout, text::line))?;
         Ok(())
     }
 
@@ -115,9 +116,11 @@ pub fn print_task(
 }
 
 /// One line on stderr (a warning, a note, a hint), escaped as `Out::line` escapes stdout:
-/// what it quotes may come from a record or a remote.
+/// what it quotes may come from a record or a remote. Its label (`error:`, `warning:`,
+/// `hint:`, `note:`) is coloured when stderr gets colour.
 pub fn stderr_line(line: impl Display) {
-    eprintln!("{}", text::line(&line.to_string()));
+    let line = line.to_string();
+    eprintln!("{}", paint::render(&paint::label(&line), paint::Stream::Stderr, text::line));
 }
 
 /// Corrupt records found while reading, one warning line each on stderr (the problem text

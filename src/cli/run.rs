@@ -441,7 +441,7 @@ impl Progress {
     fn say(&self, task: Option<&str>, said: String) {
         self.clear_live();
         let now = self.ctx.now().with_timezone(&chrono::Local).format("%H:%M:%S");
-        let said = text::line(&said);
+        let said = super::paint::render(&said, super::paint::Stream::Stdout, text::line);
         let mut out = std::io::stdout().lock();
         let _ = match task {
             Some(task) => writeln!(out, "{now}  {:<11} {said}", text::line(task)),
@@ -558,11 +558,10 @@ impl Observer for Progress {
                 } else {
                     format!(": {}", message.lines().next().unwrap_or(""))
                 };
-                self.say(Some(task), format!("done{said}"))
+                self.say(Some(task), format!("{}{said}", super::paint::state("done")))
             }
-            Event::Closed { task, state, reason } => {
-                self.say(Some(task), format!("{state} · {}", reason.lines().next().unwrap_or("")))
-            }
+            Event::Closed { task, state, reason } => self
+                .say(Some(task), format!("{} · {}", super::paint::state(state), reason.lines().next().unwrap_or(""))),
             Event::Abandoned { task, why } => {
                 self.say(Some(task), format!("left: {why} · its work is on its try branch"))
             }

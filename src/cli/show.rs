@@ -5,6 +5,7 @@ use clap::Args;
 
 use super::human::{self, relative};
 use super::output::{at_work_line, resolving_json, review_json, review_line, summarizing_json, task_json, Out};
+use super::paint;
 use super::Env;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::usage;
@@ -63,7 +64,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         Readiness::Closed => t.state.as_str().to_owned(),
     };
     out.line(format!("{}  {}  {}", t.id, t.priority, t.title))?;
-    out.line(format!("  state:   {status}"))?;
+    out.line(format!("  state:   {}", paint::state(&status)))?;
     if let Some(reason) = &t.reason {
         // A reason may run over several lines (an agent's message): the first on the field's
         // line, the rest beneath it.

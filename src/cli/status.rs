@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::human::{relative, short};
 use super::output::{at_work_line, claim_json, resolving_json, review_json, review_line, summarizing_json, Out};
+use super::paint;
 use super::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{Board, Readiness};
@@ -241,7 +242,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             out.line(format!(
                 "  {:<11} {:<14} {}  {}",
                 t.id,
-                t.state.as_str(),
+                paint::state(t.state.as_str()),
                 short(&t.title, 36),
                 short(t.reason.as_deref().unwrap_or(""), 50)
             ))?;

@@ -82,7 +82,7 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
         }
     }
     if troubled > 0 {
-        eprintln!("warning: {troubled} refs could not be synced; see above");
+        super::output::stderr_line(format!("warning: {troubled} refs could not be synced; see above"));
         return Ok(super::exit::FAILED);
     }
     Ok(0)

@@ -55,6 +55,8 @@ const COMMANDS: &[&str] = &[
     "take-over",
     "hand-back",
     "demo",
+    "man",
+    "completion",
 ];
 
 fn help(env: &TestEnv, args: &str) -> String {

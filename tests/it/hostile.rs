@@ -136,7 +136,11 @@ fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
     // A multi-line reason stays readable too: its second line beneath the first.
     let show_blocked = out(&format!("show {blocked}"));
     assert!(show_blocked.contains("\\u{1b}[2J\\r\\u{202e}need\n           second\n"), "{show_blocked}");
-    assert_eq!(out("next"), &format!("{added}  p0  add \\u{{1b}}[31mred\\u{{1b}}[0m \\u{{202e}}gnp.exe\\u{{9b}}2J…\n"));
+    // A one-line field shows the newline in its text as `\n` (whole, since it fits).
+    assert_eq!(
+        out("next"),
+        &format!("{added}  p0  add \\u{{1b}}[31mred\\u{{1b}}[0m \\u{{202e}}gnp.exe\\u{{9b}}2J\\nsecond line\\rover\n")
+    );
 
     // JSON is exact.
     let task = |id: &str| a.run(&["show", id, "--json"]).ok().json();

@@ -14,6 +14,7 @@ mod evidence;
 mod explain;
 mod fleet;
 mod harness;
+mod help;
 mod hooks;
 mod hostile;
 mod interrupt;

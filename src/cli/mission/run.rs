@@ -82,10 +82,10 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     let ended = mission::run(&store, &env.ctx, env.exe.clone(), &args.id, opts, &observer, &cancel)?;
     if let Stop::Paused { .. } = ended.stop {
         if !args.json {
-            eprintln!(
+            crate::cli::output::stderr_line(format!(
                 "hint: see 'git loop mission show {}'; fix what is named, then resume with 'git loop mission run {}'",
                 args.id, args.id
-            );
+            ));
         }
     }
     Ok(crate::cli::exit::of_mission(&ended.stop))
@@ -151,6 +151,7 @@ impl Observer for Progress {
                 // A child's line, passed on: its stderr may hold whatever its agents printed.
                 let width = self.width.load(Ordering::SeqCst);
                 let line = text::line(line);
+                let project = text::line(project);
                 if *stderr {
                     eprintln!("{project:<width$} | {line}");
                 } else {
