@@ -128,6 +128,10 @@ fn the_board_stops_a_running_session_on_its_key_after_asking() {
     wait_for_screen(&tmux, "the running task and its session", &["running 1", "A long one", "sessions 1", "slow"]);
     // The selection starts in ready (empty); the running column is the next.
     key(&tmux, "Right");
+    // Its session's output, followed live.
+    key(&tmux, "f");
+    wait_for_screen(&tmux, "the followed output", &["· running (esc closes)", "working on it"]);
+    key(&tmux, "Escape");
     key(&tmux, "x");
     wait_for_screen(&tmux, "the question", &["(y/n)"]);
     key(&tmux, "n");
@@ -268,4 +272,55 @@ fn the_board_ends_when_its_terminal_hangs_up() {
         assert!(Instant::now() < deadline, "the board (pid {pid}) still runs 10 s after its terminal hung up");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn the_board_parks_and_reopens_on_its_keys() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write parser"]);
+    let Some(tmux) = terminal_sized(&env, &repo, (100, 30)) else { return };
+    tmux.type_line("GIT_LOOP_NOW= git loop board");
+    wait_for_screen(&tmux, "the board", &["Write parser", "ready 1"]);
+    key(&tmux, "p");
+    wait_for_screen(&tmux, "the reason asked", &[&format!("park {id}, why:")]);
+    tmux.command(&["send-keys", "-t", "loop", "-l", "waits for the spec"]);
+    key(&tmux, "Enter");
+    wait_for_screen(&tmux, "the question", &["waits for the spec)? (y/n)"]);
+    key(&tmux, "y");
+    wait_for_screen(&tmux, "the task parked", &[&format!("{id} parked"), "parked 1", "ready 0"]);
+    let task = show(&repo, &id);
+    assert_eq!((task["state"].as_str(), task["reason"].as_str()), (Some("parked"), Some("waits for the spec")));
+    // The selection went with the task to the parked column: reopen it there.
+    key(&tmux, "o");
+    wait_for_screen(&tmux, "the task reopened", &[&format!("{id} reopened"), "ready 1", "parked 0"]);
+    assert_eq!(show(&repo, &id)["state"], "open");
+    key(&tmux, "q");
+    assert_terminal_given_back(&env, &tmux, "0", 1);
+}
+
+#[test]
+fn the_board_gives_the_terminal_back_on_a_panic() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["Write parser"]);
+    let Some(tmux) = terminal_sized(&env, &repo, (100, 30)) else { return };
+    tmux.type_line("GIT_LOOP_BOARD_PANIC=1 git loop board");
+    assert_terminal_given_back(&env, &tmux, "101", 1);
+    wait_for_screen(&tmux, "the panic's message, readable", &["GIT_LOOP_BOARD_PANIC is set"]);
+}
+
+#[test]
+fn the_board_shows_what_another_clone_did_after_its_sync() {
+    let env = TestEnv::new();
+    let (_remote, a, b) = env.two_clones();
+    a.git(&["config", "loop.syncEvery", "1s"]);
+    let Some(tmux) = terminal_sized(&env, &a, (100, 30)) else { return };
+    tmux.type_line("GIT_LOOP_NOW= git loop board");
+    wait_for_screen(&tmux, "the board", &["ready 0", "synced with origin"]);
+    // Added on the other clone, which sends it to the remote as it exits.
+    let id = live(&b, &["add", "From clone b"]).ok().stdout.trim().to_owned();
+    wait_for_screen(&tmux, "the other clone's task", &[id.as_str(), "ready 1"]);
+    key(&tmux, "q");
+    assert_terminal_given_back(&env, &tmux, "0", 1);
 }

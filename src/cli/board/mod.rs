@@ -272,6 +272,11 @@ impl<'e> Board<'e> {
             if dirty {
                 terminal.draw(|frame| layout::draw(frame, &self.model, &self.view, self.color))?;
                 dirty = false;
+                // Tests (debug builds): a panic once the board is drawn, to see the terminal given
+                // back by the panic hook.
+                if cfg!(debug_assertions) && std::env::var_os("GIT_LOOP_BOARD_PANIC").is_some() {
+                    panic!("GIT_LOOP_BOARD_PANIC is set");
+                }
             }
             match wait_for_input(TICK)? {
                 Input::None => continue,
