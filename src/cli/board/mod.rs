@@ -252,7 +252,7 @@ impl<'e> Board<'e> {
                         match result {
                             Ok(lines) if lines.len() > 1 => {
                                 self.view.message = lines.first().cloned();
-                                self.view.pane = Pane::Detail { title: "done".into(), lines };
+                                self.view.pane = Pane::Detail { title: "what came of it".into(), lines };
                             }
                             Ok(lines) => self.view.message = lines.into_iter().next(),
                             Err(err) => self.view.message = Some(err),
