@@ -324,3 +324,68 @@ fn the_board_shows_what_another_clone_did_after_its_sync() {
     key(&tmux, "q");
     assert_terminal_given_back(&env, &tmux, "0", 1);
 }
+
+#[test]
+fn the_board_takes_a_task_over_and_hands_it_back_on_its_keys() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Take me"]);
+    let state = state_dir(&env);
+    named(
+        &repo,
+        &env,
+        "polite",
+        &format!(
+            "echo mine > mine.txt\ntouch {}/started\nwhile [ ! -f \"$GIT_LOOP_WRAP_UP\" ]; do sleep 0.05; done",
+            state.display()
+        ),
+    );
+    let Some(tmux) = terminal_sized(&env, &repo, (100, 30)) else { return };
+    let walk = spawn(&repo, &["run", "--agent", "polite", "--grace", "1", "--max-units", "1"], None);
+    wait_for("the session", || state.join("started").exists());
+    tmux.type_line("GIT_LOOP_NOW= git loop board");
+    wait_for_screen(&tmux, "the running task", &["running 1", "Take me"]);
+    key(&tmux, "Right");
+    key(&tmux, "t");
+    wait_for_screen(&tmux, "the question", &["(y/n)"]);
+    key(&tmux, "y");
+    let screen = wait_for_screen(&tmux, "the worktree handed over", &["is yours", "worktree", "hand-back"]);
+    assert!(screen.contains(&format!(".git/loop/worktrees/{id}-1")), "{screen}");
+    assert_eq!(show(&repo, &id)["state"], "taken-over");
+    finish(walk);
+    key(&tmux, "Escape");
+    wait_for_screen(&tmux, "the task waiting for its person", &["needs you 1"]);
+    // The selection went with the task; hand it back for the agent to go on.
+    key(&tmux, "b");
+    wait_for_screen(&tmux, "the choice", &["c let the agent continue"]);
+    key(&tmux, "c");
+    wait_for_screen(&tmux, "the task handed back", &["is open again", "ready 1"]);
+    assert_eq!(show(&repo, &id)["state"], "open");
+    key(&tmux, "q");
+    assert_terminal_given_back(&env, &tmux, "0", 1);
+}
+
+#[test]
+fn the_board_reassigns_on_its_key_and_says_why_it_cannot() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Give me away"]);
+    named(&repo, &env, "other", "true");
+    let Some(tmux) = terminal_sized(&env, &repo, (100, 30)) else { return };
+    tmux.type_line("GIT_LOOP_NOW= git loop board");
+    wait_for_screen(&tmux, "the board", &["Give me away"]);
+    key(&tmux, "r");
+    tmux.command(&["send-keys", "-t", "loop", "-l", "nosuch"]);
+    key(&tmux, "Enter");
+    key(&tmux, "y");
+    wait_for_screen(&tmux, "the refusal, on one line with its hint", &["error: no agent named 'nosuch' · hint:"]);
+    key(&tmux, "r");
+    tmux.command(&["send-keys", "-t", "loop", "-l", "other"]);
+    key(&tmux, "Enter");
+    wait_for_screen(&tmux, "the question", &[&format!("reassign {id} to other? (y/n)")]);
+    key(&tmux, "y");
+    wait_for_screen(&tmux, "the assignment", &[&format!("{id} · assigned to other")]);
+    assert_eq!(show(&repo, &id)["assigned"]["agent"], "other");
+    key(&tmux, "q");
+    assert_terminal_given_back(&env, &tmux, "0", 1);
+}
