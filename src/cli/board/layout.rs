@@ -47,6 +47,9 @@ pub struct Model {
     pub header: Vec<String>,
     /// The cards of each column of `COLUMNS`.
     pub columns: [Vec<Card>; 6],
+    /// How many more tasks each column holds than it has cards for (a long backlog's ready
+    /// tasks past the first 50, done tasks past the last 500): counted in its title.
+    pub more: [usize; 6],
     pub sessions: Vec<SessionRow>,
     /// The journal's last events, oldest first.
     pub journal: Vec<String>,
@@ -213,7 +216,7 @@ fn draw_columns(frame: &mut Frame<'_>, area: Rect, model: &Model, view: &View, s
         let area = areas[c];
         let block = Block::default()
             .borders(Borders::TOP | Borders::RIGHT)
-            .title(Span::styled(format!("{name} {}", cards.len()), s.title(*color)));
+            .title(Span::styled(format!("{name} {}", cards.len() + model.more[c]), s.title(*color)));
         let inner = block.inner(area);
         frame.render_widget(block, area);
         // A narrow column gives each card two lines: its id (and note), then its title.
@@ -370,6 +373,14 @@ mod tests {
         let session = lines.iter().find(|l| l.contains("s-xyz")).expect("session line");
         assert!(session.contains("running cargo test"), "the session's last output line: {session}");
         assert!(session.contains("Refactor") || lines.iter().any(|l| l.contains("Refactor the lexer")));
+    }
+
+    #[test]
+    fn a_column_counts_the_tasks_it_has_no_cards_for() {
+        let mut m = model();
+        m.more[0] = 1998;
+        let lines = text(&render(80, 24, &m, &View::default(), true));
+        assert!(lines.iter().any(|l| l.contains("ready 2000")), "{}", lines.join("\n"));
     }
 
     #[test]

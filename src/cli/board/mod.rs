@@ -361,6 +361,7 @@ impl<'e> Board<'e> {
         };
         let mut model = Model::default();
         model.columns[0] = o.ready.iter().map(|t| card(t, None)).collect();
+        model.more[0] = o.ready_count - o.ready.len();
         for row in board.tasks.iter().filter(|r| r.state == State::Open) {
             if let Readiness::Blocked(_) = board.readiness(row) {
                 model.columns[0].push(card(&row.task()?, Some("blocked".into())));
@@ -381,6 +382,7 @@ impl<'e> Board<'e> {
         }
         let mut done: Vec<_> = board.tasks.iter().filter(|r| r.state == State::Done).collect();
         done.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+        model.more[3] = done.len().saturating_sub(500);
         for row in done.into_iter().take(500) {
             model.columns[3].push(card(&row.task()?, None));
         }
