@@ -54,8 +54,9 @@ pub(super) struct Overview {
     pub parked: Vec<Task>,
     /// Tasks that need a decision, need you, are taken over, or failed.
     pub waiting: Vec<Task>,
-    /// How many tasks a live walk works on.
+    /// How many tasks a live walk works on, and which.
     pub worked: usize,
+    pub worked_ids: Vec<String>,
     /// The last walk's start, pause or end.
     pub last_walk: Option<(journal::Entry, Recorded)>,
     pub reviews: Vec<(String, git_loop::walk::review::ReviewState)>,
@@ -118,11 +119,13 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         .filter(|r| matches!(r.state, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed))
         .map(|r| r.task())
         .collect::<Result<_>>()?;
-    let worked = board
+    let worked_ids: Vec<String> = board
         .tasks
         .iter()
         .filter(|r| board.shown_state(r.id(), r.state) == "running" && !abandoned_tasks.contains(&r.id()))
-        .count();
+        .map(|r| r.id().to_owned())
+        .collect();
+    let worked = worked_ids.len();
     let last_walk = journal::timeline(store, &Filter::default())?.entries.into_iter().rev().find_map(|e| {
         match Recorded::of(&e.event) {
             walk @ (Recorded::WalkPaused(_) | Recorded::WalkEnded(_) | Recorded::WalkStarted(_)) => Some((e, walk)),
@@ -172,6 +175,7 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         parked,
         waiting,
         worked,
+        worked_ids,
         last_walk,
         reviews,
         mission_list,
@@ -206,6 +210,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         at_work,
         blocked,
         spent,
+        ..
     } = overview(&store, &env.ctx)?;
     let paused = last_walk.as_ref().and_then(|(e, walk)| match walk {
         Recorded::WalkPaused(p) => Some((e, p.policy.as_str(), p.units.clone())),

@@ -367,11 +367,9 @@ impl<'e> Board<'e> {
                 model.columns[0].push(card(&row.task()?, Some("blocked".into())));
             }
         }
-        let abandoned: Vec<&str> =
-            o.claims.iter().filter(|(_, _, lease)| lease.holder_gone).map(|(key, _, _)| key.name()).collect();
-        for row in board.tasks.iter() {
-            if board.shown_state(row.id(), row.state) == "running" && !abandoned.contains(&row.id()) {
-                let agent = o.running.iter().find(|r| r.task == row.id()).map(|r| r.agent.clone());
+        for id in &o.worked_ids {
+            let agent = o.running.iter().find(|r| &r.task == id).map(|r| r.agent.clone());
+            if let Some(row) = board.get(id) {
                 model.columns[1].push(card(&row.task()?, agent));
             }
         }
