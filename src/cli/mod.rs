@@ -3,6 +3,7 @@
 //! variables and exit codes. One file per subcommand; groups are folders.
 
 mod add;
+mod board;
 mod cancel;
 mod claim;
 mod completion;
@@ -41,6 +42,7 @@ mod stop;
 mod sync;
 mod take_over;
 mod text;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -114,6 +116,8 @@ enum Command {
     Reassign(reassign::ReassignArgs),
     TakeOver(take_over::TakeOverArgs),
     HandBack(hand_back::HandBackArgs),
+    Board(board::BoardArgs),
+    Watch(watch::WatchArgs),
     Demo(demo::DemoArgs),
     Man(man::ManArgs),
     Completion(completion::CompletionArgs),
@@ -264,6 +268,8 @@ pub fn main() -> ExitCode {
         Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Land(_) => interrupt_gracefully(),
         // Likewise for a mission's commander: the first signal stops the running child walk.
         Command::Mission(ref cmd) if cmd.is_run() => interrupt_gracefully(),
+        // The board polls the flag and quits, giving the terminal back.
+        Command::Board(_) => interrupt_gracefully(),
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
         _ => {
             let _ = gix::interrupt::init_handler_default(0);
@@ -313,6 +319,8 @@ pub fn main() -> ExitCode {
         Command::Reassign(args) => reassign::run(&env, args),
         Command::TakeOver(args) => take_over::run(&env, args),
         Command::HandBack(args) => hand_back::run(&env, args),
+        Command::Board(args) => board::run(&env, args),
+        Command::Watch(args) => watch::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
         Command::Man(args) => man::run(&env, args),
         Command::Completion(args) => completion::run(args),

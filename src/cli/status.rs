@@ -12,12 +12,17 @@ use super::paint;
 use super::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{Board, Readiness};
+use git_loop::context::Context;
+use git_loop::ids::ClaimKey;
 use git_loop::mission::record::{self as missions, MissionState};
 use git_loop::store::claim::{self, Listed};
+use git_loop::store::claim_record::Held;
 use git_loop::store::events::Recorded;
 use git_loop::store::journal::{self, Filter};
+use git_loop::store::lease::Lease;
 use git_loop::store::lease::Watcher;
 use git_loop::store::task::{State, Task};
+use git_loop::store::Store;
 
 /// The board at a glance.
 ///
@@ -33,21 +38,56 @@ pub struct StatusArgs {
     json: bool,
 }
 
-pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
-    let store = env.open()?;
-    let now = env.ctx.now();
-    let board = Board::load(&store, &env.ctx)?;
-    let loop_dir = store.loop_dir()?;
-    let running: Vec<record::Record> = record::all(&loop_dir)
+/// What `status` shows, read once: the board and who works on it, the walks, what waits for a
+/// person, missions, the landing queue and what was spent. `board` shows the same.
+pub(super) struct Overview {
+    pub board: Board,
+    pub loop_dir: std::path::PathBuf,
+    /// The sessions running on this machine.
+    pub running: Vec<record::Record>,
+    pub walkers: Vec<(Held, Lease)>,
+    /// Walks of this machine whose process is gone, their singleton still held.
+    pub dead_walkers: Vec<(Held, Lease)>,
+    pub claims: Vec<(ClaimKey, Held, Lease)>,
+    /// The first 50 ready tasks, and how many are ready.
+    pub ready: Vec<Task>,
+    pub ready_count: usize,
+    pub parked: Vec<Task>,
+    /// Tasks that need a decision, need you, are taken over, or failed.
+    pub waiting: Vec<Task>,
+    /// How many tasks a live walk works on, and which.
+    pub worked: usize,
+    pub worked_ids: Vec<String>,
+    /// The last walk's start, pause or end.
+    pub last_walk: Option<(journal::Entry, Recorded)>,
+    pub reviews: Vec<(String, git_loop::walk::review::ReviewState)>,
+    pub mission_list: Vec<git_loop::mission::record::Mission>,
+    pub mission_corrupt: Vec<(String, String)>,
+    pub landing: Option<git_loop::landing::View>,
+    pub at_work: Vec<git_loop::walk::resolve::AtWork>,
+    pub blocked: usize,
+    pub spent: git_loop::store::usage::Total,
+}
+
+/// The sessions running on this machine, as their records and the process table say.
+pub(super) fn running_sessions(loop_dir: &std::path::Path, ctx: &Context) -> Vec<record::Record> {
+    record::all(loop_dir)
         .into_iter()
-        .filter(|r| r.ended_at.is_none() && record::is_alive(r.pid, r.pid_start, &r.boot_id, &env.ctx.boot_id))
-        .collect();
+        .filter(|r| r.ended_at.is_none() && record::is_alive(r.pid, r.pid_start, &r.boot_id, &ctx.boot_id))
+        .collect()
+}
+
+/// Read what `status` shows.
+pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
+    let board = Board::load(store, ctx)?;
+    let loop_dir = store.loop_dir()?;
+    let running = running_sessions(&loop_dir, ctx);
     let mut walkers = Vec::new();
     let mut dead_walkers = Vec::new();
     let mut claims = Vec::new();
-    let mut watcher = Watcher::load(&store, &env.ctx);
+    let mut watcher = Watcher::load(store, ctx);
     let mut watched = HashSet::new();
-    for listed in claim::list(&store, "")? {
+    for listed in claim::list(store, "")? {
         if let Listed::Claim { key, held } = listed {
             let lease = watcher.judge(&key, &held);
             watched.insert(git_loop::refs::claim(&key));
@@ -80,21 +120,18 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         .filter(|r| matches!(r.state, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed))
         .map(|r| r.task())
         .collect::<Result<_>>()?;
-    let worked = board
+    let worked_ids: Vec<String> = board
         .tasks
         .iter()
         .filter(|r| board.shown_state(r.id(), r.state) == "running" && !abandoned_tasks.contains(&r.id()))
-        .count();
-    let last_walk = journal::timeline(&store, &Filter::default())?.entries.into_iter().rev().find_map(|e| {
+        .map(|r| r.id().to_owned())
+        .collect();
+    let worked = worked_ids.len();
+    let last_walk = journal::timeline(store, &Filter::default())?.entries.into_iter().rev().find_map(|e| {
         match Recorded::of(&e.event) {
             walk @ (Recorded::WalkPaused(_) | Recorded::WalkEnded(_) | Recorded::WalkStarted(_)) => Some((e, walk)),
             _ => None,
         }
-    });
-    let paused = last_walk.as_ref().and_then(|(e, walk)| match walk {
-        Recorded::WalkPaused(p) => Some((e, p.policy.as_str(), p.units.clone())),
-        Recorded::WalkEnded(ended) if ended.stop == "paused" => Some((e, "", Vec::new())),
-        _ => None,
     });
     // The review rounds of the tasks being worked and of those waiting for a person.
     let mut reviews = Vec::new();
@@ -105,29 +142,83 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         .chain(waiting.iter().map(|t| t.id.clone()))
         .collect();
     for id in reviewed {
-        let history = journal::timeline(&store, &Filter { task: Some(id.clone()), session: None })?.entries;
+        let history = journal::timeline(store, &Filter { task: Some(id.clone()), session: None })?.entries;
         if let Some(state) = git_loop::walk::review::state_of(&history) {
             reviews.push((id, state));
         }
     }
     let mut mission_list = Vec::new();
     let mut mission_corrupt = Vec::new();
-    for listed in missions::list(&store)? {
+    for listed in missions::list(store)? {
         match listed {
             missions::Listed::Mission(s) if s.mission.state != MissionState::Cancelled => mission_list.push(s.mission),
             missions::Listed::Mission(_) => {}
             missions::Listed::Corrupt { name, problem } => mission_corrupt.push((name, problem)),
         }
     }
-    let landing = git_loop::landing::view(&store, &env.ctx)?;
+    let landing = git_loop::landing::view(store, ctx)?;
     // Who is resolving what, and who writes a landing's message, on this machine.
-    let at_work = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?;
-    let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
+    let at_work = git_loop::walk::resolve::roles_at_work(store, ctx)?;
     let blocked = board.tasks.iter().filter(|r| matches!(board.readiness(r), Readiness::Blocked(_))).count();
     let mut spent = git_loop::store::usage::Total::default();
-    for s in git_loop::store::ledger::ledger(&store)? {
+    for s in git_loop::store::ledger::ledger(store)? {
         spent.add(s.usage.as_ref());
     }
+    Ok(Overview {
+        board,
+        loop_dir,
+        running,
+        walkers,
+        dead_walkers,
+        claims,
+        ready,
+        ready_count,
+        parked,
+        waiting,
+        worked,
+        worked_ids,
+        last_walk,
+        reviews,
+        mission_list,
+        mission_corrupt,
+        landing,
+        at_work,
+        blocked,
+        spent,
+    })
+}
+
+pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
+    let store = env.open()?;
+    let now = env.ctx.now();
+    let Overview {
+        board,
+        loop_dir,
+        running,
+        walkers,
+        dead_walkers,
+        claims,
+        ready,
+        ready_count,
+        parked,
+        waiting,
+        worked,
+        last_walk,
+        reviews,
+        mission_list,
+        mission_corrupt,
+        landing,
+        at_work,
+        blocked,
+        spent,
+        ..
+    } = overview(&store, &env.ctx)?;
+    let paused = last_walk.as_ref().and_then(|(e, walk)| match walk {
+        Recorded::WalkPaused(p) => Some((e, p.policy.as_str(), p.units.clone())),
+        Recorded::WalkEnded(ended) if ended.stop == "paused" => Some((e, "", Vec::new())),
+        _ => None,
+    });
+    let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let mut out = Out::new();
     if args.json {
         out.json(&json!({

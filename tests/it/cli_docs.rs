@@ -54,6 +54,8 @@ const COMMANDS: &[&str] = &[
     "reassign",
     "take-over",
     "hand-back",
+    "board",
+    "watch",
     "demo",
     "man",
     "completion",

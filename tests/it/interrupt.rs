@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{tool, wait_for, Repo, TestEnv};
 
 /// A tmux server on a socket of its own, killed when dropped (a failed assertion included).
-struct Tmux<'e> {
+pub(crate) struct Tmux<'e> {
     env: &'e TestEnv,
     program: PathBuf,
     socket: PathBuf,
@@ -26,17 +26,19 @@ struct Tmux<'e> {
 }
 
 impl<'e> Tmux<'e> {
-    /// A detached session running an interactive `sh` in `dir`, with `bin_dir` first on PATH.
-    fn start(env: &'e TestEnv, program: PathBuf, dir: &Path, bin_dir: &Path) -> Tmux<'e> {
+    /// A detached session running an interactive `sh` in `dir`, with `bin_dir` first on PATH,
+    /// in a terminal of `size` (columns, lines).
+    fn start(env: &'e TestEnv, program: PathBuf, dir: &Path, bin_dir: &Path, size: (u16, u16)) -> Tmux<'e> {
         let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
         let tmux = Tmux { env, program, socket: env.path("tmux.sock"), path };
         let dir = dir.to_str().expect("utf-8 path");
-        tmux.command(&["new-session", "-d", "-s", "loop", "-x", "200", "-y", "50", "-c", dir, "sh", "-i"]);
+        let (x, y) = (size.0.to_string(), size.1.to_string());
+        tmux.command(&["new-session", "-d", "-s", "loop", "-x", &x, "-y", &y, "-c", dir, "sh", "-i"]);
         tmux
     }
 
     /// Run `tmux -S <socket> <args>`; panics with its stderr if it fails.
-    fn command(&self, args: &[&str]) -> String {
+    pub(crate) fn command(&self, args: &[&str]) -> String {
         let out = self
             .env
             .seal(&mut Command::new(&self.program))
@@ -54,18 +56,18 @@ impl<'e> Tmux<'e> {
     }
 
     /// Type `line` and Enter into the shell.
-    fn type_line(&self, line: &str) {
+    pub(crate) fn type_line(&self, line: &str) {
         self.command(&["send-keys", "-t", "loop", "-l", line]);
         self.command(&["send-keys", "-t", "loop", "Enter"]);
     }
 
     /// Press Ctrl-C: the terminal sends SIGINT to its foreground process group.
-    fn ctrl_c(&self) {
+    pub(crate) fn ctrl_c(&self) {
         self.command(&["send-keys", "-t", "loop", "C-c"]);
     }
 
     /// What the pane shows, for failure messages.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.command(&["capture-pane", "-p", "-t", "loop", "-S", "-60"])
     }
 }
@@ -85,7 +87,7 @@ impl Drop for Tmux<'_> {
 }
 
 /// Wait (bounded) for `file` and return its trimmed content.
-fn wait_for_file(what: &str, file: &Path, tmux: &Tmux<'_>) -> String {
+pub(crate) fn wait_for_file(what: &str, file: &Path, tmux: &Tmux<'_>) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(text) = std::fs::read_to_string(file) {
@@ -111,9 +113,14 @@ fn committed(env: &TestEnv, repo: &Repo<'_>, task: &str) -> String {
 
 /// The tmux terminal for a test, or `None` (skipped) when tmux is missing and CI is unset.
 fn terminal<'e>(env: &'e TestEnv, repo: &Repo<'_>) -> Option<Tmux<'e>> {
+    terminal_sized(env, repo, (200, 50))
+}
+
+/// Likewise, of `size` (columns, lines).
+pub(crate) fn terminal_sized<'e>(env: &'e TestEnv, repo: &Repo<'_>, size: (u16, u16)) -> Option<Tmux<'e>> {
     let program = tool("tmux", "tmux")?;
     let bin_dir = Path::new(crate::harness::bin()).parent().expect("the binary's directory");
-    Some(Tmux::start(env, program, &repo.dir, bin_dir))
+    Some(Tmux::start(env, program, &repo.dir, bin_dir, size))
 }
 
 /// How one Ctrl-C went.

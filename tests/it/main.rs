@@ -4,6 +4,7 @@
 
 mod agents_e2e;
 mod backlog;
+mod board;
 mod claims;
 mod cli_docs;
 mod clocks;
