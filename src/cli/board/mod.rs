@@ -45,7 +45,7 @@ use layout::{Card, Model, Pane, SessionRow, View};
 /// walk's and missions' status, kept current as the refs change (and synced with loop.remote
 /// on its timer). Keys on the selected task: enter show, f follow its session's output, x stop,
 /// r reassign, t take over, b hand back, o reopen, p park (the destructive ones ask y/n);
-/// q or Ctrl-C quits. Honours NO_COLOR. Needs a terminal: for scripts, git loop status --json.
+/// q or Ctrl-C quits. Honours --color and NO_COLOR. Needs a terminal: for scripts, git loop status --json.
 ///
 /// Example: git loop board
 #[derive(Args)]
@@ -69,7 +69,7 @@ pub fn run(env: &Env, _args: BoardArgs) -> Result<u8> {
             .into());
     }
     let store = env.open()?;
-    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let color = super::paint::enabled(super::paint::Stream::Stdout);
     let mut terminal = enter()?;
     std::thread::scope(|scope| {
         let mut board = match Board::new(env, &store, color) {
