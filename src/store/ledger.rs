@@ -71,9 +71,14 @@ fn spent(entry: &journal::Entry) -> Option<Spent> {
 /// entrants, reviewers, resolvers, summarizers).
 pub fn task_total(store: &Store, task: &str) -> anyhow::Result<Total> {
     let filter = journal::Filter { task: Some(task.to_owned()), session: None };
+    Ok(total_of(&journal::timeline(store, &filter)?.entries))
+}
+
+/// The total of the sessions among `entries` (a task's history, as the walk keeps it).
+pub fn total_of(entries: &[journal::Entry]) -> Total {
     let mut total = Total::default();
-    for s in journal::timeline(store, &filter)?.entries.iter().filter_map(spent) {
+    for s in entries.iter().filter_map(spent) {
         total.add(s.usage.as_ref());
     }
-    Ok(total)
+    total
 }

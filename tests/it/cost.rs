@@ -366,3 +366,125 @@ git loop finish done --message 'done' --usage '{"input": 200, "output": 20, "usd
         .collect();
     assert_eq!(agents, [("quick", 110), ("steady", 220)]);
 }
+
+/// The `session_started` events, as (agent, role).
+fn sessions_started(repo: &Repo<'_>) -> Vec<(String, String)> {
+    repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "session_started")
+        .map(|e| {
+            (e["data"]["agent"].as_str().unwrap_or("").to_owned(), e["data"]["role"].as_str().unwrap_or("").to_owned())
+        })
+        .collect()
+}
+
+fn walk_ended(repo: &Repo<'_>) -> Value {
+    repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .rfind(|e| e["kind"] == "walk_ended")
+        .expect("walk_ended")["data"]
+        .clone()
+}
+
+#[test]
+fn a_reviewers_session_counts_against_the_walks_budget_and_does_not_start_past_it() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    crate::people::named(
+        &repo,
+        &env,
+        "w",
+        r#"echo work > "work-$GIT_LOOP_TASK.txt"
+git loop finish done --message worked --usage '{"input": 100, "output": 10, "usd": 0.5}'"#,
+    );
+    repo.git(&["config", "loop.agent.w.provider", "openai"]);
+    crate::people::named(
+        &repo,
+        &env,
+        "r",
+        r#"git loop finish approve --message 'looks good' --usage '{"input": 20, "output": 2, "usd": 0.1}'"#,
+    );
+    repo.git(&["config", "loop.agent.r.provider", "anthropic"]);
+    let walk = |budget: &str| {
+        crate::people::live(&repo, &["run", "--agent", "w", "--reviewer", "r", "--grace", "1", "--budget-usd", budget])
+    };
+
+    // The worker spends past the budget: its reviewer does not start, the walk stops (exit 1)
+    // and the task is given back, its try kept for the next walk.
+    let first = repo.add(&["reviewed, over budget"]);
+    let out = walk("0.4").code(1);
+    assert_eq!(sessions_started(&repo), [("w".to_owned(), String::new())], "no reviewer session:\n{}", out.stdout);
+    assert!(out.stdout.contains("$0.5000 spent"), "{}", out.stdout);
+    let task = repo.run(&["show", &first, "--json"]).ok().json();
+    assert_eq!((task["state"].as_str(), task["claim"].is_null()), (Some("open"), true), "{task}");
+    assert_eq!(
+        (walk_ended(&repo)["stop"].as_str(), walk_ended(&repo)["spent_usd"].as_f64()),
+        (Some("budget"), Some(0.5))
+    );
+
+    // Within the budget the reviewer runs, and what it spent counts: the walk's total and the
+    // task's (in its note) include it, and no further worker starts past the budget.
+    let second = repo.add(&["the next task"]);
+    let out = walk("0.55").code(1);
+    let roles: Vec<String> = sessions_started(&repo).into_iter().skip(1).map(|(a, r)| format!("{a}/{r}")).collect();
+    assert_eq!(roles, ["w/", "r/reviewer"], "one worker and its reviewer, then nothing:\n{}", out.stdout);
+    assert!((walk_ended(&repo)["spent_usd"].as_f64().unwrap_or(0.0) - 0.6).abs() < 1e-9, "the reviewer's spend counts");
+    let done =
+        [&first, &second].into_iter().find(|id| repo.run(&["show", id, "--json"]).ok().json()["state"] == "done");
+    let done = done.expect("the task the worker and the reviewer finished");
+    let note = note_of(&repo, done);
+    assert_eq!(note["cost"]["sessions"].as_u64(), Some(if *done == first { 3 } else { 2 }), "{note}");
+    let by_agent = cost(&repo, &["--by", "agent"]);
+    let r = by_agent["rows"].as_array().expect("rows").iter().find(|r| r["agent"] == "r").expect("the reviewer's row");
+    assert_eq!(r["tokens"], 22);
+}
+
+#[test]
+fn a_fallback_is_told_what_was_spent_before_it() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["limited"]);
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    // A Claude Code that reports its usage in its result line and hits its limit.
+    let fake = bin.join("claude");
+    std::fs::write(
+        &fake,
+        r#"#!/bin/sh
+cat > /dev/null
+echo started > claude.txt
+echo '{"type":"result","total_cost_usd":0.3,"num_turns":1,"usage":{"input_tokens":100,"output_tokens":20}}'
+echo "You've hit your session limit · resets 3pm"
+exit 1
+"#,
+    )
+    .expect("write");
+    std::process::Command::new("chmod").args(["+x", fake.to_str().expect("utf-8")]).status().expect("chmod");
+    let told = env.path("told");
+    crate::people::named(
+        &repo,
+        &env,
+        "fb",
+        &format!(
+            "cp \"$GIT_LOOP_PROMPT\" {t}.md\necho \"$GIT_LOOP_SPENT_USD $GIT_LOOP_SPENT_TOKENS $GIT_LOOP_SPENT_SESSIONS $GIT_LOOP_SPENT_UNKNOWN\" > {t}.env\ngit loop finish done",
+            t = told.display()
+        ),
+    );
+    repo.git(&["config", "loop.fallback", "fb"]);
+    let walk = crate::people::spawn(&repo, &["run", "--agent", "claude", "--grace", "1"], Some(&bin));
+    let out = crate::people::finish(walk).ok();
+    assert!(out.stdout.contains(&format!("claude is unreachable (usage limit) · fb takes {id}")), "{}", out.stdout);
+    let env_seen = std::fs::read_to_string(env.path("told.env")).expect("the fallback ran");
+    assert_eq!(env_seen.trim(), "0.300000 120 1 0", "what the task's sessions spent before it");
+    let prompt = std::fs::read_to_string(env.path("told.md")).expect("its prompt");
+    assert!(
+        prompt.contains("What this task's 1 session before you spent: $0.3000, 120 tokens"),
+        "the handoff note says it:\n{prompt}"
+    );
+    let note = note_of(&repo, &id);
+    assert_eq!((note["cost"]["sessions"].as_u64(), note["cost"]["unknown"].as_u64()), (Some(2), Some(1)), "{note}");
+}
