@@ -15,6 +15,8 @@ pub struct Spent {
     pub agent: String,
     /// The walk (or other writer) that ran it.
     pub walk: String,
+    /// The mission whose walk ran it, if one did.
+    pub mission: Option<String>,
     pub at: chrono::DateTime<chrono::Utc>,
     pub usage: Option<Usage>,
 }
@@ -48,6 +50,7 @@ pub fn ledger(store: &Store) -> anyhow::Result<Vec<Spent>> {
             walk: line.writer,
             at: line.at,
             usage: e.usage,
+            mission: e.mission,
         });
     }
     Ok(out)
@@ -62,6 +65,7 @@ fn spent(entry: &journal::Entry) -> Option<Spent> {
             walk: entry.event.writer.clone(),
             at: entry.event.at,
             usage: e.usage,
+            mission: e.mission,
         }),
         _ => None,
     }

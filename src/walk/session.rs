@@ -369,6 +369,7 @@ impl GitDispatcher<'_> {
                 number: try_.number,
                 agent_session: rec.agent_session.clone(),
                 usage: usage.clone(),
+                mission: self.walker.opts.mission.clone(),
             }),
         )?;
         self.walker.observer.event(&Event::SessionEnded {

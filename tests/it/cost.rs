@@ -488,3 +488,61 @@ exit 1
     let note = note_of(&repo, &id);
     assert_eq!((note["cost"]["sessions"].as_u64(), note["cost"]["unknown"].as_u64()), (Some(2), Some(1)), "{note}");
 }
+
+#[test]
+fn a_mission_budget_counts_every_projects_sessions_and_stops_the_mission() {
+    let env = TestEnv::new();
+    let api = env.repo("api");
+    api.add(&["api one", "--label", "m1"]);
+    let web = env.repo("web");
+    for t in ["web one", "web two"] {
+        web.add(&[t, "--label", "m1"]);
+    }
+    let c = env.repo("commander");
+    c.run(&["mission", "add", "m1", "--title", "Ship m1"]).ok();
+    for (name, repo) in [("api", &api), ("web", &web)] {
+        let dir = repo.dir.to_str().expect("utf-8 path");
+        c.run(&["mission", "project", "m1", name, "--path", dir, "--wave", "1", "--label", "m1"]).ok();
+    }
+    // $0.40 a session: api's one ($0.40), then web's walk is given the $0.30 left, runs one
+    // session ($0.80 in all) and stops before its second.
+    let agent = spender(&env, "0.4");
+    let out = c.run(&["mission", "run", "m1", "--agent-cmd", &agent, "--budget-usd", "0.7", "--grace", "1"]).code(1);
+    let why = "$0.8000 spent of the mission's $0.7000 (--budget-usd), 30 tokens";
+    assert!(out.stdout.ends_with(&format!("mission stopped: a budget ran out ({why})\n")), "{}", out.stdout);
+    let seen = std::fs::read_to_string(env.path("seen.txt")).expect("the agents noted their budget");
+    let budgets: Vec<&str> = seen.lines().filter_map(|l| l.split(' ').nth(1)).collect();
+    assert_eq!(budgets, ["budget=0.700000", "budget=0.300000"], "each child walk is given what is left");
+    let ended = c.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .rfind(|e| e["kind"] == "mission_ended")
+        .expect("mission_ended")["data"]
+        .clone();
+    assert_eq!(
+        (ended["stop"].as_str(), ended["spent_usd"].as_f64(), ended["spent_tokens"].as_u64()),
+        (Some("budget"), Some(0.8), Some(30)),
+        "journaled with the figures: {ended}"
+    );
+    // Each project's ledger names the mission whose walk ran its sessions.
+    for repo in [&api, &web] {
+        let by_mission = cost(repo, &["--by", "mission"]);
+        assert_eq!(by_mission["rows"].as_array().map(Vec::len), Some(1), "{by_mission}");
+        assert_eq!(
+            (by_mission["rows"][0]["mission"].as_str(), by_mission["rows"][0]["sessions"].as_u64()),
+            (Some("m1"), Some(1))
+        );
+    }
+    // A walk of no mission is its own row.
+    web.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--max-units", "1"]).ok();
+    let rows: Vec<String> = cost(&web, &["--by", "mission"])["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["mission"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(rows, ["(no mission)", "m1"]);
+    let bad = c.run(&["mission", "run", "m1", "--agent-cmd", &agent, "--budget-usd", "x"]).code(2);
+    assert!(bad.stderr.contains("hint:"), "{}", bad.stderr);
+}
