@@ -174,25 +174,29 @@ fn cost_sums_the_sessions_of_two_clones_after_sync() {
     }
 }
 
+/// The model's script: a first session writes a draft and stops without a verdict; its
+/// continuation reports done. Two responses a session.
+fn draft_then_done(req: &Request) -> Turn {
+    if req.user_text.contains("## What happened before") {
+        match req.tool_results {
+            0 => Turn::Shell("git loop finish done --message 'notes were already there'".into()),
+            _ => Turn::Say("Reported.".into()),
+        }
+    } else {
+        match req.tool_results {
+            0 => Turn::WriteFile { path: "notes.txt".into(), content: "first draft\n".into() },
+            _ => Turn::Say("I wrote a first draft and stopped here.".into()),
+        }
+    }
+}
+
 /// The real CLI, a first session without a verdict and its continuation: the ledger holds the
 /// server's counts (10 input and 5 output tokens per response), to the token.
 fn the_ledger_holds_the_servers_counts(cli: agents_e2e::Cli, model: Option<&str>) {
     let Some(program) = agents_e2e::installed(cli) else { return };
     let env = TestEnv::new();
     let repo = env.repo("r");
-    let server = ModelServer::start(cli.api, |req: &Request| {
-        if req.user_text.contains("## What happened before") {
-            match req.tool_results {
-                0 => Turn::Shell("git loop finish done --message 'notes were already there'".into()),
-                _ => Turn::Say("Reported.".into()),
-            }
-        } else {
-            match req.tool_results {
-                0 => Turn::WriteFile { path: "notes.txt".into(), content: "first draft\n".into() },
-                _ => Turn::Say("I wrote a first draft and stopped here.".into()),
-            }
-        }
-    });
+    let server = ModelServer::start(cli.api, draft_then_done);
     let id = repo.add(&["Write notes"]);
     let mut extra = vec!["--per-unit-dispatches", "3", "--session-timeout", "180s"];
     if let Some(model) = model {
@@ -237,6 +241,66 @@ fn claude_codes_usage_is_the_model_servers_count_to_the_token() {
 #[test]
 fn codex_usage_is_the_model_servers_count_to_the_token() {
     the_ledger_holds_the_servers_counts(CODEX, Some("loopback-model"));
+}
+
+/// The real Claude Code and Codex racing on one task (judge mode: both run to their end), each
+/// entrant a first session without a verdict and its continuation: every one of the four
+/// sessions is in the ledger with the server's counts, each agent's total is what its server
+/// answered (10 input and 5 output tokens a response), and the task's note adds up all four.
+#[test]
+fn claude_and_codex_racing_with_continuations_are_counted_to_the_token() {
+    let (Some(claude), Some(codex)) = (agents_e2e::installed(CLAUDE), agents_e2e::installed(CODEX)) else { return };
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let anthropic = ModelServer::start(CLAUDE.api, draft_then_done);
+    let responses = ModelServer::start(CODEX.api, draft_then_done);
+    let id = repo.add(&["Write notes"]);
+    let mut cmd = repo.command(&[
+        "race",
+        &id,
+        "--together",
+        "claude,codex",
+        "--pick",
+        "judge",
+        "--judge-cmd",
+        "cat > /dev/null; echo 1",
+        "--grace",
+        "2s",
+        "--session-timeout",
+        "180s",
+        "--per-unit-dispatches",
+        "6",
+    ]);
+    cmd.envs(agents_e2e::cli_env(&env, CLAUDE, &claude, &anthropic));
+    cmd.envs(agents_e2e::cli_env(&env, CODEX, &codex, &responses));
+    let out = crate::harness::Run::from(cmd.output().expect("run git-loop"));
+    out.ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "{}", agents_e2e::diagnose(&repo));
+    let usages = usages(&repo);
+    assert_eq!(usages.len(), 4, "two sessions of each entrant");
+    for usage in &usages {
+        assert_eq!(
+            (usage["input"].as_u64(), usage["output"].as_u64(), usage["cached"].as_u64()),
+            (Some(20), Some(10), Some(0)),
+            "{usage}"
+        );
+    }
+    let by_agent = cost(&repo, &["--by", "agent"]);
+    for (agent, server) in [("claude", &anthropic), ("codex", &responses)] {
+        let row = by_agent["rows"].as_array().expect("rows").iter().find(|r| r["agent"] == agent).expect("a row");
+        let answered = server.requests().len() as u64;
+        assert_eq!(
+            (row["sessions"].as_u64(), row["input"].as_u64(), row["output"].as_u64()),
+            (Some(2), Some(10 * answered), Some(5 * answered)),
+            "{agent}: what its server answered ({answered} responses)"
+        );
+    }
+    let note = note_of(&repo, &id);
+    assert_eq!(
+        (note["cost"]["sessions"].as_u64(), note["cost"]["input"].as_u64(), note["cost"]["output"].as_u64()),
+        (Some(4), Some(80), Some(40)),
+        "every entrant and continuation in the task's total: {note}"
+    );
 }
 
 /// An agent that reports `usd` and 15 tokens, and notes what the walk handed it.
