@@ -610,3 +610,50 @@ fn a_mission_budget_counts_every_projects_sessions_and_stops_the_mission() {
     let bad = c.run(&["mission", "run", "m1", "--agent-cmd", &agent, "--budget-usd", "x"]).code(2);
     assert!(bad.stderr.contains("hint:"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_landings_summarizer_counts_in_the_tasks_note_and_does_not_start_past_the_budget() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    crate::people::named(
+        &repo,
+        &env,
+        "w",
+        r#"echo work > "work-$GIT_LOOP_TASK.txt"
+git loop finish done --message worked --usage '{"input": 100, "output": 10, "usd": 0.5}'"#,
+    );
+    crate::people::named(
+        &repo,
+        &env,
+        "sum",
+        r#"git loop finish summary --subject 'Add the work' --message 'It adds a file.' --usage '{"input": 30, "output": 3, "usd": 0.1}'"#,
+    );
+    let walk = |extra: &[&str]| {
+        let mut args = vec!["run", "--agent", "w", "--summarizer", "sum", "--land", "--grace", "1"];
+        args.extend_from_slice(extra);
+        repo.run(&args)
+    };
+    // Within the budget: the summarizer's session counts in the task's note once it lands.
+    let first = repo.add(&["Landed with a summary"]);
+    walk(&["--budget-usd", "1"]).ok();
+    assert_eq!(repo.git(&["log", "-1", "--format=%s", "main"]), "Add the work");
+    let note = note_of(&repo, &first);
+    assert!(note["landed"].is_object(), "{note}");
+    assert_eq!((note["cost"]["sessions"].as_u64(), note["cost"]["input"].as_u64()), (Some(2), Some(130)), "{note}");
+    assert!((note["cost"]["usd"].as_f64().unwrap_or(0.0) - 0.6).abs() < 1e-9, "{note}");
+
+    // Past the budget: the worker's session ends over it, no summarizer starts, the task is
+    // done but not landed, and the walk stops (exit 1).
+    let second = repo.add(&["Over budget"]);
+    let out = walk(&["--budget-usd", "0.4"]).code(1);
+    let summarizers = sessions_started(&repo).into_iter().filter(|(_, role)| role == "summarizer").count();
+    assert_eq!(summarizers, 1, "only the first task's:\n{}", out.stdout);
+    assert_eq!(repo.run(&["show", &second, "--json"]).ok().json()["state"], "done");
+    assert_eq!(repo.git(&["log", "-1", "--format=%s", "main"]), "Add the work", "the target did not move");
+    assert!(
+        out.stdout.contains("the walk's budget in dollars is spent: no summarizer session was started"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(walk_ended(&repo)["stop"], "budget");
+}
