@@ -14,8 +14,8 @@
 //!   walk never overshoots.
 //! - `budget_usd` and `budget_tokens` count what every session of the run spent, as the
 //!   dispatcher reports it (`Run::spend`); once spending reaches either, no further session
-//!   starts (`take_iteration`) and the run stops as for any budget. A session whose spend is
-//!   unknown counts nothing (and is counted as unknown).
+//!   starts (`take_iteration`; a role's session asks `budget_spent`) and the run stops as for
+//!   any budget. A session whose spend is unknown counts nothing (and is counted as unknown).
 //! - A worker that finds nothing ready waits while other units are in flight (finishing
 //!   them may make more ready); the walk ends with no work only when none are.
 
