@@ -19,11 +19,12 @@ enum By {
     Agent,
     Model,
     Day,
+    Mission,
     Walk,
 }
 
 /// Show what the agents' sessions cost: tokens and dollars, in total and by task, agent,
-/// model, day or walk.
+/// model, day, mission or walk.
 ///
 /// Each session's usage is what its CLI reported (or the agent with `finish --usage`);
 /// dollars computed from the price table (loop.price.<model>.*) are marked estimated; a
@@ -50,6 +51,7 @@ fn key(s: &Spent, by: By) -> String {
         By::Agent => s.agent.clone(),
         By::Model => s.usage.as_ref().and_then(|u| u.model.clone()).unwrap_or_else(|| "(unknown)".into()),
         By::Day => s.at.format("%Y-%m-%d").to_string(),
+        By::Mission => s.mission.clone().unwrap_or_else(|| "(no mission)".into()),
         By::Walk => s.walk.clone(),
     }
 }
@@ -97,6 +99,7 @@ pub fn run(env: &Env, args: CostArgs) -> Result<u8> {
         By::Agent => "agent",
         By::Model => "model",
         By::Day => "day",
+        By::Mission => "mission",
         By::Walk => "walk",
     };
     let mut out = Out::new();

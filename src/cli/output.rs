@@ -50,11 +50,12 @@ impl Out {
         Ok(())
     }
 
-    /// One JSON document, pretty-printed.
+    /// One JSON document, pretty-printed: made whole, then written at once (stdout is line
+    /// buffered: written as it is made, a document of 2,000 rows took 26,000 writes).
     pub fn json(&mut self, value: &impl Serialize) -> Result<()> {
-        // serde_json wraps io errors; unwrap them so a closed pipe is seen as one.
-        serde_json::to_writer_pretty(&mut self.out, value).map_err(io::Error::from)?;
-        writeln!(self.out)?;
+        let mut text = serde_json::to_vec_pretty(value)?;
+        text.push(b'\n');
+        self.out.write_all(&text)?;
         Ok(())
     }
 

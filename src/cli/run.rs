@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// journal chain of that name (what a mission commander waits for).
     #[arg(long, value_name = "KEY")]
     termination_key: Option<git_loop::ids::WriterId>,
+    /// Count this walk's sessions towards this mission ('cost --by mission'); a mission
+    /// commander passes it to its child walks.
+    #[arg(long, value_name = "ID")]
+    mission: Option<git_loop::mission::MissionId>,
     /// Race these agents on every task that does not name its own race (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "PRESETS")]
     together: Vec<String>,
@@ -209,6 +213,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
     opts.tasks = tasks;
     opts.termination_key = args.termination_key;
+    opts.mission = args.mission.map(|m| m.to_string());
     opts.labels = args.label;
     opts.parallel = args.parallel;
     opts.limits.max_units = args.max_units;

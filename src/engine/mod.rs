@@ -14,8 +14,8 @@
 //!   walk never overshoots.
 //! - `budget_usd` and `budget_tokens` count what every session of the run spent, as the
 //!   dispatcher reports it (`Run::spend`); once spending reaches either, no further session
-//!   starts (`take_iteration`) and the run stops as for any budget. A session whose spend is
-//!   unknown counts nothing (and is counted as unknown).
+//!   starts (`take_iteration`; a role's session asks `budget_spent`) and the run stops as for
+//!   any budget. A session whose spend is unknown counts nothing (and is counted as unknown).
 //! - A worker that finds nothing ready waits while other units are in flight (finishing
 //!   them may make more ready); the walk ends with no work only when none are.
 
@@ -320,6 +320,17 @@ impl Run {
         s.limits.budget_usd.map(|b| (b - s.tally.spent_usd()).max(0.0))
     }
 
+    /// Whether the run's money or token budget is spent, and which: a session of a role
+    /// (reviewer, conflict resolver, summarizer) asks before it starts. A spent budget stops
+    /// the run, as for a worker's session.
+    pub fn budget_spent(&self) -> Option<&'static str> {
+        let mut s = self.lock();
+        let why = money_spent(&s)?;
+        s.stop.get_or_insert(Stop::Budget);
+        self.changed.notify_all();
+        Some(why)
+    }
+
     /// Take one dispatch from the iteration budget (and see the money and tokens are not spent).
     fn take_iteration(&self) -> bool {
         self.take_session().is_ok()
@@ -328,10 +339,8 @@ impl Run {
     /// Count one more session, or say which budget is spent (and stop the run).
     fn take_session(&self) -> std::result::Result<(), &'static str> {
         let mut s = self.lock();
-        let spent = if s.limits.budget_usd.is_some_and(|b| s.tally.spent_usd() >= b) {
-            Some("the walk's budget in dollars is spent")
-        } else if s.limits.budget_tokens.is_some_and(|b| s.tally.spent_tokens >= b) {
-            Some("the walk's budget in tokens is spent")
+        let spent = if let Some(why) = money_spent(&s) {
+            Some(why)
         } else if s.limits.max_iterations.is_some_and(|max| s.tally.dispatches >= max) {
             Some("the iteration budget is spent")
         } else {
@@ -375,6 +384,17 @@ impl Run {
             }
         }
         self.changed.notify_all();
+    }
+}
+
+/// Which of the run's budgets in money and tokens is spent, if one is.
+fn money_spent(s: &State) -> Option<&'static str> {
+    if s.limits.budget_usd.is_some_and(|b| s.tally.spent_usd() >= b) {
+        Some("the walk's budget in dollars is spent")
+    } else if s.limits.budget_tokens.is_some_and(|b| s.tally.spent_tokens >= b) {
+        Some("the walk's budget in tokens is spent")
+    } else {
+        None
     }
 }
 

@@ -79,10 +79,18 @@ impl<'a> ChildDispatcher<'a> {
             }
         }
         args.extend(["--termination-key".into(), key.to_owned()]);
+        args.extend(["--mission".into(), self.commander.mission.to_string()]);
+        // What is left of the mission's budgets in money and tokens: the child stops before a
+        // session that would start past it, as any walk does.
+        let (usd, tokens) = self.commander.money_left();
+        if let Some(usd) = usd {
+            args.extend(["--budget-usd".into(), format!("{usd:.6}")]);
+        }
         let (units, sessions) = self.commander.remaining();
         let numbers = [
             ("--max-units", units.map(u64::from)),
             ("--max-iterations", sessions.map(u64::from)),
+            ("--budget-tokens", tokens),
             ("--per-unit-dispatches", opts.per_unit_dispatches.map(u64::from)),
             ("--session-timeout", opts.session_timeout_s),
             ("--grace", opts.grace_s),
@@ -259,7 +267,7 @@ impl engine::Dispatcher<ProjectUnit> for ChildDispatcher<'_> {
                 format!("its walk ended ({}) without journaling how it ended", end.exit),
             );
         };
-        self.commander.spend(terminated.closed, terminated.sessions.unwrap_or(0));
+        self.commander.spend(&terminated);
         unit.terminated = Some(terminated.clone());
         if end.stopped || terminated.stop == "interrupted" {
             return Ok(Dispatched::Interrupted);
@@ -358,13 +366,16 @@ pub fn read_termination(ctx: &Context, dir: &Path, key: &str) -> Option<Terminat
     let Recorded::WalkTerminated(t) = Recorded::of(&last(&writer, "walk_terminated")?.event) else {
         return None;
     };
-    let sessions =
+    let ended =
         t.walker.as_ref().and_then(|w| w.parse::<WriterId>().ok()).and_then(|w| last(&w, "walk_ended")).and_then(|e| {
             match Recorded::of(&e.event) {
-                Recorded::WalkEnded(ended) => Some(ended.dispatches),
+                Recorded::WalkEnded(ended) => Some(ended),
                 _ => None,
             }
         });
+    let sessions = ended.as_ref().map(|e| e.dispatches);
+    let spent_micro_usd = ended.as_ref().and_then(|e| e.spent_usd).map(|usd| (usd * 1_000_000.0).round() as u64);
+    let spent_tokens = ended.as_ref().and_then(|e| e.spent_tokens);
     Some(Terminated {
         stop: t.stop,
         walker: t.walker,
@@ -373,6 +384,8 @@ pub fn read_termination(ctx: &Context, dir: &Path, key: &str) -> Option<Terminat
         failed: t.failed,
         error: t.error,
         sessions,
+        spent_micro_usd,
+        spent_tokens,
     })
 }
 

@@ -72,6 +72,10 @@ pub struct Options {
     pub max_units: Option<u32>,
     /// Agent sessions, over every project.
     pub max_iterations: Option<u32>,
+    /// Dollars, over every session of every project's walks (`--budget-usd`, `loop.budgetUsd`).
+    pub budget_usd: Option<f64>,
+    /// Tokens, likewise (`--budget-tokens`).
+    pub budget_tokens: Option<u64>,
     /// Passed to each child walk as is, when given.
     pub per_unit_dispatches: Option<u32>,
     pub session_timeout_s: Option<u64>,
@@ -174,6 +178,9 @@ pub struct MissionEnd {
 struct Spent {
     units: u32,
     sessions: u32,
+    /// What the child walks' sessions spent: dollars in millionths, and tokens.
+    micro_usd: u64,
+    tokens: u64,
 }
 
 /// Why the queue handed out nothing more, besides "every project is done".
@@ -257,20 +264,51 @@ impl Commander<'_> {
         )
     }
 
-    /// Take what a child walk used off the budgets.
-    pub fn spend(&self, units: u32, sessions: u32) {
-        let mut spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
-        spent.units += units;
-        spent.sessions += sessions;
+    /// What is left of the budgets in dollars and tokens (`None`: no limit).
+    pub fn money_left(&self) -> (Option<f64>, Option<u64>) {
+        let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            self.opts.budget_usd.map(|max| (max - spent.micro_usd as f64 / 1_000_000.0).max(0.0)),
+            self.opts.budget_tokens.map(|max| max.saturating_sub(spent.tokens)),
+        )
     }
 
-    /// The budget that is spent, if one is, as a sentence.
+    /// What the child walks' sessions spent so far: dollars and tokens.
+    pub fn money_spent(&self) -> (f64, u64) {
+        let spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        (spent.micro_usd as f64 / 1_000_000.0, spent.tokens)
+    }
+
+    /// Take what a child walk used off the budgets.
+    pub fn spend(&self, terminated: &queue::Terminated) {
+        let mut spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        spent.units += terminated.closed;
+        spent.sessions += terminated.sessions.unwrap_or(0);
+        spent.micro_usd += terminated.spent_micro_usd.unwrap_or(0);
+        spent.tokens += terminated.spent_tokens.unwrap_or(0);
+    }
+
+    /// The budget that is spent, if one is, as a sentence (with the figures).
     pub fn budget_spent(&self) -> Option<String> {
         let (units, sessions) = self.remaining();
+        let (usd_left, tokens_left) = self.money_left();
+        let (usd, tokens) = self.money_spent();
         let why = if units == Some(0) {
             format!("{} tasks closed, the --max-units budget", self.opts.max_units.unwrap_or(0))
         } else if sessions == Some(0) {
             format!("{} sessions run, the --max-iterations budget", self.opts.max_iterations.unwrap_or(0))
+        } else if usd_left.is_some_and(|left| left <= 0.0) {
+            format!(
+                "{} spent of the mission's {} (--budget-usd), {tokens} tokens",
+                crate::store::usage::dollars(usd),
+                crate::store::usage::dollars(self.opts.budget_usd.unwrap_or(0.0))
+            )
+        } else if tokens_left == Some(0) {
+            format!(
+                "{tokens} tokens spent of the mission's {} (--budget-tokens), {}",
+                self.opts.budget_tokens.unwrap_or(0),
+                crate::store::usage::dollars(usd)
+            )
         } else {
             return None;
         };
@@ -397,6 +435,8 @@ pub fn run(
             summary: format!("{id} {}", stop.word()),
             stop: stop.word().to_owned(),
             reason,
+            spent_usd: Some(commander.money_spent().0),
+            spent_tokens: Some(commander.money_spent().1),
         }),
     )?;
     observer.event(&Event::Finished { stop: stop.clone() });

@@ -27,6 +27,9 @@ pub struct Terminated {
     pub failed: u32,
     pub error: Option<String>,
     pub sessions: Option<u32>,
+    /// What its sessions spent (dollars in millionths, tokens), from its `walk_ended`.
+    pub spent_micro_usd: Option<u64>,
+    pub spent_tokens: Option<u64>,
 }
 
 /// One project being worked, and what its dispatches came to so far.

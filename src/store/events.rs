@@ -418,6 +418,10 @@ pub struct WalkStarted {
     pub budget_usd: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u64>,
+    /// The mission it works for (`--mission`). Added later: absent before, and for a walk of
+    /// no mission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -685,6 +689,10 @@ pub struct SessionEnded {
     /// events written before usage was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<super::usage::Usage>,
+    /// The mission whose walk ran it (`run --mission`, as a mission commander starts its
+    /// child walks). Added later: absent before, and for a walk of no mission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1002,6 +1010,12 @@ pub struct MissionEnded {
     pub stop: String,
     #[serde(default)]
     pub reason: Option<String>,
+    /// What its child walks' sessions spent in this run: dollars (reported and estimated) and
+    /// tokens. Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_tokens: Option<u64>,
 }
 
 #[cfg(test)]

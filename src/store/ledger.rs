@@ -15,6 +15,8 @@ pub struct Spent {
     pub agent: String,
     /// The walk (or other writer) that ran it.
     pub walk: String,
+    /// The mission whose walk ran it, if one did.
+    pub mission: Option<String>,
     pub at: chrono::DateTime<chrono::Utc>,
     pub usage: Option<Usage>,
 }
@@ -48,6 +50,7 @@ pub fn ledger(store: &Store) -> anyhow::Result<Vec<Spent>> {
             walk: line.writer,
             at: line.at,
             usage: e.usage,
+            mission: e.mission,
         });
     }
     Ok(out)
@@ -62,6 +65,7 @@ fn spent(entry: &journal::Entry) -> Option<Spent> {
             walk: entry.event.writer.clone(),
             at: entry.event.at,
             usage: e.usage,
+            mission: e.mission,
         }),
         _ => None,
     }
@@ -71,9 +75,14 @@ fn spent(entry: &journal::Entry) -> Option<Spent> {
 /// entrants, reviewers, resolvers, summarizers).
 pub fn task_total(store: &Store, task: &str) -> anyhow::Result<Total> {
     let filter = journal::Filter { task: Some(task.to_owned()), session: None };
+    Ok(total_of(&journal::timeline(store, &filter)?.entries))
+}
+
+/// The total of the sessions among `entries` (a task's history, as the walk keeps it).
+pub fn total_of(entries: &[journal::Entry]) -> Total {
     let mut total = Total::default();
-    for s in journal::timeline(store, &filter)?.entries.iter().filter_map(spent) {
+    for s in entries.iter().filter_map(spent) {
         total.add(s.usage.as_ref());
     }
-    Ok(total)
+    total
 }

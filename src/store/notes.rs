@@ -246,8 +246,9 @@ pub fn add_all(store: &Store, entries: &[(ObjectId, Completed)]) -> Result<()> {
 }
 
 /// Record where each task's work landed — `(completing commit, task, where)` — in its entry of
-/// the note on its completing commit, in one notes commit. An entry that is not there is left
-/// out. How many were recorded.
+/// the note on its completing commit, in one notes commit, with its `cost` brought up to date
+/// (the landing's own conflict resolver and summarizer sessions count). An entry that is not
+/// there is left out. How many were recorded.
 pub fn set_landed(store: &Store, landings: &[(ObjectId, String, Landed)]) -> Result<usize> {
     let mut entries = Vec::new();
     for (commit, task, landed) in landings {
@@ -256,6 +257,10 @@ pub fn set_landed(store: &Store, landings: &[(ObjectId, String, Landed)]) -> Res
         let Parsed::Known(completions) = parse(&git::read_blob(&store.repo, blob)?) else { continue };
         let Some(mut entry) = completions.into_iter().find(|c| &c.task == task) else { continue };
         entry.landed = Some(landed.clone());
+        let cost = super::ledger::task_total(store, task)?;
+        if cost.sessions > 0 {
+            entry.cost = Some(cost);
+        }
         entries.push((*commit, entry));
     }
     add_all(store, &entries)?;

@@ -63,7 +63,7 @@ pub const KEYS: &[Key] = &[
     Key { key: "loop.forbid", meaning: "agents (comma-separated) no task may be given without `--override`" },
     Key {
         key: "loop.budgetUsd",
-        meaning: "the dollars a walk's sessions may spend together before no further one starts (`run`/`race --budget-usd`; default: no budget)",
+        meaning: "the dollars a walk's sessions may spend together before no further one starts (`run`/`race --budget-usd`; a mission's, over all its projects' walks, for `mission run`; default: no budget)",
     },
     Key {
         key: "loop.price.<model>.input` / `.output` / `.cached",

@@ -17,7 +17,7 @@
 use anyhow::Result;
 use gix::ObjectId;
 
-use super::unit::{GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
+use super::unit::{BudgetSpent, GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
 use super::{handoff, race, resolve, Event};
 use crate::engine::{self, Budget, Dispatched, Verdict};
 use crate::ids::TaskId;
@@ -226,6 +226,7 @@ impl GitDispatcher<'_> {
             Step::Interrupted | Step::Halted => Ok(Dispatched::Interrupted),
             // The error ends the walk; the engine gives the task back, unburned.
             Step::CannotRun { said, log } => Err(super::unit::cannot_run(&agent.name, &said, &log)),
+            Step::Spent { .. } => Ok(Dispatched::Spent),
         }
     }
 
@@ -338,6 +339,23 @@ impl engine::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         carry: Option<&str>,
         budget: &Budget<'_>,
     ) -> Result<Dispatched> {
+        match self.dispatch_unit(unit, attempt, carry, budget) {
+            // A role's session (a dependency's conflict resolver) found the budget spent.
+            Err(err) if err.downcast_ref::<BudgetSpent>().is_some() => Ok(Dispatched::Spent),
+            dispatched => dispatched,
+        }
+    }
+}
+
+impl GitDispatcher<'_> {
+    /// One dispatch of `unit` (see `engine::Dispatcher::dispatch_within`).
+    fn dispatch_unit(
+        &mut self,
+        unit: &mut WorkUnit,
+        attempt: u32,
+        carry: Option<&str>,
+        budget: &Budget<'_>,
+    ) -> Result<Dispatched> {
         // A person may have acted since the last session.
         match task::read(self.store, &unit.id())? {
             Some(now) if now.task.state == State::Open => unit.task = now.task,
@@ -361,12 +379,7 @@ impl engine::Dispatcher<WorkUnit> for GitDispatcher<'_> {
         };
         let carry = carry.or(handed_back.as_deref());
         if let Some(cap) = self.walker.opts.task_budget_usd {
-            let mut spent = crate::store::usage::Total::default();
-            for e in &history {
-                if let Recorded::SessionEnded(ended) = Recorded::of(&e.event) {
-                    spent.add(ended.usage.as_ref());
-                }
-            }
+            let spent = crate::store::ledger::total_of(&history);
             if spent.dollars() >= cap {
                 let message = format!(
                     "its share of the budget is spent: {} of {} (--task-budget-usd)",

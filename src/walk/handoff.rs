@@ -80,6 +80,15 @@ pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Opti
         }
         _ => {}
     }
+    let spent = crate::store::ledger::task_total(store, &try_.task.to_string())?;
+    if spent.sessions > 0 {
+        out.push_str(&format!(
+            "\nWhat this task's {} session{} before you spent: {} (also in $GIT_LOOP_SPENT_USD and $GIT_LOOP_SPENT_TOKENS).\n",
+            spent.sessions,
+            if spent.sessions == 1 { "" } else { "s" },
+            spent.describe()
+        ));
+    }
     if let Some(transcript) = transcript {
         out.push_str(&format!(
             "\nA copy of its transcript is in your worktree at {} (not committed).\n",

@@ -110,6 +110,9 @@ pub struct Options {
     /// Turns each session may take (`--max-turns`): handed to every agent as
     /// `GIT_LOOP_MAX_TURNS`, and to the CLIs that take such a limit.
     pub max_turns: Option<u32>,
+    /// The mission this walk works for (`--mission`, from a mission commander): named in its
+    /// `walk_started` and in each of its sessions' `session_ended`.
+    pub mission: Option<String>,
 }
 
 impl Options {
@@ -147,6 +150,7 @@ impl Options {
             sync_every: Some(Duration::from_secs(30)),
             max_turns: None,
             task_budget_usd: None,
+            mission: None,
         }
     }
 }
@@ -696,6 +700,7 @@ pub fn walk(
             per_unit_dispatches: Some(walker.opts.limits.per_unit_dispatches),
             budget_usd: walker.opts.limits.budget_usd,
             budget_tokens: walker.opts.limits.budget_tokens,
+            mission: walker.opts.mission.clone(),
         }),
     )?;
     if let Some(reason) = &walker.opts.review_override {

@@ -571,6 +571,8 @@ fn entrant(
             Step::Withdrawn(w) => return Ok(abort(Abort::Withdrawn(w, ran.session.clone()), Outcome::Aborted)),
             Step::Interrupted => return Ok(abort(Abort::Interrupted, Outcome::Aborted)),
             Step::CannotRun { said, log } => return Err(super::unit::cannot_run(agent_name, &said, &log)),
+            // Not finished, like an entrant the session budget stops: a later walk goes on.
+            Step::Spent { why } => return Ok(EntrantEnd::new(Outcome::Spent, why)),
         };
         journal_end(&ended)?;
         return Ok(ended);

@@ -97,6 +97,7 @@ impl GitDispatcher<'_> {
                 }
             });
         };
+        self.role_may_start(resolver)?;
         let agent = walker.agent(store, resolver.agent.as_deref().unwrap_or_default())?;
         let history = walker.task_history(store, &merge.task.id)?;
         // A try of its own, never the walk's unit's: no `try_opened` names it.
@@ -108,6 +109,9 @@ impl GitDispatcher<'_> {
         let mut last_session = String::new();
         let mut said = None;
         for attempt in 1..=2u32 {
+            if attempt > 1 {
+                self.role_may_start(resolver)?;
+            }
             let session = format!("s-{}", random_base32(8));
             last_session = session.clone();
             walker.record(

@@ -209,6 +209,9 @@ impl GitDispatcher<'_> {
         let head: gix::ObjectId = review.head.parse().map_err(|_| anyhow::anyhow!("bad head {}", review.head))?;
         let mut sent_back: Option<String> = None;
         for attempt in 1..=2u32 {
+            if let Err(spent) = self.role_may_start(reviewer) {
+                return Ok(Said::Stopped(Step::Spent { why: spent.why }));
+            }
             let session = format!("s-{}", random_base32(8));
             let checkout = self.store.layout()?.review_checkout(&session);
             tries::add_detached_worktree(self.store, &checkout, head)?;

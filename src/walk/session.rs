@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 
 use super::review::Reviewed;
-use super::unit::{first_line, human_duration, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Withdrawal};
+use super::unit::{
+    first_line, human_duration, BudgetSpent, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Withdrawal,
+};
 use super::{handoff, prompt, Event};
 use crate::agent::guard;
 use crate::agent::presets::{Agent, PromptVia};
@@ -208,6 +210,15 @@ impl GitDispatcher<'_> {
         Ok(Ran { summary, checks: checks_json, ..ran(Step::Passed { message }) })
     }
 
+    /// Whether a session of `role` may start: not once the walk's budget in money or tokens is
+    /// spent (every session counts against it, a role's as a worker's; asking stops the walk).
+    pub(super) fn role_may_start(&self, role: &Role) -> std::result::Result<(), BudgetSpent> {
+        match self.walker.run.and_then(|run| run.budget_spent()) {
+            Some(why) => Err(BudgetSpent { role: role.name.clone(), why }),
+            None => Ok(()),
+        }
+    }
+
     /// Start one session of a role (the worker's when `l.role` is none) and run it to its end:
     /// its files, the agent under the guard in `l.worktree`, the claim refreshed and the task
     /// watched while it runs, and, for the worker only, its work committed to the try branch.
@@ -224,7 +235,7 @@ impl GitDispatcher<'_> {
         if let Some(transcript) = l.handoff {
             handoff::place(try_, transcript);
         }
-        let mut env = self.session_env(task, try_, &session, &dir, agent);
+        let mut env = self.session_env(task, try_, &session, &dir, agent)?;
         let contract = l.role.map_or(Contract::Worker, |r| r.contract);
         env.push(("GIT_LOOP_ROLE".into(), l.role.map_or("worker", |r| r.name.as_str()).to_owned()));
         env.push(("GIT_LOOP_CONTRACT".into(), contract.id()));
@@ -358,6 +369,7 @@ impl GitDispatcher<'_> {
                 number: try_.number,
                 agent_session: rec.agent_session.clone(),
                 usage: usage.clone(),
+                mission: self.walker.opts.mission.clone(),
             }),
         )?;
         self.walker.observer.event(&Event::SessionEnded {
@@ -553,7 +565,14 @@ impl GitDispatcher<'_> {
     }
 
     /// The environment every session gets (the agent contract, docs/agents.md).
-    fn session_env(&self, task: &Task, try_: &Try, session: &str, dir: &Path, agent: &Agent) -> Vec<(String, String)> {
+    fn session_env(
+        &self,
+        task: &Task,
+        try_: &Try,
+        session: &str,
+        dir: &Path,
+        agent: &Agent,
+    ) -> Result<Vec<(String, String)>> {
         let exe_dir = self.walker.exe.parent().map(|p| p.display().to_string()).unwrap_or_default();
         let path = match &self.walker.ctx.path_var {
             Some(p) => format!("{exe_dir}:{}", p.to_string_lossy()),
@@ -579,8 +598,17 @@ impl GitDispatcher<'_> {
         if let Some(turns) = self.walker.opts.max_turns {
             env.push(("GIT_LOOP_MAX_TURNS".into(), turns.to_string()));
         }
+        // What the task's sessions before this one spent (every walk's, every role's): a
+        // continuation or a fallback agent knows what went before it.
+        let before = crate::store::ledger::total_of(&self.walker.task_history(self.store, &task.id)?);
+        if before.sessions > 0 {
+            env.push(("GIT_LOOP_SPENT_USD".into(), format!("{:.6}", before.dollars())));
+            env.push(("GIT_LOOP_SPENT_TOKENS".into(), before.tokens().to_string()));
+            env.push(("GIT_LOOP_SPENT_SESSIONS".into(), before.sessions.to_string()));
+            env.push(("GIT_LOOP_SPENT_UNKNOWN".into(), before.unknown.to_string()));
+        }
         env.extend(agent.session_env(dir));
-        env
+        Ok(env)
     }
 
     /// Run `sh -c command` under the guard in `cwd`, to its end or the checks' timeout.

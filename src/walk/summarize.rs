@@ -88,6 +88,7 @@ impl GitDispatcher<'_> {
         let head = landing.head.to_string();
         let mut sent_back: Option<String> = None;
         for attempt in 1..=2u32 {
+            self.role_may_start(summarizer)?;
             let session = format!("s-{}", random_base32(8));
             let checkout = store.layout()?.review_checkout(&session);
             tries::add_detached_worktree(store, &checkout, landing.head)?;

@@ -158,7 +158,29 @@ pub enum Step {
     /// The agent's command could not run at all (the shell said so at once): the walk stops
     /// rather than spend the task's sessions on it. What the shell said, and where.
     CannotRun { said: String, log: PathBuf },
+    /// A role's session (a reviewer's) was not started: the walk's budget in money or tokens
+    /// is spent, and the walk stops as it would before a worker's session.
+    Spent { why: &'static str },
 }
+
+/// A role's session not started because the walk's budget in money or tokens is spent (the
+/// walk stops): the error of a conflict resolver or a summarizer, whose callers (a landing, a
+/// dependency's merge) have no other way to say so. The dispatcher turns it into
+/// `Dispatched::Spent`; a landing leaves its tasks unlanded with it as the reason.
+#[derive(Debug, Clone)]
+pub struct BudgetSpent {
+    /// The role whose session did not start.
+    pub role: String,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for BudgetSpent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: no {} session was started", self.why, self.role)
+    }
+}
+
+impl std::error::Error for BudgetSpent {}
 
 /// A role's session as the walk starts it: about which task and try, where it runs, who runs
 /// it, and in which role (none: the worker).

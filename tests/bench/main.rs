@@ -3,7 +3,7 @@
 //! build) and copy the table into docs/performance.md.
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land.
+//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land, cost.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -602,13 +602,121 @@ fn bench_land(s: &Scratch) -> Vec<Row> {
     vec![row("land: 100 done task branches, a no-op check (per landing)", per(ours), per(git), "≤ 0.5")]
 }
 
+/// CPU time (user + sys) of one process run (it must succeed): what its children used, as
+/// `getrusage` counts it, before and after.
+fn cpu(cmd: &mut Command) -> Duration {
+    let used = || {
+        // SAFETY: getrusage fills the struct it is given; RUSAGE_CHILDREN is always valid.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+        let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        Duration::from_micros(us(u.ru_utime) + us(u.ru_stime))
+    };
+    let before = used();
+    time(cmd);
+    used() - before
+}
+
+/// The cost report over 10,000 sessions: 100 walks' journal chains of 100 `session_ended`
+/// events each, written with `git fast-import`. `cost --json` reads the index of session ends
+/// (built by the first read, timed apart), not the journal; beside it, git listing the same
+/// chains (`for-each-ref`) and reading every event of them (`log`).
+fn bench_cost(s: &Scratch) -> Vec<Row> {
+    const WALKS: usize = 100;
+    const PER_WALK: usize = 100;
+    let repo = s.repo("cost");
+    let mut stream = String::new();
+    let mut mark = 0;
+    let models = ["claude-sonnet", "gpt-5-codex", "gemini-pro"];
+    for w in 0..WALKS {
+        let writer = format!("w-0000{w:04}");
+        for n in 0..PER_WALK {
+            mark += 1;
+            let i = w * PER_WALK + n;
+            let usage = if i % 10 == 9 {
+                String::new()
+            } else {
+                format!(
+                    r#","usage":{{"input":{},"output":{},"cached":{},"model":"{}","turns":{},"usd":{}}}"#,
+                    1_000 + i % 977,
+                    200 + i % 131,
+                    i % 50,
+                    models[i % 3],
+                    1 + i % 7,
+                    (i % 100) as f64 / 1_000.0
+                )
+            };
+            let json = format!(
+                r#"{{"version":1,"kind":"session_ended","at":"2026-01-{:02}T00:00:00Z","writer":"{writer}","seq":{},"lamport":{},"task":"t-{:08}","by":"bench","data":{{"session":"s-{i:08}","reason":"the agent exited (exit 0)","elapsed_ms":1000,"commit":null,"agent":"{}","try":1,"agent_session":null{usage}}}}}"#,
+                1 + i % 28,
+                n + 1,
+                i + 1,
+                i % 2_000,
+                ["claude", "codex", "gemini"][i % 3]
+            );
+            let message = format!("session_ended t-{:08}\n\n{json}\n", i % 2_000);
+            stream.push_str(&format!(
+                "commit refs/loop/journal/{writer}\nmark :{mark}\ncommitter git-loop <loop@bench> {} +0000\ndata {}\n{message}",
+                1_767_225_600 + i,
+                message.len()
+            ));
+            if n > 0 {
+                stream.push_str(&format!("from :{}\n", mark - 1));
+            }
+            stream.push('\n');
+        }
+    }
+    let mut import = s.cmd("git", &repo).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("spawn");
+    {
+        use std::io::Write;
+        import.stdin.take().expect("stdin").write_all(stream.as_bytes()).expect("feed fast-import");
+    }
+    assert!(import.wait().expect("fast-import").success());
+    s.run("git", &repo, &["pack-refs", "--all"]);
+    let started = Instant::now();
+    let report: serde_json::Value = serde_json::from_str(&s.run(BIN, &repo, &["cost", "--json"])).expect("json");
+    let first = started.elapsed();
+    assert_eq!(report["total"]["sessions"].as_u64(), Some((WALKS * PER_WALK) as u64), "every session counted");
+    assert_eq!(report["total"]["unknown"].as_u64(), Some((WALKS * PER_WALK / 10) as u64));
+    // The steady state: nothing changed for a second.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let (mut ours, mut by_model, mut refs, mut log) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..21 {
+        ours.push(time(s.cmd(BIN, &repo).args(["cost", "--json"])));
+        by_model.push(time(s.cmd(BIN, &repo).args(["cost", "--by", "model"])));
+        refs.push(time(s.cmd("git", &repo).args(["for-each-ref", "refs/loop/journal"])));
+        log.push(time(s.cmd("git", &repo).args(["log", "--format=%B", "--glob=refs/loop/journal"])));
+    }
+    let (ours, refs, log) = (median(ours), median(refs), median(log));
+    // CPU time (user + sys) of the same commands, which a loaded machine does not inflate as
+    // it does wall time.
+    let (mut ours_cpu, mut refs_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..11 {
+        ours_cpu.push(cpu(s.cmd(BIN, &repo).args(["cost", "--json"])));
+        refs_cpu.push(cpu(s.cmd("git", &repo).args(["for-each-ref", "refs/loop/journal"])));
+    }
+    vec![
+        row("cost --json, 10,000 sessions in 100 chains", ours, refs, "≤ 50 ms; git: for-each-ref refs/loop/journal"),
+        row("cost --json, CPU time (user + sys)", median(ours_cpu), median(refs_cpu), "git: for-each-ref, CPU time"),
+        row("cost --json, the same, beside git reading every event", ours, log, "git: log --format=%B of the chains"),
+        row("cost --by model (the table)", median(by_model), refs, "≤ 50 ms"),
+        Row {
+            name: "cost --json, first read (builds the index of session ends)".into(),
+            ours: ms(first),
+            git: "-".into(),
+            ratio: "-".into(),
+            target: "once".into(),
+        },
+    ]
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 9] = [
+    let all: [(&str, Bench); 10] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -618,6 +726,7 @@ fn main() {
         ("fleet", bench_fleet),
         ("claims-fleet", bench_fleet_claims),
         ("land", bench_land),
+        ("cost", bench_cost),
     ];
     for (name, bench) in all {
         if wanted(name) {

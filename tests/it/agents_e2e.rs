@@ -48,7 +48,7 @@ pub(crate) fn installed(cli: Cli) -> Option<PathBuf> {
 
 /// The environment a CLI needs to talk to `server` only, with its configuration in the test's
 /// HOME.
-fn cli_env(env: &TestEnv, cli: Cli, program: &Path, server: &ModelServer) -> Vec<(String, String)> {
+pub(crate) fn cli_env(env: &TestEnv, cli: Cli, program: &Path, server: &ModelServer) -> Vec<(String, String)> {
     let dir = program.parent().expect("a directory").display().to_string();
     let path = format!("{dir}:{}", std::env::var("PATH").unwrap_or_default());
     // The CLIs keep state in the temporary directory too (Claude Code: claude-<uid>/).

@@ -40,6 +40,13 @@ pub struct RunArgs {
     /// Stop after this many sessions in all projects together.
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
+    /// Stop once the sessions of every project's walks have spent this many dollars together;
+    /// each child walk is given what is left (default: loop.budgetUsd, else none).
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<String>,
+    /// Stop once they have spent this many tokens together; each child walk is given what is left.
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<u64>,
     /// Sessions per task before it fails (passed to each child walk).
     #[arg(long, value_name = "N")]
     per_unit_dispatches: Option<u32>,
@@ -58,7 +65,7 @@ pub struct RunArgs {
 }
 
 pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
-    if args.max_units == Some(0) || args.max_iterations == Some(0) {
+    if args.max_units == Some(0) || args.max_iterations == Some(0) || args.budget_tokens == Some(0) {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
     if args.per_unit_dispatches == Some(0) || args.parallel == Some(0) {
@@ -66,11 +73,19 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     }
     let store = env.open()?;
     let agent = args.agent.choose(&store, None)?;
+    let budget_usd = match args.budget_usd.as_deref() {
+        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
+            usage(format!("--budget-usd '{text}' is not a positive number of dollars")).hint("e.g. --budget-usd 5")
+        })?),
+        None => store.settings().budget_usd()?,
+    };
     let seconds = |span: Option<Span>| span.map(|s| s.0.num_seconds().max(1) as u64);
     let opts = mission::Options {
         agent,
         max_units: args.max_units,
         max_iterations: args.max_iterations,
+        budget_usd,
+        budget_tokens: args.budget_tokens,
         per_unit_dispatches: args.per_unit_dispatches,
         session_timeout_s: seconds(args.session_timeout),
         grace_s: seconds(args.grace),
