@@ -3,6 +3,7 @@
 //! variables and exit codes. One file per subcommand; groups are folders.
 
 mod add;
+mod answer;
 mod cancel;
 mod claim;
 mod cost;

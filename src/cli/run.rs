@@ -449,6 +449,30 @@ impl Progress {
         };
         let _ = out.flush();
     }
+
+    /// Lines beneath a progress line, indented under its text (each escaped).
+    fn indented(&self, lines: &[String]) {
+        self.clear_live();
+        let mut out = std::io::stdout().lock();
+        for l in lines {
+            let _ = writeln!(out, "{:22}{}", "", text::line(l));
+        }
+        let _ = out.flush();
+    }
+
+    /// Lines quoted beneath a progress line (the end of a failed command's output), each
+    /// escaped, indented under the line's text.
+    fn quote(&self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        self.clear_live();
+        let mut out = std::io::stdout().lock();
+        for l in lines {
+            let _ = writeln!(out, "{:22}│ {}", "", text::line(l));
+        }
+        let _ = out.flush();
+    }
 }
 
 fn clock_of(d: Duration) -> String {
@@ -525,22 +549,32 @@ impl Observer for Progress {
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
                 self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage, log, tail } => {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
-                    None if *commits => " · nothing to commit".to_owned(),
+                    None if *commits => " · it changed no file".to_owned(),
                     None => String::new(),
                 };
+                let full = if tail.is_empty() { String::new() } else { format!(" · its output: {}", log.display()) };
                 self.say(
                     Some(task),
-                    format!("session {session} ended after {} ({spent}): {why}{saved}", human_duration(*elapsed)),
-                )
+                    format!("session {session} ended after {} ({spent}): {why}{saved}{full}", human_duration(*elapsed)),
+                );
+                self.quote(tail);
             }
-            Event::Checks { task, passed, elapsed } => self.say(
-                Some(task),
-                format!("checks {} ({})", if *passed { "passed" } else { "failed" }, human_duration(*elapsed)),
-            ),
+            Event::Checks { task, passed, elapsed, log, tail } => {
+                let full = if *passed { String::new() } else { format!(" · their output: {}", log.display()) };
+                self.say(
+                    Some(task),
+                    format!(
+                        "checks {} ({}){full}",
+                        if *passed { "passed" } else { "failed" },
+                        human_duration(*elapsed)
+                    ),
+                );
+                self.quote(tail);
+            }
             Event::BranchMoved { task, branch, commit } => {
                 self.say(Some(task), format!("{branch} moved to {}", short(commit)))
             }
@@ -560,11 +594,18 @@ impl Observer for Progress {
                 };
                 self.say(Some(task), format!("done{said}"))
             }
-            Event::Closed { task, state, reason } => {
-                self.say(Some(task), format!("{state} · {}", reason.lines().next().unwrap_or("")))
+            Event::Closed { task, state, reason, number } => {
+                self.say(Some(task), format!("{state} · {}", reason.lines().next().unwrap_or("")));
+                if let Some(state) = git_loop::store::task::State::parse(state) {
+                    let ways = super::answer::ways(task, state, *number);
+                    if !ways.is_empty() {
+                        self.indented(&["answer it with one of:".to_owned()]);
+                        self.indented(&super::answer::lines("  ", &ways));
+                    }
+                }
             }
             Event::Abandoned { task, why } => {
-                self.say(Some(task), format!("left: {why} · its work is on its try branch"))
+                self.say(Some(task), format!("the walk lets it go: {why} · its try branch keeps what was done"))
             }
             Event::Reviewed { task, approved } => self.say(
                 Some(task),
@@ -657,13 +698,14 @@ fn event_json(event: &Event) -> serde_json::Value {
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
             "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit, usage, .. } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, usage, log, tail, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
-            "usage": usage,
+            "usage": usage, "log": log, "tail": tail,
         }),
-        Event::Checks { task, passed, elapsed } => {
-            json!({ "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64 })
-        }
+        Event::Checks { task, passed, elapsed, log, tail } => json!({
+            "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64,
+            "log": log, "tail": tail,
+        }),
         Event::BranchMoved { task, branch, commit } => {
             json!({ "event": "branch_moved", "task": task, "branch": branch, "commit": commit })
         }
@@ -677,7 +719,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Done { task, message } => {
             json!({ "event": "unit_closed", "task": task, "verdict": "done", "message": message })
         }
-        Event::Closed { task, state, reason } => {
+        Event::Closed { task, state, reason, .. } => {
             json!({ "event": "unit_closed", "task": task, "verdict": state, "reason": reason })
         }
         Event::Reviewed { task, approved } => json!({ "event": "review", "task": task, "approved": approved }),

@@ -197,11 +197,20 @@ pub enum Event {
         commits: bool,
         /// What it used; `None`: unknown.
         usage: Option<crate::store::usage::Usage>,
+        /// Its output.
+        log: PathBuf,
+        /// When it failed (exited non-zero, timed out, could not run): the last lines of its
+        /// output, as written. Empty otherwise.
+        tail: Vec<String>,
     },
     Checks {
         task: String,
         passed: bool,
         elapsed: Duration,
+        /// Their output.
+        log: PathBuf,
+        /// When they failed: the last lines of their output, as written. Empty otherwise.
+        tail: Vec<String>,
     },
     Reviewed {
         task: String,
@@ -269,6 +278,8 @@ pub enum Event {
         task: String,
         state: String,
         reason: String,
+        /// Its latest try, if it had one.
+        number: Option<u32>,
     },
     Abandoned {
         task: String,

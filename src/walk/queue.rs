@@ -149,6 +149,7 @@ impl<'a> GitQueue<'a> {
             task: unit.task.id.clone(),
             state: state.as_str().to_owned(),
             reason: reason.to_owned(),
+            number: unit.try_.as_ref().map(|t| t.number),
         });
         Ok(false)
     }

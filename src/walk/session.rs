@@ -62,6 +62,16 @@ struct WrapUp {
 /// this never ran the agent: its command is wrong, and another session would fare no better.
 const CANNOT_RUN_WITHIN: Duration = Duration::from_secs(2);
 
+/// How many of its last lines a failed session or failed checks show the person watching.
+pub const FAILURE_TAIL: usize = 10;
+
+/// The last `n` lines of a log that are not blank, as written (the caller escapes them).
+pub fn last_lines(log: &Path, n: usize) -> Vec<String> {
+    let text = tail(log, n * 4);
+    let lines: Vec<String> = text.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
 /// Presets whose CLIs take SIGINT as "stop what you are doing" and save their session first.
 fn takes_interrupt(agent: &Agent) -> bool {
     matches!(agent.name.as_str(), "claude" | "codex" | "gemini" | "opencode" | "aider")
@@ -368,6 +378,12 @@ impl GitDispatcher<'_> {
             commit: commit.clone(),
             commits: l.commits,
             usage,
+            log: log.clone(),
+            tail: match &ending {
+                Ending::Exited(exit) if *exit == Exit::Code(0).to_string() => Vec::new(),
+                Ending::Exited(_) | Ending::CannotRun(_) | Ending::TimedOut => last_lines(&log, FAILURE_TAIL),
+                _ => Vec::new(),
+            },
         });
         Ok(Launched { dir, log, env, why, ending })
     }
@@ -644,7 +660,13 @@ impl GitDispatcher<'_> {
                 exit: run.exit.map(|e| e.to_string()),
             }),
         )?;
-        self.walker.observer.event(&Event::Checks { task: task.id.clone(), passed: run.passed, elapsed: run.elapsed });
+        self.walker.observer.event(&Event::Checks {
+            task: task.id.clone(),
+            passed: run.passed,
+            elapsed: run.elapsed,
+            log: run.log.clone(),
+            tail: if run.passed { Vec::new() } else { last_lines(&run.log, FAILURE_TAIL) },
+        });
         Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json }))
     }
 
