@@ -509,7 +509,7 @@ impl Observer for Progress {
             return;
         }
         match event {
-            Event::Started { walker, agent, parallel, limits, labels } => {
+            Event::Started { walker, agent, parallel, limits, labels, checks } => {
                 let mut parts = vec![format!("agent {agent}")];
                 if *parallel > 1 {
                     parts.push(format!("{parallel} tasks at a time"));
@@ -531,6 +531,13 @@ impl Observer for Progress {
                 }
                 parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
+                if checks.is_none() {
+                    self.say(
+                        None,
+                        "no checks are set (--checks, loop.checks): a task counts as done on its agent's word"
+                            .to_owned(),
+                    );
+                }
             }
             Event::Recovered { task, detail } => self.say(Some(task), format!("recovered: {detail}")),
             Event::Claimed { task, title, priority } => {
@@ -682,8 +689,8 @@ impl Observer for Progress {
 /// An event as a JSON object (`event` names its kind).
 fn event_json(event: &Event) -> serde_json::Value {
     match event {
-        Event::Started { walker, agent, parallel, limits, labels } => json!({
-            "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
+        Event::Started { walker, agent, parallel, limits, labels, checks } => json!({
+            "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels, "checks": checks,
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
             "budget_usd": limits.budget_usd, "budget_tokens": limits.budget_tokens,
         }),

@@ -134,6 +134,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     if let Some(c) = &t.completion {
         let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();
         out.line(format!("  done:    {} by {}{commit}", relative(c.at, now), c.by))?;
+        if c.unchecked {
+            out.line("           on its agent's word: no checks were set for the walk")?;
+        }
         if let Some(message) = &c.message {
             out.body("           ", message)?;
         }

@@ -160,6 +160,8 @@ pub enum Event {
         parallel: u32,
         limits: Limits,
         labels: Vec<String>,
+        /// The checks' command; `None`: a task counts as done on its agent's word.
+        checks: Option<String>,
     },
     Recovered {
         task: String,
@@ -729,6 +731,7 @@ pub fn walk(
         parallel: walker.opts.parallel,
         limits: walker.opts.limits,
         labels: walker.opts.labels.clone(),
+        checks: walker.opts.checks.clone(),
     });
     // Start from the remote's board, so the first picks are not tasks done elsewhere.
     sync_with_remote(store, &walker);

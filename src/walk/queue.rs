@@ -233,6 +233,7 @@ impl<'a> GitQueue<'a> {
                 try_number: Some(try_.number),
                 checks: unit.checks.clone(),
                 reviews,
+                unchecked: self.walker.opts.checks.is_none(),
             },
         )?;
         self.walker.record(

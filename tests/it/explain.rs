@@ -348,3 +348,35 @@ fn list_has_a_header_columns_that_fit_every_state_and_shows_labels() {
     let empty = env.repo("empty");
     assert_eq!(empty.run(&["list"]).ok().stdout, "", "no header over an empty list");
 }
+
+#[test]
+fn without_checks_a_task_is_done_on_its_agents_word_and_says_so() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let ids = [repo.add(&["One"]), repo.add(&["Two"])];
+    let agent = env.agent("doer", "echo work > \"work-$GIT_LOOP_TASK.txt\"\ngit loop finish done --message 'did it'");
+    let out = run(&repo, &agent, &[]).ok();
+    let said = "no checks are set (--checks, loop.checks): a task counts as done on its agent's word";
+    assert_eq!(out.stdout.matches(said).count(), 1, "once per walk, not per task: {}", out.stdout);
+    let walk_line = out.stdout.lines().position(|l| l.contains("  walk w-")).expect("the walk's first line");
+    assert!(out.stdout.lines().nth(walk_line + 1).is_some_and(|l| l.ends_with(said)), "at the start: {}", out.stdout);
+    for id in &ids {
+        let task = repo.run(&["show", id, "--json"]).ok().json();
+        assert_eq!(task["completion"]["unchecked"], true, "the task's evidence says so: {task}");
+        let commit = task["completion"]["commit"].as_str().expect("a commit").to_owned();
+        let note: serde_json::Value =
+            serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &commit])).expect("the note is JSON");
+        let entry = note["completions"].as_array().and_then(|c| c.iter().find(|e| e["task"] == id.as_str()));
+        assert_eq!(entry.map(|e| &e["unchecked"]), Some(&serde_json::json!(true)), "and its note: {note}");
+        assert!(
+            repo.run(&["show", id]).ok().stdout.contains("           on its agent's word: no checks were set"),
+            "show says it"
+        );
+    }
+    // With checks, neither the line nor the field.
+    let checked = repo.add(&["Three"]);
+    let out = run(&repo, &agent, &["--checks", "true"]).ok();
+    assert!(!out.stdout.contains(said), "{}", out.stdout);
+    let task = repo.run(&["show", &checked, "--json"]).ok().json();
+    assert!(task["completion"].get("unchecked").is_none() && task["completion"]["checks"]["passed"] == true, "{task}");
+}
