@@ -113,6 +113,11 @@ pub struct WalkArgs {
     /// A command that must pass in the worktree for "done" to count (default: loop.checks).
     #[arg(long, value_name = "COMMAND")]
     checks: Option<String>,
+    /// A command run in each new try worktree before its first session, e.g. copying .env or
+    /// installing dependencies (default: loop.setup); its output heads the session's log, and
+    /// if it fails the task goes to needs-you with the reason.
+    #[arg(long, value_name = "COMMAND")]
+    setup: Option<String>,
     /// A command that must approve a try (exit 0) after its checks pass (default: loop.review).
     #[arg(long, value_name = "COMMAND")]
     review: Option<String>,
@@ -311,6 +316,7 @@ pub(super) fn walk_options(
     opts.review_override = args.reviewer_override;
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
+    opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = match args.checks_timeout {
         Some(span) => to_std(span),

@@ -110,6 +110,9 @@ pub struct Options {
     /// Turns each session may take (`--max-turns`): handed to every agent as
     /// `GIT_LOOP_MAX_TURNS`, and to the CLIs that take such a limit.
     pub max_turns: Option<u32>,
+    /// A command run in each new try worktree before its first session (`--setup`,
+    /// `loop.setup`): copy `.env`, install dependencies.
+    pub setup: Option<String>,
 }
 
 impl Options {
@@ -147,6 +150,7 @@ impl Options {
             sync_every: Some(Duration::from_secs(30)),
             max_turns: None,
             task_budget_usd: None,
+            setup: None,
         }
     }
 }
@@ -333,6 +337,8 @@ pub struct Walker<'a> {
     landing: std::sync::Mutex<()>,
     /// Whether the walk said that it lands without checks (it says so once).
     said_no_checks: AtomicBool,
+    /// The try worktrees this walk ran the setup command in (`opts.setup`).
+    set_up: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
     /// The walk's run, which counts what its sessions spend (none for a recovery or a one-off
     /// role session).
     pub run: Option<&'a engine::Run>,
@@ -399,6 +405,7 @@ impl<'a> Walker<'a> {
             to_land: Default::default(),
             landing: Default::default(),
             said_no_checks: AtomicBool::new(false),
+            set_up: Default::default(),
             run: s.run,
         }
     }
