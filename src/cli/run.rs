@@ -317,6 +317,7 @@ pub(super) fn walk_options(
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
+    opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = match args.checks_timeout {
         Some(span) => to_std(span),

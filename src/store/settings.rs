@@ -33,6 +33,10 @@ pub const KEYS: &[Key] = &[
     },
     Key { key: "loop.checks", meaning: "the default checks command" },
     Key {
+        key: "loop.notify",
+        meaning: "a command told of a task that needs you, a walk that paused or ended and a budget spent, the event as JSON on its stdin (docs/hooks.md, \"Notifications\"); stopped after 10 s, its failure a warning",
+    },
+    Key {
         key: "loop.setup",
         meaning: "a command run in each new try worktree before its first session (copy `.env`, install dependencies; `run`/`race --setup`); its output heads the session's log, and its failure sends the task to needs-you",
     },
@@ -150,6 +154,11 @@ impl<'s> Settings<'s> {
     /// `loop.checks`: the default checks command.
     pub fn checks(&self) -> Option<String> {
         self.text("loop.checks")
+    }
+
+    /// `loop.notify`: the command told of walks' events (docs/hooks.md, "Notifications").
+    pub fn notify(&self) -> Option<String> {
+        self.text("loop.notify")
     }
 
     /// `loop.setup`: the command run in each new try worktree before its first session.

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use chrono::Utc;
 use gix::ObjectId;
 
@@ -113,6 +113,9 @@ pub struct Options {
     /// A command run in each new try worktree before its first session (`--setup`,
     /// `loop.setup`): copy `.env`, install dependencies.
     pub setup: Option<String>,
+    /// A command told, as JSON on its stdin, when a task needs a person and how the walk
+    /// ended (`loop.notify`; docs/hooks.md, "Notifications").
+    pub notify: Option<String>,
 }
 
 impl Options {
@@ -151,6 +154,7 @@ impl Options {
             max_turns: None,
             task_budget_usd: None,
             setup: None,
+            notify: None,
         }
     }
 }
@@ -637,6 +641,51 @@ impl Walker<'_> {
         store.settings().agent_unreachable(&agent.name)
     }
 
+    /// Tell the notify command (`opts.notify`) of `event`: the document of docs/hooks.md,
+    /// "Notifications", with `fields` beside the ones every event has, on its stdin. It may run
+    /// for [`NOTIFY_TIMEOUT`]; its failure is a warning, never the walk's.
+    pub fn notify(&self, store: &Store, event: &str, fields: serde_json::Value) {
+        let Some(command) = self.opts.notify.clone() else { return };
+        if let Err(err) = self.try_notify(store, event, &command, fields) {
+            self.observer.event(&Event::Warning { message: format!("the notify command failed: {err:#}") });
+        }
+    }
+
+    fn try_notify(&self, store: &Store, event: &str, command: &str, fields: serde_json::Value) -> Result<()> {
+        let mut doc = serde_json::json!({
+            "version": NOTIFY_VERSION,
+            "event": event,
+            "at": self.ctx.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "repository": self.cwd,
+            "walker": self.key,
+        });
+        if let (Some(doc), serde_json::Value::Object(fields)) = (doc.as_object_mut(), fields) {
+            doc.extend(fields);
+        }
+        let dir = store.loop_dir()?.join("notify");
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        let input = dir.join(format!("{event}-{}.json", crate::ids::random_base32(8)));
+        std::fs::write(&input, format!("{doc}\n")).with_context(|| format!("could not write '{}'", input.display()))?;
+        let log = dir.join("log");
+        let runner = crate::tries::checks::Runner {
+            exe: &self.exe,
+            parent: self.ctx.pid,
+            grace: Duration::from_secs(1),
+            timeout: NOTIFY_TIMEOUT,
+            cancelled: &|| false,
+        };
+        let env = [("GIT_LOOP_EVENT".to_owned(), event.to_owned())];
+        let ran = crate::tries::checks::run_fed(&runner, "notify", command, &self.cwd, &env, &log, Some(input.clone()));
+        let _ = std::fs::remove_file(&input);
+        let ran = ran?;
+        if !ran.passed {
+            let how =
+                ran.exit.map_or_else(|| format!("stopped after {} s", NOTIFY_TIMEOUT.as_secs()), |e| e.to_string());
+            anyhow::bail!("`{command}` on {event} ({how}); its output: {}", log.display());
+        }
+        Ok(())
+    }
+
     /// Whether the walk should stop: Ctrl-C / SIGTERM, or `git loop stop --all` since it began.
     pub fn cancelled(&self, store: &Store) -> bool {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
@@ -657,6 +706,12 @@ impl Walker<'_> {
 
 /// How long a walk that ends waits for another clone's lander to let it land its done tasks.
 const LAND_WAIT: Duration = Duration::from_secs(10 * 60);
+
+/// How long the notify command may run before it is stopped (the walk waits for it).
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The version of the notify command's JSON document (docs/hooks.md, "Notifications").
+pub const NOTIFY_VERSION: u32 = 1;
 
 /// How a walk ended, for the exit code and the summary.
 #[derive(Debug, Clone)]
@@ -778,12 +833,14 @@ pub fn walk(
     if walker.cancelled(store) {
         stop = Stop::Interrupted;
     }
+    let mut paused_reason = None;
     if let Stop::Paused { policy, units } = &stop {
         let policy = match policy {
             engine::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
             engine::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
             engine::PausePolicy::Unreachable(why) => why.clone(),
         };
+        paused_reason = Some(policy.clone());
         walker.record(store, None, Recorded::WalkPaused(events::WalkPaused { policy, units: units.clone() }))?;
     }
     let error = errors.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().next();
@@ -818,6 +875,21 @@ pub fn walk(
     // Units published their results as they closed; this brings the rest (how the walk
     // ended, anything a failed publish left behind) to the remote before the walk ends.
     sync_with_remote(store, &walker);
+    let mut told = serde_json::json!({
+        "stop": ended.stop, "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned,
+        "sessions": tally.dispatches, "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens,
+        "error": ended.error,
+    });
+    let kind = match &stop {
+        Stop::Paused { units, .. } => {
+            told["reason"] = serde_json::json!(paused_reason.clone().unwrap_or_default());
+            told["tasks"] = serde_json::json!(units);
+            "walk_paused"
+        }
+        Stop::Budget => "budget_spent",
+        _ => "walk_ended",
+    };
+    walker.notify(store, kind, told);
     observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone() });
     if let Some(err) = error {
         return Err(err);

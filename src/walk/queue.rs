@@ -151,6 +151,13 @@ impl<'a> GitQueue<'a> {
             reason: reason.to_owned(),
             number: unit.try_.as_ref().map(|t| t.number),
         });
+        if matches!(state, State::NeedsYou | State::NeedsDecision | State::Failed) {
+            let told = serde_json::json!({
+                "task": unit.task.id, "title": unit.task.title, "state": state.as_str(), "reason": reason,
+                "try": unit.try_.as_ref().map(|t| t.number),
+            });
+            self.walker.notify(self.store, "needs_you", told);
+        }
         Ok(false)
     }
 

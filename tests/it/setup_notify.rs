@@ -76,3 +76,59 @@ fn a_failing_setup_stops_that_try_and_the_task_needs_you_with_the_reason_and_the
     let show = repo.run(&["show", &id]).ok().stdout;
     assert!(show.contains("answer:"), "{show}");
 }
+
+fn told(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn loop_notify_is_told_of_a_task_that_needs_you_and_of_the_walks_end_as_json_on_stdin() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Asks"]);
+    let events = env.path("events");
+    repo.git(&["config", "loop.notify", &format!("cat >> {}", events.display())]);
+    let agent = env.agent("asker", "git loop finish blocked --message 'which colour?'");
+    repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    let got = told(&events);
+    let kinds: Vec<&str> = got.iter().map(|e| e["event"].as_str().unwrap_or("")).collect();
+    assert_eq!(kinds, ["needs_you", "walk_ended"], "{got:?}");
+    assert_eq!(
+        (got[0]["version"].as_u64(), got[0]["task"].as_str(), got[0]["state"].as_str(), got[0]["reason"].as_str()),
+        (Some(1), Some(id.as_str()), Some("needs-you"), Some("blocked: which colour?")),
+        "{}",
+        got[0]
+    );
+    assert!(got[0]["walker"].as_str().is_some_and(|w| w.starts_with("w-")) && got[0]["at"].is_string());
+    assert_eq!((got[1]["stop"].as_str(), got[1]["not_done"].as_u64()), (Some("no_work"), Some(1)), "{}", got[1]);
+    // A pause says why.
+    std::fs::remove_file(&events).expect("rm");
+    repo.add(&["Fails"]);
+    let fail = env.agent("fail", "git loop finish failed --message 'no'");
+    repo.run(&["run", "--agent-cmd", &fail, "--grace", "1", "--pause-after", "1"]).code(4);
+    let got = told(&events);
+    let paused = got.last().expect("told");
+    assert_eq!(paused["event"], "walk_paused", "{got:?}");
+    assert_eq!(paused["reason"], "1 consecutive failures", "{paused}");
+}
+
+#[test]
+fn a_failing_notify_command_is_a_warning_never_the_walks_failure() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    repo.git(&["config", "loop.notify", "echo 'webhook down' >&2; exit 3"]);
+    let done = env.agent("done", "git loop finish done");
+    let out = repo.run(&["run", "--agent-cmd", &done, "--grace", "1"]).ok();
+    assert!(
+        out.stderr.contains("warning: the notify command failed: `echo 'webhook down' >&2; exit 3` on walk_ended (exit 3); its output: "),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+}
