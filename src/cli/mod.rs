@@ -30,6 +30,7 @@ mod output;
 mod park;
 mod race;
 mod reassign;
+mod remote_error;
 mod reopen;
 mod run;
 pub mod session_guard;
@@ -382,7 +383,16 @@ fn print_error(level: &str, err: &anyhow::Error) {
                 output::stderr_line(format!("hint: {hint}"));
             }
         }
-        None => output::stderr_line(format!("{level}: {}", format!("{err:#}").replace('\n', " "))),
+        None => {
+            let whole = format!("{err:#}");
+            match remote_error::summarize(&whole) {
+                Some(line) => {
+                    output::stderr_line(format!("{level}: {line}"));
+                    output::stderr_line("hint: `git loop sync` retries; `git remote -v` shows the URL");
+                }
+                None => output::stderr_line(format!("{level}: {}", whole.replace('\n', " "))),
+            }
+        }
     }
 }
 

@@ -643,6 +643,7 @@ impl Observer for Progress {
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::Warning { message } => {
                 self.clear_live();
+                let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
                 super::output::stderr_line(format!("warning: {message}"));
             }
             Event::Finished { stop, tally } => {

@@ -380,3 +380,24 @@ fn without_checks_a_task_is_done_on_its_agents_word_and_says_so() {
     let task = repo.run(&["show", &checked, "--json"]).ok().json();
     assert!(task["completion"].get("unchecked").is_none() && task["completion"]["checks"]["passed"] == true, "{task}");
 }
+
+#[test]
+fn an_unreachable_remote_is_said_in_one_line_with_a_hint() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    // Port 9 (discard): nothing listens, the connection is refused at once.
+    repo.git(&["remote", "add", "origin", "http://127.0.0.1:9/nowhere.git"]);
+    repo.run(&["init", "--remote", "origin"]).ok();
+    repo.add(&["A task"]);
+    let out = repo.run(&["next", "--claim", "--holder", "a"]).code(1);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("error:") || l.starts_with("hint:")).collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].starts_with("error: cannot reach the remote 'origin' ('http://127.0.0.1:9/nowhere.git/': ")
+            && lines[0].ends_with("): check the URL or the network")
+            && lines[0].len() < 200,
+        "one line naming the remote and git's reason: {}",
+        out.stderr
+    );
+    assert_eq!(lines[1], "hint: `git loop sync` retries; `git remote -v` shows the URL");
+}
