@@ -387,7 +387,14 @@ fn an_unreachable_remote_is_said_in_one_line_with_a_hint() {
     let repo = env.repo("r");
     // Port 9 (discard): nothing listens, the connection is refused at once.
     repo.git(&["remote", "add", "origin", "http://127.0.0.1:9/nowhere.git"]);
-    repo.run(&["init", "--remote", "origin"]).ok();
+    let init = repo.run(&["init", "--remote", "origin"]).ok();
+    assert!(
+        init.stderr.starts_with("warning: cannot reach the remote 'origin' (")
+            && init.stderr.contains("\nhint: loop.remote is set to 'origin' all the same"),
+        "init checks the remote and warns: {}",
+        init.stderr
+    );
+    assert_eq!(repo.git(&["config", "loop.remote"]).trim(), "origin", "and sets it all the same");
     repo.add(&["A task"]);
     let out = repo.run(&["next", "--claim", "--holder", "a"]).code(1);
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("error:") || l.starts_with("hint:")).collect();
