@@ -497,6 +497,7 @@ pub fn hand_back(
                 try_number: Some(number),
                 checks: checks_json,
                 reviews: Vec::new(),
+                unchecked: false,
             };
             backlog::done(store, ctx, &id, opts)?;
             backlog::record(
@@ -617,6 +618,7 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
         try_number: Some(number),
         checks: None,
         reviews: Vec::new(),
+        unchecked: false,
     };
     backlog::done_if(store, ctx, &id, opts, &|t: &Task| {
         if t.state == State::Done {

@@ -259,6 +259,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
                     reviews: Vec::new(),
                     at: time_of("closed_at").or_else(|| time_of("updated_at")).unwrap_or(DateTime::<Utc>::UNIX_EPOCH),
                     by: str_of("closed_by_session").or_else(|| str_of("assignee")).unwrap_or_else(|| "beads".into()),
+                    unchecked: false,
                 }),
             }),
             "deferred" | "blocked" => {

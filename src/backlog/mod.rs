@@ -282,6 +282,8 @@ pub struct DoneOptions {
     pub checks: Option<serde_json::Value>,
     /// The reviews that approved the work (the walk's review rounds).
     pub reviews: Vec<crate::store::task::Approval>,
+    /// Done on the agent's word alone: the walk had no checks to run.
+    pub unchecked: bool,
 }
 
 /// Mark a task done, with a completion note on the commit that completed it. A task done
@@ -380,6 +382,7 @@ fn completed(
         by: done.by.clone(),
         landed: None,
         cost: (cost.sessions > 0).then_some(cost),
+        unchecked: done.unchecked,
     })
 }
 
@@ -438,6 +441,7 @@ fn done_with(
         reviews: opts.reviews.clone(),
         at,
         by: by.clone(),
+        unchecked: opts.unchecked,
     };
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.

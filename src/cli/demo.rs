@@ -22,8 +22,9 @@ use git_loop::walk;
 ///
 /// Makes a scratch repository with a small project and a backlog of six tasks, and walks it
 /// with the built-in demo agent (deterministic: no keys, no network). One task fails its
-/// checks first and passes on continuation; one is parked. Then shows the board, the journal,
-/// and how to look at it all with plain git.
+/// checks first and passes on continuation; one needs you (its agent asks a question only a
+/// person can answer). Then shows the board, the journal, and how to look at it all with plain
+/// git.
 ///
 /// Example: git loop demo --dir /tmp/calc
 #[derive(Args)]

@@ -24,6 +24,31 @@ pub struct InitArgs {
     json: bool,
 }
 
+/// How long `init --remote` waits for the remote to answer.
+const REACH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why `remote` cannot be reached from `dir` (one line), or `None` when it answered. A
+/// remote that does not answer within [`REACH_TIMEOUT`] counts as unreachable; the `git
+/// ls-remote` asking it is left to end by itself.
+fn unreachable(dir: &std::path::Path, remote: &str) -> Option<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (dir, name) = (dir.to_owned(), remote.to_owned());
+    std::thread::spawn(move || {
+        let _ = tx.send(git_loop::git::program::ls_remote(&dir, &name, &["refs/loop/".to_owned()]));
+    });
+    match rx.recv_timeout(REACH_TIMEOUT) {
+        Ok(Ok(_)) => None,
+        Ok(Err(err)) => Some(
+            super::remote_error::summarize(&format!("{err:#}"))
+                .unwrap_or_else(|| format!("could not read the remote '{remote}': {err:#}")),
+        ),
+        Err(_) => Some(format!(
+            "the remote '{remote}' did not answer within {} s: check the URL or the network",
+            REACH_TIMEOUT.as_secs()
+        )),
+    }
+}
+
 pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
     let mut store = if args.remote.is_some() { env.open_as_configured()? } else { env.open()? };
     let clone_id = store.clone_id()?;
@@ -34,6 +59,14 @@ pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
                 .into());
         }
         store.set_local_config("loop.remote", remote)?;
+        // Said now rather than at the first claim: the setting stands either way (the remote
+        // may be down for a moment), but a wrong URL should not wait to be found.
+        if let Some(why) = unreachable(store.workdir(), remote) {
+            super::output::stderr_line(format!("warning: {why}"));
+            super::output::stderr_line(format!(
+                "hint: loop.remote is set to '{remote}' all the same; claims need it reachable ('git loop sync' tries it again)"
+            ));
+        }
     }
     let identity = store.identity.to_string();
     let configured = store.identity.configured;

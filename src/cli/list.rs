@@ -81,6 +81,9 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         out.json(&json!({ "tasks": tasks, "corrupt": corrupt }))?;
         return Ok(0);
     }
+    // Columns as wide as what they hold (a state may be "needs-decision"), under a header;
+    // nothing at all for an empty list.
+    let mut lines = Vec::with_capacity(rows.len());
     for (row, readiness) in rows {
         let t = row.task()?;
         let (status, note) = match &readiness {
@@ -93,7 +96,17 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
             Readiness::Closed => (t.state.as_str(), String::new()),
         };
-        out.line(format!("{:<12} {}  {:<9} {}{note}", t.id, t.priority, paint::state(status), short(&t.title, 72)))?;
+        let labels = if t.labels.is_empty() { String::new() } else { format!("  [{}]", t.labels.join(", ")) };
+        lines.push((t.id.clone(), t.priority.to_string(), status, format!("{}{labels}{note}", short(&t.title, 72))));
+    }
+    if lines.is_empty() {
+        return Ok(0);
+    }
+    let id_width = lines.iter().map(|l| l.0.chars().count()).max().unwrap_or(0).max(2);
+    let state_width = lines.iter().map(|l| l.2.len()).max().unwrap_or(0).max(5);
+    out.line(format!("{:<id_width$}  PRI  {:<state_width$}  TITLE", "ID", "STATE"))?;
+    for (id, priority, status, rest) in lines {
+        out.line(format!("{id:<id_width$}  {priority:<3}  {:<state_width$}  {rest}", paint::state(status)))?;
     }
     Ok(0)
 }

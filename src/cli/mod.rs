@@ -3,6 +3,7 @@
 //! variables and exit codes. One file per subcommand; groups are folders.
 
 mod add;
+mod answer;
 mod board;
 mod cancel;
 mod claim;
@@ -33,6 +34,7 @@ mod paint;
 mod park;
 mod race;
 mod reassign;
+mod remote_error;
 mod reopen;
 mod run;
 pub mod session_guard;
@@ -413,7 +415,16 @@ fn print_error(level: &str, err: &anyhow::Error) {
                 output::stderr_line(format!("hint: {hint}"));
             }
         }
-        None => output::stderr_line(format!("{level}: {}", format!("{err:#}").replace('\n', " "))),
+        None => {
+            let whole = format!("{err:#}");
+            match remote_error::summarize(&whole) {
+                Some(line) => {
+                    output::stderr_line(format!("{level}: {line}"));
+                    output::stderr_line("hint: `git loop sync` retries; `git remote -v` shows the URL");
+                }
+                None => output::stderr_line(format!("{level}: {}", whole.replace('\n', " "))),
+            }
+        }
     }
 }
 

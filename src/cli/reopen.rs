@@ -8,7 +8,8 @@ use super::Env;
 use git_loop::backlog;
 use git_loop::store::task::State;
 
-/// Reopen a done, parked or cancelled task.
+/// Reopen a task: done, parked or cancelled, or one that waits for you (needs-you,
+/// needs-decision, failed): the next walk takes it up again.
 ///
 /// Example: git loop reopen t-4f2a
 #[derive(Args)]

@@ -117,6 +117,11 @@ pub struct WalkArgs {
     /// A command that must pass in the worktree for "done" to count (default: loop.checks).
     #[arg(long, value_name = "COMMAND")]
     checks: Option<String>,
+    /// A command run in each new try worktree before its first session, e.g. copying .env or
+    /// installing dependencies (default: loop.setup); its output heads the session's log, and
+    /// if it fails the task goes to needs-you with the reason.
+    #[arg(long, value_name = "COMMAND")]
+    setup: Option<String>,
     /// A command that must approve a try (exit 0) after its checks pass (default: loop.review).
     #[arg(long, value_name = "COMMAND")]
     review: Option<String>,
@@ -316,6 +321,8 @@ pub(super) fn walk_options(
     opts.review_override = args.reviewer_override;
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
+    opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
+    opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = match args.checks_timeout {
         Some(span) => to_std(span),
@@ -454,6 +461,30 @@ impl Progress {
         };
         let _ = out.flush();
     }
+
+    /// Lines beneath a progress line, indented under its text (each escaped).
+    fn indented(&self, lines: &[String]) {
+        self.clear_live();
+        let mut out = std::io::stdout().lock();
+        for l in lines {
+            let _ = writeln!(out, "{:22}{}", "", text::line(l));
+        }
+        let _ = out.flush();
+    }
+
+    /// Lines quoted beneath a progress line (the end of a failed command's output), each
+    /// escaped, indented under the line's text.
+    fn quote(&self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        self.clear_live();
+        let mut out = std::io::stdout().lock();
+        for l in lines {
+            let _ = writeln!(out, "{:22}│ {}", "", text::line(l));
+        }
+        let _ = out.flush();
+    }
 }
 
 fn clock_of(d: Duration) -> String {
@@ -490,7 +521,7 @@ impl Observer for Progress {
             return;
         }
         match event {
-            Event::Started { walker, agent, parallel, limits, labels } => {
+            Event::Started { walker, agent, parallel, limits, labels, checks } => {
                 let mut parts = vec![format!("agent {agent}")];
                 if *parallel > 1 {
                     parts.push(format!("{parallel} tasks at a time"));
@@ -512,6 +543,13 @@ impl Observer for Progress {
                 }
                 parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
+                if checks.is_none() {
+                    self.say(
+                        None,
+                        "no checks are set (--checks, loop.checks): a task counts as done on its agent's word"
+                            .to_owned(),
+                    );
+                }
             }
             Event::Recovered { task, detail } => self.say(Some(task), format!("recovered: {detail}")),
             Event::Claimed { task, title, priority } => {
@@ -530,22 +568,32 @@ impl Observer for Progress {
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
                 self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage, log, tail } => {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
-                    None if *commits => " · nothing to commit".to_owned(),
+                    None if *commits => " · it changed no file".to_owned(),
                     None => String::new(),
                 };
+                let full = if tail.is_empty() { String::new() } else { format!(" · its output: {}", log.display()) };
                 self.say(
                     Some(task),
-                    format!("session {session} ended after {} ({spent}): {why}{saved}", human_duration(*elapsed)),
-                )
+                    format!("session {session} ended after {} ({spent}): {why}{saved}{full}", human_duration(*elapsed)),
+                );
+                self.quote(tail);
             }
-            Event::Checks { task, passed, elapsed } => self.say(
-                Some(task),
-                format!("checks {} ({})", if *passed { "passed" } else { "failed" }, human_duration(*elapsed)),
-            ),
+            Event::Checks { task, passed, elapsed, log, tail } => {
+                let full = if *passed { String::new() } else { format!(" · their output: {}", log.display()) };
+                self.say(
+                    Some(task),
+                    format!(
+                        "checks {} ({}){full}",
+                        if *passed { "passed" } else { "failed" },
+                        human_duration(*elapsed)
+                    ),
+                );
+                self.quote(tail);
+            }
             Event::BranchMoved { task, branch, commit } => {
                 self.say(Some(task), format!("{branch} moved to {}", short(commit)))
             }
@@ -565,10 +613,21 @@ impl Observer for Progress {
                 };
                 self.say(Some(task), format!("{}{said}", super::paint::state("done")))
             }
-            Event::Closed { task, state, reason } => self
-                .say(Some(task), format!("{} · {}", super::paint::state(state), reason.lines().next().unwrap_or(""))),
+            Event::Closed { task, state, reason, number } => {
+                self.say(
+                    Some(task),
+                    format!("{} · {}", super::paint::state(state), reason.lines().next().unwrap_or("")),
+                );
+                if let Some(state) = git_loop::store::task::State::parse(state) {
+                    let ways = super::answer::ways(task, state, *number);
+                    if !ways.is_empty() {
+                        self.indented(&["answer it with one of:".to_owned()]);
+                        self.indented(&super::answer::lines("  ", &ways));
+                    }
+                }
+            }
             Event::Abandoned { task, why } => {
-                self.say(Some(task), format!("left: {why} · its work is on its try branch"))
+                self.say(Some(task), format!("the walk lets it go: {why} · its try branch keeps what was done"))
             }
             Event::Reviewed { task, approved } => self.say(
                 Some(task),
@@ -592,6 +651,7 @@ impl Observer for Progress {
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::Warning { message } => {
                 self.clear_live();
+                let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
                 super::output::stderr_line(format!("warning: {message}"));
             }
             Event::Finished { stop, tally } => {
@@ -645,8 +705,8 @@ impl Observer for Progress {
 /// An event as a JSON object (`event` names its kind).
 fn event_json(event: &Event) -> serde_json::Value {
     match event {
-        Event::Started { walker, agent, parallel, limits, labels } => json!({
-            "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels,
+        Event::Started { walker, agent, parallel, limits, labels, checks } => json!({
+            "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels, "checks": checks,
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
             "budget_usd": limits.budget_usd, "budget_tokens": limits.budget_tokens,
         }),
@@ -661,13 +721,14 @@ fn event_json(event: &Event) -> serde_json::Value {
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
             "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit, usage, .. } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, usage, log, tail, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
-            "usage": usage,
+            "usage": usage, "log": log, "tail": tail,
         }),
-        Event::Checks { task, passed, elapsed } => {
-            json!({ "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64 })
-        }
+        Event::Checks { task, passed, elapsed, log, tail } => json!({
+            "event": "checks", "task": task, "passed": passed, "elapsed_ms": elapsed.as_millis() as u64,
+            "log": log, "tail": tail,
+        }),
         Event::BranchMoved { task, branch, commit } => {
             json!({ "event": "branch_moved", "task": task, "branch": branch, "commit": commit })
         }
@@ -681,7 +742,7 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Done { task, message } => {
             json!({ "event": "unit_closed", "task": task, "verdict": "done", "message": message })
         }
-        Event::Closed { task, state, reason } => {
+        Event::Closed { task, state, reason, .. } => {
             json!({ "event": "unit_closed", "task": task, "verdict": state, "reason": reason })
         }
         Event::Reviewed { task, approved } => json!({ "event": "review", "task": task, "approved": approved }),

@@ -35,7 +35,11 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let board = Board::load(&store, &env.ctx)?;
     let landing = landing_of(&store, &env.ctx, &id, &snapshot.task)?;
     let filter = journal::Filter { task: Some(id.to_string()), session: None };
-    let review = git_loop::walk::review::state_of(&journal::timeline(&store, &filter)?.entries);
+    let history = journal::timeline(&store, &filter)?.entries;
+    let review = git_loop::walk::review::state_of(&history);
+    let waits = super::answer::waits(snapshot.task.state);
+    let ways = super::answer::ways(id.as_str(), snapshot.task.state, super::answer::last_try(&history));
+    let failure = if waits { super::answer::last_failure(&store.loop_dir()?, &history) } else { None };
     let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
         .into_iter()
         .filter(|w| w.task == id.as_str())
@@ -51,6 +55,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
         value["resolving"] = resolving.map_or(serde_json::Value::Null, resolving_json);
         value["summarizing"] = summarizing.map_or(serde_json::Value::Null, summarizing_json);
+        let (answers, failure) = super::answer::json(&ways, failure.as_ref());
+        value["answers"] = answers;
+        value["failure"] = failure;
         out.json(&value)?;
         return Ok(0);
     }
@@ -71,6 +78,16 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let mut lines = reason.lines();
         out.line(format!("  reason:  {}", lines.next().unwrap_or("")))?;
         out.body("           ", &lines.collect::<Vec<_>>().join("\n"))?;
+    }
+    if let Some(f) = &failure {
+        out.line(format!("  last:    {}", f.what))?;
+        out.line(format!("           its output: {}", f.log.display()))?;
+        for l in &f.tail {
+            out.line(format!("           │ {l}"))?;
+        }
+    }
+    for (n, l) in super::answer::lines("", &ways).into_iter().enumerate() {
+        out.line(format!("  {:<9}{l}", if n == 0 { "answer:" } else { "" }))?;
     }
     if !t.after.is_empty() {
         let deps: Vec<String> = t
@@ -118,6 +135,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     if let Some(c) = &t.completion {
         let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();
         out.line(format!("  done:    {} by {}{commit}", relative(c.at, now), c.by))?;
+        if c.unchecked {
+            out.line("           on its agent's word: no checks were set for the walk")?;
+        }
         if let Some(message) = &c.message {
             out.body("           ", message)?;
         }

@@ -60,6 +60,10 @@ pub(super) struct Overview {
     pub worked_ids: Vec<String>,
     /// The last walk's start, pause or end.
     pub last_walk: Option<(journal::Entry, Recorded)>,
+    /// The last walk's pause, with why (`walk_paused`), if it paused.
+    pub paused: Option<(journal::Entry, git_loop::store::events::WalkPaused)>,
+    /// How to answer each waiting task, and what failed last.
+    pub answers: Answers,
     pub reviews: Vec<(String, git_loop::walk::review::ReviewState)>,
     pub mission_list: Vec<git_loop::mission::record::Mission>,
     pub mission_corrupt: Vec<(String, String)>,
@@ -68,6 +72,10 @@ pub(super) struct Overview {
     pub blocked: usize,
     pub spent: git_loop::store::usage::Total,
 }
+
+/// Each waiting task's ways to answer it, and what failed last.
+pub(super) type Answers =
+    std::collections::BTreeMap<String, (Vec<(String, &'static str)>, Option<super::answer::Failure>)>;
 
 /// The sessions running on this machine, as their records and the process table say.
 pub(super) fn running_sessions(loop_dir: &std::path::Path, ctx: &Context) -> Vec<record::Record> {
@@ -127,12 +135,26 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         .map(|r| r.id().to_owned())
         .collect();
     let worked = worked_ids.len();
-    let last_walk = journal::timeline(store, &Filter::default())?.entries.into_iter().rev().find_map(|e| {
+    // The last walk's events, newest first: a paused walk journals why (walk_paused), then
+    // that it ended (walk_ended, stop "paused"); the reason is in the first.
+    let mut walk_events = journal::timeline(store, &Filter::default())?.entries.into_iter().rev().filter_map(|e| {
         match Recorded::of(&e.event) {
             walk @ (Recorded::WalkPaused(_) | Recorded::WalkEnded(_) | Recorded::WalkStarted(_)) => Some((e, walk)),
             _ => None,
         }
     });
+    let last_walk = walk_events.next();
+    let paused = match &last_walk {
+        Some((e, Recorded::WalkPaused(p))) => Some((e.clone(), p.clone())),
+        Some((e, Recorded::WalkEnded(ended))) if ended.stop == "paused" => {
+            let why = walk_events.next().and_then(|(_, walk)| match walk {
+                Recorded::WalkPaused(p) => Some(p),
+                _ => None,
+            });
+            Some((e.clone(), why.unwrap_or_default()))
+        }
+        _ => None,
+    };
     // The review rounds of the tasks being worked and of those waiting for a person.
     let mut reviews = Vec::new();
     let reviewed: Vec<String> = claims
@@ -141,10 +163,16 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         .map(|(key, _, _)| key.name().to_owned())
         .chain(waiting.iter().map(|t| t.id.clone()))
         .collect();
+    // How to answer each task waiting for you, and what failed last.
+    let mut answers = Answers::new();
     for id in reviewed {
         let history = journal::timeline(store, &Filter { task: Some(id.clone()), session: None })?.entries;
         if let Some(state) = git_loop::walk::review::state_of(&history) {
-            reviews.push((id, state));
+            reviews.push((id.clone(), state));
+        }
+        if let Some(t) = waiting.iter().find(|t| t.id == id) {
+            let ways = super::answer::ways(&t.id, t.state, super::answer::last_try(&history));
+            answers.insert(id, (ways, super::answer::last_failure(&loop_dir, &history)));
         }
     }
     let mut mission_list = Vec::new();
@@ -178,6 +206,8 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         worked,
         worked_ids,
         last_walk,
+        paused,
+        answers,
         reviews,
         mission_list,
         mission_corrupt,
@@ -203,7 +233,8 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         parked,
         waiting,
         worked,
-        last_walk,
+        paused,
+        answers,
         reviews,
         mission_list,
         mission_corrupt,
@@ -213,11 +244,6 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         spent,
         ..
     } = overview(&store, &env.ctx)?;
-    let paused = last_walk.as_ref().and_then(|(e, walk)| match walk {
-        Recorded::WalkPaused(p) => Some((e, p.policy.as_str(), p.units.clone())),
-        Recorded::WalkEnded(ended) if ended.stop == "paused" => Some((e, "", Vec::new())),
-        _ => None,
-    });
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     let mut out = Out::new();
     if args.json {
@@ -234,11 +260,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "claims": claims.iter().map(|(_, h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "ready": ready.iter().map(|t| json!({ "id": t.id, "priority": t.priority, "title": t.title })).collect::<Vec<_>>(),
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
-            "needs_you": waiting.iter().map(|t| json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
+            "needs_you": waiting.iter().map(|t| {
+                let (answers, failure) = answers.get(&t.id).map_or((json!([]), serde_json::Value::Null), |(w, f)| super::answer::json(w, f.as_ref()));
+                json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason, "answers": answers, "failure": failure })
+            }).collect::<Vec<_>>(),
             "reviews": reviews.iter().map(|(id, r)| review_json(id, r)).collect::<Vec<_>>(),
             "resolving": at_work.iter().filter(|w| w.resolving.is_some()).map(resolving_json).collect::<Vec<_>>(),
             "summarizing": at_work.iter().filter(|w| w.resolving.is_none()).map(summarizing_json).collect::<Vec<_>>(),
-            "paused": paused.as_ref().map(|(e, ..)| json!({ "at": e.event.at, "data": e.event.data })),
+            "paused": paused.as_ref().map(|(e, p)| json!({ "at": e.event.at, "reason": p.policy, "tasks": p.units })),
             "counts": {
                 "open": count(State::Open), "ready": ready_count, "blocked": blocked, "running": worked,
                 "sessions": running.len(),
@@ -271,7 +300,11 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         None => out.line("no walk running here")?,
     }
     if spent.sessions > 0 {
-        out.line(format!("spent: {} over {} sessions (git loop cost)", spent.describe(), spent.sessions))?;
+        out.line(format!(
+            "spent: {} over {} (git loop cost)",
+            spent.describe(),
+            super::human::count(spent.sessions, "session", "sessions")
+        ))?;
     }
     if let (None, Some((dead, _))) = (walkers.first(), dead_walkers.first()) {
         out.line(format!(
@@ -337,6 +370,16 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 short(&t.title, 36),
                 short(t.reason.as_deref().unwrap_or(""), 50)
             ))?;
+            if let Some((ways, failure)) = answers.get(&t.id) {
+                if let Some(f) = failure {
+                    let last = f.tail.last().map(|l| format!(": {}", short(l, 60))).unwrap_or_default();
+                    out.line(format!("      {}{last}", f.what))?;
+                    out.line(format!("      its output: {}", f.log.display()))?;
+                }
+                if !ways.is_empty() {
+                    out.line(format!("      answer: {}", super::answer::summary(&t.id, ways)))?;
+                }
+            }
         }
     }
     if !parked.is_empty() {
@@ -402,8 +445,11 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             ))?;
         }
     }
-    if let Some((e, policy, units)) = paused {
-        out.section(format!("the last walk paused {} ({policy}: {})", relative(e.event.at, now), units.join(", ")))?;
+    if let Some((e, p)) = paused {
+        let why = if p.policy.is_empty() { "it did not say why".to_owned() } else { p.policy.clone() };
+        let tasks = if p.units.is_empty() { String::new() } else { format!(" ({})", p.units.join(", ")) };
+        out.section(format!("the last walk paused {}: {why}{tasks}", relative(e.event.at, now)))?;
+        out.line("  start it again with 'git loop run' once that is seen to")?;
     }
     let waiting_count =
         if waiting.is_empty() { String::new() } else { format!(" · {} waiting for you", waiting.len()) };

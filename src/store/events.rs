@@ -122,6 +122,8 @@ recorded! {
     TryPassed(TryPassed) = "try_passed",
     /// The checks ran on a try.
     Checks(Checks) = "checks",
+    /// The setup command (`loop.setup`) ran in a new try worktree. Added later.
+    SetUp(SetUp) = "worktree_set_up",
     /// The review command ran on a try.
     Review(Review) = "review",
     /// A reviewer session began on a try's work (one review round, one reviewer).
@@ -733,6 +735,20 @@ pub struct TryPassed {
 pub struct Checks {
     #[serde(rename = "try")]
     pub number: u32,
+    pub passed: bool,
+    #[serde(default)]
+    pub elapsed_ms: u64,
+    /// How the command ended (`None`: it had to be stopped).
+    #[serde(default)]
+    pub exit: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SetUp {
+    #[serde(rename = "try")]
+    pub number: u32,
+    /// The session it ran for (its output is at the head of that session's log).
+    pub session: String,
     pub passed: bool,
     #[serde(default)]
     pub elapsed_ms: u64,

@@ -51,6 +51,10 @@ pub struct Completed {
     /// added to version 2 later, absent on notes written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::store::usage::Total>,
+    /// True when a walk counted the task done on its agent's word alone (no checks were
+    /// configured); added to version 2 later, absent (false) otherwise and on notes before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
 }
 
 /// Where a task's work landed: the target branch and the commit the target moved to.
@@ -351,6 +355,7 @@ mod tests {
             by: "Tess <t@e>".into(),
             landed: None,
             cost: None,
+            unchecked: false,
         }
     }
 

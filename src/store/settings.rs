@@ -32,6 +32,14 @@ pub const KEYS: &[Key] = &[
         meaning: "who runs a named agent's model (anthropic, openai, google, …), for the reviewer rule; else its `--model` says, else unknown",
     },
     Key { key: "loop.checks", meaning: "the default checks command" },
+    Key {
+        key: "loop.notify",
+        meaning: "a command told of a task that needs you, a walk that paused or ended and a budget spent, the event as JSON on its stdin (docs/hooks.md, \"Notifications\"); stopped after 10 s, its failure a warning",
+    },
+    Key {
+        key: "loop.setup",
+        meaning: "a command run in each new try worktree before its first session (copy `.env`, install dependencies; `run`/`race --setup`); its output heads the session's log, and its failure sends the task to needs-you",
+    },
     Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
     Key {
         key: "loop.reviewer",
@@ -146,6 +154,16 @@ impl<'s> Settings<'s> {
     /// `loop.checks`: the default checks command.
     pub fn checks(&self) -> Option<String> {
         self.text("loop.checks")
+    }
+
+    /// `loop.notify`: the command told of walks' events (docs/hooks.md, "Notifications").
+    pub fn notify(&self) -> Option<String> {
+        self.text("loop.notify")
+    }
+
+    /// `loop.setup`: the command run in each new try worktree before its first session.
+    pub fn setup(&self) -> Option<String> {
+        self.text("loop.setup")
     }
 
     /// `loop.review`: the review command.

@@ -137,6 +137,10 @@ pub struct Completion {
     pub reviews: Vec<Approval>,
     pub at: DateTime<Utc>,
     pub by: String,
+    /// True when a walk counted it done on its agent's word alone: no checks were configured.
+    /// Added later: absent (false) before, and whenever checks ran or a person said done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
 }
 
 /// A reviewer's approval of a try's work: who (role, agent, session), in which round, and the

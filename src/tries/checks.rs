@@ -61,6 +61,19 @@ pub fn run(
     env: &[(String, String)],
     log: &Path,
 ) -> Result<Ran> {
+    run_fed(runner, name, command, cwd, env, log, None)
+}
+
+/// [`run`], the command reading `stdin` (a file) on its standard input.
+pub fn run_fed(
+    runner: &Runner<'_>,
+    name: &str,
+    command: &str,
+    cwd: &Path,
+    env: &[(String, String)],
+    log: &Path,
+    stdin: Option<PathBuf>,
+) -> Result<Ran> {
     let started = Instant::now();
     let marker = format!("{name}-{}", random_base32(12));
     let args = vec!["-c".to_owned(), command.to_owned()];
@@ -72,7 +85,7 @@ pub fn run(
         args: &args,
         cwd,
         env,
-        stdin: None,
+        stdin,
         log,
         marker: &marker,
     })?;

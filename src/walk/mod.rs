@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use chrono::Utc;
 use gix::ObjectId;
 
@@ -113,6 +113,12 @@ pub struct Options {
     /// The mission this walk works for (`--mission`, from a mission commander): named in its
     /// `walk_started` and in each of its sessions' `session_ended`.
     pub mission: Option<String>,
+    /// A command run in each new try worktree before its first session (`--setup`,
+    /// `loop.setup`): copy `.env`, install dependencies.
+    pub setup: Option<String>,
+    /// A command told, as JSON on its stdin, when a task needs a person and how the walk
+    /// ended (`loop.notify`; docs/hooks.md, "Notifications").
+    pub notify: Option<String>,
 }
 
 impl Options {
@@ -151,6 +157,8 @@ impl Options {
             max_turns: None,
             task_budget_usd: None,
             mission: None,
+            setup: None,
+            notify: None,
         }
     }
 }
@@ -164,6 +172,8 @@ pub enum Event {
         parallel: u32,
         limits: Limits,
         labels: Vec<String>,
+        /// The checks' command; `None`: a task counts as done on its agent's word.
+        checks: Option<String>,
     },
     Recovered {
         task: String,
@@ -201,11 +211,20 @@ pub enum Event {
         commits: bool,
         /// What it used; `None`: unknown.
         usage: Option<crate::store::usage::Usage>,
+        /// Its output.
+        log: PathBuf,
+        /// When it failed (exited non-zero, timed out, could not run): the last lines of its
+        /// output, as written. Empty otherwise.
+        tail: Vec<String>,
     },
     Checks {
         task: String,
         passed: bool,
         elapsed: Duration,
+        /// Their output.
+        log: PathBuf,
+        /// When they failed: the last lines of their output, as written. Empty otherwise.
+        tail: Vec<String>,
     },
     Reviewed {
         task: String,
@@ -273,6 +292,8 @@ pub enum Event {
         task: String,
         state: String,
         reason: String,
+        /// Its latest try, if it had one.
+        number: Option<u32>,
     },
     Abandoned {
         task: String,
@@ -324,6 +345,8 @@ pub struct Walker<'a> {
     landing: std::sync::Mutex<()>,
     /// Whether the walk said that it lands without checks (it says so once).
     said_no_checks: AtomicBool,
+    /// The try worktrees this walk ran the setup command in (`opts.setup`).
+    set_up: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
     /// The walk's run, which counts what its sessions spend (none for a recovery or a one-off
     /// role session).
     pub run: Option<&'a engine::Run>,
@@ -390,6 +413,7 @@ impl<'a> Walker<'a> {
             to_land: Default::default(),
             landing: Default::default(),
             said_no_checks: AtomicBool::new(false),
+            set_up: Default::default(),
             run: s.run,
         }
     }
@@ -621,6 +645,51 @@ impl Walker<'_> {
         store.settings().agent_unreachable(&agent.name)
     }
 
+    /// Tell the notify command (`opts.notify`) of `event`: the document of docs/hooks.md,
+    /// "Notifications", with `fields` beside the ones every event has, on its stdin. It may run
+    /// for [`NOTIFY_TIMEOUT`]; its failure is a warning, never the walk's.
+    pub fn notify(&self, store: &Store, event: &str, fields: serde_json::Value) {
+        let Some(command) = self.opts.notify.clone() else { return };
+        if let Err(err) = self.try_notify(store, event, &command, fields) {
+            self.observer.event(&Event::Warning { message: format!("the notify command failed: {err:#}") });
+        }
+    }
+
+    fn try_notify(&self, store: &Store, event: &str, command: &str, fields: serde_json::Value) -> Result<()> {
+        let mut doc = serde_json::json!({
+            "version": NOTIFY_VERSION,
+            "event": event,
+            "at": self.ctx.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "repository": self.cwd,
+            "walker": self.key,
+        });
+        if let (Some(doc), serde_json::Value::Object(fields)) = (doc.as_object_mut(), fields) {
+            doc.extend(fields);
+        }
+        let dir = store.loop_dir()?.join("notify");
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        let input = dir.join(format!("{event}-{}.json", crate::ids::random_base32(8)));
+        std::fs::write(&input, format!("{doc}\n")).with_context(|| format!("could not write '{}'", input.display()))?;
+        let log = dir.join("log");
+        let runner = crate::tries::checks::Runner {
+            exe: &self.exe,
+            parent: self.ctx.pid,
+            grace: Duration::from_secs(1),
+            timeout: NOTIFY_TIMEOUT,
+            cancelled: &|| false,
+        };
+        let env = [("GIT_LOOP_EVENT".to_owned(), event.to_owned())];
+        let ran = crate::tries::checks::run_fed(&runner, "notify", command, &self.cwd, &env, &log, Some(input.clone()));
+        let _ = std::fs::remove_file(&input);
+        let ran = ran?;
+        if !ran.passed {
+            let how =
+                ran.exit.map_or_else(|| format!("stopped after {} s", NOTIFY_TIMEOUT.as_secs()), |e| e.to_string());
+            anyhow::bail!("`{command}` on {event} ({how}); its output: {}", log.display());
+        }
+        Ok(())
+    }
+
     /// Whether the walk should stop: Ctrl-C / SIGTERM, or `git loop stop --all` since it began.
     pub fn cancelled(&self, store: &Store) -> bool {
         if self.cancel.load(Ordering::SeqCst) || gix::interrupt::is_triggered() {
@@ -641,6 +710,12 @@ impl Walker<'_> {
 
 /// How long a walk that ends waits for another clone's lander to let it land its done tasks.
 const LAND_WAIT: Duration = Duration::from_secs(10 * 60);
+
+/// How long the notify command may run before it is stopped (the walk waits for it).
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The version of the notify command's JSON document (docs/hooks.md, "Notifications").
+pub const NOTIFY_VERSION: u32 = 1;
 
 /// How a walk ended, for the exit code and the summary.
 #[derive(Debug, Clone)]
@@ -723,6 +798,7 @@ pub fn walk(
         parallel: walker.opts.parallel,
         limits: walker.opts.limits,
         labels: walker.opts.labels.clone(),
+        checks: walker.opts.checks.clone(),
     });
     // Start from the remote's board, so the first picks are not tasks done elsewhere.
     sync_with_remote(store, &walker);
@@ -762,12 +838,14 @@ pub fn walk(
     if walker.cancelled(store) {
         stop = Stop::Interrupted;
     }
+    let mut paused_reason = None;
     if let Stop::Paused { policy, units } = &stop {
         let policy = match policy {
             engine::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
             engine::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
             engine::PausePolicy::Unreachable(why) => why.clone(),
         };
+        paused_reason = Some(policy.clone());
         walker.record(store, None, Recorded::WalkPaused(events::WalkPaused { policy, units: units.clone() }))?;
     }
     let error = errors.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().next();
@@ -802,6 +880,21 @@ pub fn walk(
     // Units published their results as they closed; this brings the rest (how the walk
     // ended, anything a failed publish left behind) to the remote before the walk ends.
     sync_with_remote(store, &walker);
+    let mut told = serde_json::json!({
+        "stop": ended.stop, "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned,
+        "sessions": tally.dispatches, "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens,
+        "error": ended.error,
+    });
+    let kind = match &stop {
+        Stop::Paused { units, .. } => {
+            told["reason"] = serde_json::json!(paused_reason.clone().unwrap_or_default());
+            told["tasks"] = serde_json::json!(units);
+            "walk_paused"
+        }
+        Stop::Budget => "budget_spent",
+        _ => "walk_ended",
+    };
+    walker.notify(store, kind, told);
     observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone() });
     if let Some(err) = error {
         return Err(err);

@@ -149,7 +149,15 @@ impl<'a> GitQueue<'a> {
             task: unit.task.id.clone(),
             state: state.as_str().to_owned(),
             reason: reason.to_owned(),
+            number: unit.try_.as_ref().map(|t| t.number),
         });
+        if matches!(state, State::NeedsYou | State::NeedsDecision | State::Failed) {
+            let told = serde_json::json!({
+                "task": unit.task.id, "title": unit.task.title, "state": state.as_str(), "reason": reason,
+                "try": unit.try_.as_ref().map(|t| t.number),
+            });
+            self.walker.notify(self.store, "needs_you", told);
+        }
         Ok(false)
     }
 
@@ -232,6 +240,7 @@ impl<'a> GitQueue<'a> {
                 try_number: Some(try_.number),
                 checks: unit.checks.clone(),
                 reviews,
+                unchecked: self.walker.opts.checks.is_none(),
             },
         )?;
         self.walker.record(

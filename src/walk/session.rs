@@ -64,6 +64,16 @@ struct WrapUp {
 /// this never ran the agent: its command is wrong, and another session would fare no better.
 const CANNOT_RUN_WITHIN: Duration = Duration::from_secs(2);
 
+/// How many of its last lines a failed session or failed checks show the person watching.
+pub const FAILURE_TAIL: usize = 10;
+
+/// The last `n` lines of a log that are not blank, as written (the caller escapes them).
+pub fn last_lines(log: &Path, n: usize) -> Vec<String> {
+    let text = tail(log, n * 4);
+    let lines: Vec<String> = text.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
 /// Presets whose CLIs take SIGINT as "stop what you are doing" and save their session first.
 fn takes_interrupt(agent: &Agent) -> bool {
     matches!(agent.name.as_str(), "claude" | "codex" | "gemini" | "opencode" | "aider")
@@ -76,8 +86,17 @@ impl GitDispatcher<'_> {
         if !try_.worktree.join(".git").exists() {
             // Deleted under the loop: the branch holds the work; check it out again.
             tries::add_worktree(self.store, try_)?;
+            self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).remove(&try_.worktree);
         }
         let session = format!("s-{}", random_base32(8));
+        if let Some(failed) = self.set_up(task, try_, agent, &session)? {
+            return Ok(Ran {
+                session,
+                step: Step::Verdict { verdict: Verdict::Blocked, message: failed },
+                checks: None,
+                summary: None,
+            });
+        }
         let launch = Launch {
             session: &session,
             task,
@@ -380,6 +399,12 @@ impl GitDispatcher<'_> {
             commit: commit.clone(),
             commits: l.commits,
             usage,
+            log: log.clone(),
+            tail: match &ending {
+                Ending::Exited(exit) if *exit == Exit::Code(0).to_string() => Vec::new(),
+                Ending::Exited(_) | Ending::CannotRun(_) | Ending::TimedOut => last_lines(&log, FAILURE_TAIL),
+                _ => Vec::new(),
+            },
         });
         Ok(Launched { dir, log, env, why, ending })
     }
@@ -636,6 +661,53 @@ impl GitDispatcher<'_> {
         Ok(exit)
     }
 
+    /// Run the setup command (`opts.setup`) in the try's worktree if this walk has not yet:
+    /// before the first session in a new worktree. Its output goes to the session's log,
+    /// ahead of the agent's. `Some(why)` when it failed: the try goes no further.
+    fn set_up(&self, task: &Task, try_: &Try, agent: &Agent, session: &str) -> Result<Option<String>> {
+        let Some(command) = self.walker.opts.setup.clone() else { return Ok(None) };
+        if self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).contains(&try_.worktree) {
+            return Ok(None);
+        }
+        let dir = record::dir(&self.store.loop_dir()?, session);
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+        let log = dir.join("log");
+        std::fs::write(&log, format!("git loop: setting up the worktree: {command}\n"))
+            .with_context(|| format!("could not write '{}'", log.display()))?;
+        let env = self.session_env(task, try_, session, &dir, agent)?;
+        let runner = checks::Runner {
+            exe: &self.walker.exe,
+            parent: self.walker.ctx.pid,
+            grace: self.walker.opts.grace,
+            timeout: self.walker.opts.checks_timeout,
+            cancelled: &|| self.walker.cancelled(self.store),
+        };
+        let ran = checks::run(&runner, "setup", &command, &try_.worktree, &env, &log)?;
+        self.walker.record(
+            self.store,
+            Some(&task.id),
+            Recorded::SetUp(events::SetUp {
+                number: try_.number,
+                session: session.to_owned(),
+                passed: ran.passed,
+                elapsed_ms: ran.elapsed.as_millis() as u64,
+                exit: ran.exit.map(|e| e.to_string()),
+            }),
+        )?;
+        if !ran.passed {
+            let how = ran.exit.map_or_else(|| "it was stopped".to_owned(), |e| e.to_string());
+            return Ok(Some(format!(
+                "the worktree's setup failed ({how}): `{command}`; its output: {}",
+                log.display()
+            )));
+        }
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log)?;
+        writeln!(file, "git loop: the worktree is set up ({} s); the session starts", ran.elapsed.as_secs())?;
+        self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).insert(try_.worktree.clone());
+        Ok(None)
+    }
+
     /// Run a command of the walk's (checks, review) in the try's worktree.
     fn run_step(
         &self,
@@ -672,7 +744,13 @@ impl GitDispatcher<'_> {
                 exit: run.exit.map(|e| e.to_string()),
             }),
         )?;
-        self.walker.observer.event(&Event::Checks { task: task.id.clone(), passed: run.passed, elapsed: run.elapsed });
+        self.walker.observer.event(&Event::Checks {
+            task: task.id.clone(),
+            passed: run.passed,
+            elapsed: run.elapsed,
+            log: run.log.clone(),
+            tail: if run.passed { Vec::new() } else { last_lines(&run.log, FAILURE_TAIL) },
+        });
         Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json }))
     }
 

@@ -6,8 +6,10 @@
 //! session that stalls is stopped by the timeout without losing a byte it wrote; the session
 //! id the hook recorded is the CLI's real one (the CLI resumes it).
 //!
-//! The CLIs come from PATH (`.ci/run` installs them with npm). In CI (`CI` set) a missing CLI
-//! fails the test; elsewhere the test says why it skips, in one line. Each CLI's HOME and
+//! The CLIs come from PATH (`.ci/run` installs them with npm). Without one, its tests are
+//! ignored, with the reason (build.rs looks for each CLI on PATH when the tests are built), so
+//! `cargo test` lists them as ignored rather than passing them; in CI (`CI` set) none is
+//! ignored and a missing CLI fails the test. Each CLI's HOME and
 //! configuration live in the test's own directory.
 
 use std::path::{Path, PathBuf};
@@ -339,31 +341,37 @@ fn a_stalled_session_is_stopped_and_keeps_every_byte(cli: Cli) {
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_does_a_real_task_in_the_worktree_and_its_hook_is_journaled() {
     a_real_task_is_done_through_the_cli_and_its_hook(CLAUDE);
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_does_a_real_task_in_the_worktree_and_its_hook_is_journaled() {
     a_real_task_is_done_through_the_cli_and_its_hook(CODEX);
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_left_without_a_verdict_is_continued() {
     a_session_without_a_verdict_is_continued(CLAUDE);
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_left_without_a_verdict_is_continued() {
     a_session_without_a_verdict_is_continued(CODEX);
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_stalled_by_its_model_is_stopped_by_the_timeout_and_loses_nothing() {
     a_stalled_session_is_stopped_and_keeps_every_byte(CLAUDE);
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_stalled_by_its_model_is_stopped_by_the_timeout_and_loses_nothing() {
     a_stalled_session_is_stopped_and_keeps_every_byte(CODEX);
 }
@@ -509,18 +517,21 @@ fn an_unreachable_cli_hands_its_task_to_the_fallback(cli: Cli, status: u16, body
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_at_its_rate_limit_hands_the_task_to_the_fallback() {
     let body = json!({"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your account's rate limit. Please try again later."}});
     an_unreachable_cli_hands_its_task_to_the_fallback(CLAUDE, 429, body, "rate limit");
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_logged_out_hands_the_task_to_the_fallback() {
     let body = json!({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}});
     an_unreachable_cli_hands_its_task_to_the_fallback(CLAUDE, 401, body, "login expired");
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_at_its_usage_limit_hands_the_task_to_the_fallback() {
     let body = json!({"error":{"type":"usage_limit_reached","message":"You've hit your usage limit.","plan_type":"plus","resets_in_seconds":3600}});
     an_unreachable_cli_hands_its_task_to_the_fallback(CODEX, 429, body, "usage limit");
@@ -574,11 +585,13 @@ fn taken_over_mid_session_prints_a_resume_command_that_resumes_it(cli: Cli, resu
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_taken_over_mid_session_prints_a_resume_command_that_resumes_it() {
     taken_over_mid_session_prints_a_resume_command_that_resumes_it(CLAUDE, "claude --resume");
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_taken_over_mid_session_prints_a_resume_command_that_resumes_it() {
     taken_over_mid_session_prints_a_resume_command_that_resumes_it(CODEX, "codex resume");
 }
@@ -588,6 +601,7 @@ fn codex_taken_over_mid_session_prints_a_resume_command_that_resumes_it() {
 /// checkout, is scripted by the model to ask for changes with `git loop finish changes` the
 /// first time and approve the second. The verdicts are read from what the real CLI ran.
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_reviews_a_scripted_workers_try_and_its_verdict_is_read_from_its_own_report() {
     let Some(program) = installed(CLAUDE) else { return };
     let env = TestEnv::new();

@@ -13,8 +13,9 @@ fn add_prints_the_new_id_and_list_shows_ready_and_blocked_tasks() {
     let list = repo.run(&["list"]).ok();
     assert_eq!(
         list.stdout_with(&[(&a, "<A>"), (&b, "<B>")]),
-        "<A>   p1  ready     Write the parser\n\
-         <B>   p2  blocked   Test the parser  (after <A>)\n"
+        "ID          PRI  STATE    TITLE\n\
+         <A>  p1   ready    Write the parser\n\
+         <B>  p2   blocked  Test the parser  [test]  (after <A>)\n"
     );
     let json = repo.run(&["add", "Third", "--json"]).ok().json();
     assert!(json["id"].as_str().is_some_and(|id| id.starts_with("t-")), "add --json prints {{\"id\": ...}}");

@@ -234,11 +234,13 @@ fn the_ledger_holds_the_servers_counts(cli: agents_e2e::Cli, model: Option<&str>
 }
 
 #[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_codes_usage_is_the_model_servers_count_to_the_token() {
     the_ledger_holds_the_servers_counts(CLAUDE, None);
 }
 
 #[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_usage_is_the_model_servers_count_to_the_token() {
     the_ledger_holds_the_servers_counts(CODEX, Some("loopback-model"));
 }

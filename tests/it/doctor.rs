@@ -616,6 +616,6 @@ fn doctor_finds_an_index_that_holds_a_damaged_task_as_readable() {
     );
     repo.run(&["doctor", "--repair"]).code(3);
     let list = repo.run(&["list"]).ok();
-    assert_eq!(list.stdout.replace(&good, "<G>"), "<G>   p2  ready     good\n");
+    assert_eq!(list.stdout.replace(&good, "<G>"), "ID          PRI  STATE  TITLE\n<G>  p2   ready  good\n");
     assert!(list.stderr.contains(&format!("object {middle} is missing")), "{}", list.stderr);
 }

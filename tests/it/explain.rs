@@ -212,3 +212,199 @@ fn bad_input_on_the_command_line_says_what_is_expected() {
     );
     repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).ok();
 }
+
+#[test]
+fn a_paused_walk_says_why_in_status() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let mut ids: Vec<String> = ["one", "two"].iter().map(|t| repo.add(&[t])).collect();
+    ids.sort();
+    let agent = env.agent("fail", "git loop finish failed --message 'not today'");
+    run(&repo, &agent, &["--pause-after", "2"]).code(4);
+    let out = repo.run(&["status"]).ok();
+    let line = out.stdout.lines().find(|l| l.starts_with("the last walk paused")).unwrap_or_default();
+    assert!(
+        line.ends_with(&format!(": 2 consecutive failures ({})", ids.join(", "))),
+        "the reason and the tasks, not '(: )': {}",
+        out.stdout
+    );
+    let paused = &repo.run(&["status", "--json"]).ok().json()["paused"];
+    assert_eq!(paused["reason"], "2 consecutive failures", "{paused}");
+    let mut tasks: Vec<String> =
+        paused["tasks"].as_array().expect("tasks").iter().map(|t| t.as_str().unwrap_or("").to_owned()).collect();
+    tasks.sort();
+    assert_eq!(tasks, ids, "{paused}");
+}
+
+#[test]
+fn failing_checks_show_the_end_of_their_output_and_where_the_rest_is() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let agent = env.agent("doer", "echo work > work.txt\ngit loop finish done --message 'did it'");
+    let checks = r"for n in 1 2 3 4 5 6 7 8 9 10 11 12; do echo line-$n; done; printf '\033[31mFAIL: expected 4, got 5\n'; exit 1";
+    let out = run(&repo, &agent, &["--checks", checks, "--per-unit-dispatches", "1"]).ok();
+    let log_line = out.stdout.lines().find(|l| l.contains("checks failed (")).unwrap_or_default();
+    assert!(
+        log_line.contains(" · their output: ") && log_line.ends_with("/checks.log"),
+        "the path of the full log: {}",
+        out.stdout
+    );
+    let log = log_line.rsplit(" · their output: ").next().unwrap_or_default();
+    assert!(std::path::Path::new(log).is_file(), "the log is there: {log}");
+    let quoted: Vec<&str> = out.stdout.lines().filter(|l| l.trim_start().starts_with("│ ")).collect();
+    assert_eq!(quoted.len(), 10, "the last ten lines: {}", out.stdout);
+    assert!(quoted[0].ends_with("│ line-4") && !out.stdout.contains("│ line-3\n"), "{}", out.stdout);
+    assert!(
+        quoted[9].ends_with("│ \\u{1b}[31mFAIL: expected 4, got 5"),
+        "the last line, its control characters escaped: {}",
+        out.stdout
+    );
+    let show = repo.run(&["show", &id]).ok().stdout;
+    assert!(show.contains("  last:    the checks failed on try 1 (exit 1)\n"), "{show}");
+    assert!(show.contains(&format!("           its output: {log}\n")), "{show}");
+    assert!(show.contains("           │ \\u{1b}[31mFAIL: expected 4, got 5\n"), "{show}");
+    let json = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(json["failure"]["log"], log, "{json}");
+    assert_eq!(json["failure"]["tail"].as_array().map(Vec::len), Some(10), "{json}");
+    let status = repo.run(&["status"]).ok().stdout;
+    assert!(
+        status.contains("      the checks failed on try 1 (exit 1): \\u{1b}[31mFAIL: expected 4, got 5\n")
+            && status.contains(&format!("      its output: {log}\n")),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_failed_session_shows_the_end_of_its_log_and_where_it_is() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let agent = env.agent("crash", "echo 'working'\necho 'boom: cannot parse config.toml' >&2\nexit 3");
+    let out = run(&repo, &agent, &["--per-unit-dispatches", "1"]).ok();
+    let ended = out.stdout.lines().find(|l| l.contains("the agent exited (exit 3)")).unwrap_or_default();
+    assert!(ended.contains(" · its output: ") && ended.ends_with("/log"), "{}", out.stdout);
+    assert!(out.stdout.contains("│ boom: cannot parse config.toml\n"), "{}", out.stdout);
+    let show = repo.run(&["show", &id]).ok().stdout;
+    assert!(show.contains("(try 1) ended: the agent exited (exit 3)\n"), "{show}");
+    assert!(show.contains("           │ boom: cannot parse config.toml\n"), "{show}");
+    // A session that ended well quotes nothing.
+    let id = repo.add(&["Another"]);
+    let fine = env.agent("fine", "echo fine\ngit loop finish done");
+    let out = run(&repo, &fine, &[]).ok();
+    assert!(!out.stdout.contains("│") && !out.stdout.contains("its output"), "{}", out.stdout);
+    let show = repo.run(&["show", &id]).ok().stdout;
+    assert!(!show.contains("  last:") && !show.contains("answer:"), "a done task needs no answer: {show}");
+}
+
+#[test]
+fn a_task_that_needs_you_says_how_to_answer_it() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let agent = env.agent("asker", "echo half > half.txt\ngit loop finish blocked --message 'which colour?'");
+    let out = run(&repo, &agent, &[]).ok();
+    let answer = format!("git loop edit {id} --body '…' && git loop reopen {id}");
+    assert!(out.stdout.contains("answer it with one of:\n"), "{}", out.stdout);
+    for way in [answer.as_str(), &format!("git loop done {id} --try 1"), &format!("git loop take-over {id}")] {
+        assert!(out.stdout.contains(way), "the walk's line names '{way}': {}", out.stdout);
+    }
+    let show = repo.run(&["show", &id]).ok().stdout;
+    assert!(show.contains(&format!("  answer:  {answer}   answer in its plan")), "{show}");
+    assert!(show.contains(&format!("           git loop reassign {id} <agent>")), "{show}");
+    let json = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(json["answers"][1]["command"], format!("git loop done {id} --try 1"), "{json}");
+    let status = repo.run(&["status"]).ok().stdout;
+    assert!(
+        status.contains(&format!(
+            "      answer: edit + reopen · done --try 1 · reassign · take-over · park --reason (the commands: git loop show {id})"
+        )),
+        "{status}"
+    );
+    // What it says is true: the first way works, and the task is open again.
+    repo.run(&["edit", &id, "--body", "blue"]).ok();
+    repo.run(&["reopen", &id]).ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "open");
+    let show = repo.run(&["show", &id]).ok().stdout;
+    assert!(!show.contains("answer:"), "an open task waits for nobody: {show}");
+}
+
+#[test]
+fn list_has_a_header_columns_that_fit_every_state_and_shows_labels() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let asked = repo.add(&["Asks a question", "--label", "api", "--label", "later"]);
+    let agent = env.agent("asker", "git loop finish blocked --message 'which colour?'");
+    run(&repo, &agent, &[]).ok();
+    let ready = repo.add(&["Ready one"]);
+    let out = repo.run(&["list"]).ok();
+    assert_eq!(
+        out.stdout_with(&[(&asked, "t-asked..."), (&ready, "t-ready...")]),
+        "ID          PRI  STATE      TITLE\n\
+         t-ready...  p2   ready      Ready one\n\
+         t-asked...  p2   needs-you  Asks a question  [api, later]\n",
+        "a header, the state column as wide as 'needs-you', the labels shown"
+    );
+    let empty = env.repo("empty");
+    assert_eq!(empty.run(&["list"]).ok().stdout, "", "no header over an empty list");
+}
+
+#[test]
+fn without_checks_a_task_is_done_on_its_agents_word_and_says_so() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let ids = [repo.add(&["One"]), repo.add(&["Two"])];
+    let agent = env.agent("doer", "echo work > \"work-$GIT_LOOP_TASK.txt\"\ngit loop finish done --message 'did it'");
+    let out = run(&repo, &agent, &[]).ok();
+    let said = "no checks are set (--checks, loop.checks): a task counts as done on its agent's word";
+    assert_eq!(out.stdout.matches(said).count(), 1, "once per walk, not per task: {}", out.stdout);
+    let walk_line = out.stdout.lines().position(|l| l.contains("  walk w-")).expect("the walk's first line");
+    assert!(out.stdout.lines().nth(walk_line + 1).is_some_and(|l| l.ends_with(said)), "at the start: {}", out.stdout);
+    for id in &ids {
+        let task = repo.run(&["show", id, "--json"]).ok().json();
+        assert_eq!(task["completion"]["unchecked"], true, "the task's evidence says so: {task}");
+        let commit = task["completion"]["commit"].as_str().expect("a commit").to_owned();
+        let note: serde_json::Value =
+            serde_json::from_str(&repo.git(&["notes", "--ref=loop", "show", &commit])).expect("the note is JSON");
+        let entry = note["completions"].as_array().and_then(|c| c.iter().find(|e| e["task"] == id.as_str()));
+        assert_eq!(entry.map(|e| &e["unchecked"]), Some(&serde_json::json!(true)), "and its note: {note}");
+        assert!(
+            repo.run(&["show", id]).ok().stdout.contains("           on its agent's word: no checks were set"),
+            "show says it"
+        );
+    }
+    // With checks, neither the line nor the field.
+    let checked = repo.add(&["Three"]);
+    let out = run(&repo, &agent, &["--checks", "true"]).ok();
+    assert!(!out.stdout.contains(said), "{}", out.stdout);
+    let task = repo.run(&["show", &checked, "--json"]).ok().json();
+    assert!(task["completion"].get("unchecked").is_none() && task["completion"]["checks"]["passed"] == true, "{task}");
+}
+
+#[test]
+fn an_unreachable_remote_is_said_in_one_line_with_a_hint() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    // Port 9 (discard): nothing listens, the connection is refused at once.
+    repo.git(&["remote", "add", "origin", "http://127.0.0.1:9/nowhere.git"]);
+    let init = repo.run(&["init", "--remote", "origin"]).ok();
+    assert!(
+        init.stderr.starts_with("warning: cannot reach the remote 'origin' (")
+            && init.stderr.contains("\nhint: loop.remote is set to 'origin' all the same"),
+        "init checks the remote and warns: {}",
+        init.stderr
+    );
+    assert_eq!(repo.git(&["config", "loop.remote"]).trim(), "origin", "and sets it all the same");
+    repo.add(&["A task"]);
+    let out = repo.run(&["next", "--claim", "--holder", "a"]).code(1);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("error:") || l.starts_with("hint:")).collect();
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert!(
+        lines[0].starts_with("error: cannot reach the remote 'origin' ('http://127.0.0.1:9/nowhere.git/': ")
+            && lines[0].ends_with("): check the URL or the network")
+            && lines[0].len() < 200,
+        "one line naming the remote and git's reason: {}",
+        out.stderr
+    );
+    assert_eq!(lines[1], "hint: `git loop sync` retries; `git remote -v` shows the URL");
+}

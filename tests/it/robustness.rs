@@ -30,7 +30,11 @@ fn d2_corrupt_records_are_named_and_healthy_tasks_are_unaffected() {
     }
 
     let list = repo.run(&["list"]).ok();
-    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n", "healthy tasks are listed");
+    assert_eq!(
+        list.stdout_with(&[(&good, "<G>")]),
+        "ID          PRI  STATE  TITLE\n<G>  p2   ready  healthy\n",
+        "healthy tasks are listed"
+    );
     for name in ["t-garbage", "t-empty", "t-missing", "t-blob"] {
         assert!(
             list.stderr.contains(&format!("task record 'refs/loop/tasks/{name}' is corrupt")),
@@ -87,7 +91,11 @@ fn d2_a_symbolic_task_ref_is_a_corrupt_record_and_the_backlog_works_on() {
         assert_eq!(out.stderr, expected, "git loop {args:?}");
     }
     let list = repo.run(&["list"]).ok();
-    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n", "healthy tasks are listed");
+    assert_eq!(
+        list.stdout_with(&[(&good, "<G>")]),
+        "ID          PRI  STATE  TITLE\n<G>  p2   ready  healthy\n",
+        "healthy tasks are listed"
+    );
     assert!(
         list.stderr.contains("task record 'refs/loop/tasks/t-sym' is corrupt: it is a symbolic ref"),
         "{}",
@@ -149,7 +157,7 @@ fn d2_a_bad_line_in_packed_refs_is_named_and_healthy_refs_stay_healthy() {
         let list = repo.run(&["list"]).ok();
         assert_eq!(
             list.stdout_with(&ids),
-            "<B>   p2  ready     second\n<A>   p2  claimed   first  (h)\n",
+            "ID          PRI  STATE    TITLE\n<B>  p2   ready    second  [l1]\n<A>  p2   claimed  first  (h)\n",
             "line {}: every task listed as itself",
             at + 1
         );
@@ -213,7 +221,7 @@ fn d2_a_missing_object_in_a_tasks_history_is_found() {
     }
     // The index last saw the task at its first operation: its new tip's history is read.
     let list = repo.run(&["list"]).ok();
-    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "<G>   p2  ready     healthy\n");
+    assert_eq!(list.stdout_with(&[(&good, "<G>")]), "ID          PRI  STATE  TITLE\n<G>  p2   ready  healthy\n");
     assert_eq!(
         list.stderr,
         format!("warning: skipped: {}", &expected["error: ".len()..expected.find("\nhint").expect("a hint")]) + "\n"

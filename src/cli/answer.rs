@@ -1,0 +1,138 @@
+//! How to answer a task that waits for a person, as `stop` lists its options: the commands
+//! that move it on from where it is, each with what it does. `show`, `status` and the walk's
+//! line print them, so a task that needs you says what you can do about it; and what failed
+//! last, with the end of its output and where the rest is.
+
+use std::path::{Path, PathBuf};
+
+use git_loop::agent::record;
+use git_loop::store::events::Recorded;
+use git_loop::store::journal::Entry;
+use git_loop::store::task::State;
+
+/// The commands that answer task `id` in `state` (a person's states: needs-you,
+/// needs-decision, failed, taken-over), each with what it does; `try_number` is its latest
+/// try, which `done --try` can accept. Empty for the states nobody waits on.
+pub fn ways(id: &str, state: State, try_number: Option<u32>) -> Vec<(String, &'static str)> {
+    let accept = try_number.map(|n| (format!("git loop done {id} --try {n}"), "accept its try as it is"));
+    let mut ways = Vec::new();
+    match state {
+        State::NeedsYou => {
+            ways.push((
+                format!("git loop edit {id} --body '…' && git loop reopen {id}"),
+                "answer in its plan, and let the agent go on",
+            ));
+            ways.extend(accept);
+            ways.push((format!("git loop reassign {id} <agent>"), "give it to another agent"));
+            ways.push((format!("git loop take-over {id}"), "do it yourself in its worktree"));
+            ways.push((format!("git loop park {id} --reason '…'"), "set it aside"));
+        }
+        State::NeedsDecision => {
+            ways.push((format!("git loop reopen {id}"), "let the agent go on"));
+            ways.extend(accept);
+            ways.push((format!("git loop reassign {id} <agent>"), "give it to another agent"));
+            ways.push((format!("git loop take-over {id}"), "do it yourself in its worktree"));
+            ways.push((format!("git loop park {id} --reason '…'"), "set it aside"));
+        }
+        State::Failed => {
+            ways.push((format!("git loop reopen {id}"), "try again (the next walk continues its try)"));
+            ways.push((format!("git loop reassign {id} <agent>"), "give it to another agent"));
+            ways.push((format!("git loop take-over {id}"), "do it yourself in its worktree"));
+            ways.push((format!("git loop cancel {id} --reason '…'"), "give it up"));
+        }
+        State::TakenOver => {
+            ways.push((format!("git loop hand-back {id} --keep"), "your work, landed once the checks pass"));
+            ways.push((format!("git loop hand-back {id} --continue"), "let the agent go on from your changes"));
+        }
+        State::Open | State::Done | State::Parked | State::Cancelled => {}
+    }
+    ways
+}
+
+/// The ways as lines, the commands aligned, under `indent`.
+pub fn lines(indent: &str, ways: &[(String, &'static str)]) -> Vec<String> {
+    let width = ways.iter().map(|(c, _)| c.chars().count()).max().unwrap_or(0);
+    ways.iter().map(|(command, what)| format!("{indent}{command:<width$}   {what}")).collect()
+}
+
+/// What explains a task that waits for a person: its last failed checks, or else its last
+/// session, with where their output is.
+pub struct Failure {
+    /// In words: "the checks failed on try 2 (exit 1)", "session s-… ended: …".
+    pub what: String,
+    /// The full output (on the clone that ran it).
+    pub log: PathBuf,
+    /// Its last lines (empty when the log is not on this clone).
+    pub tail: Vec<String>,
+}
+
+/// How many lines of a failure's output `show` quotes.
+pub const TAIL: usize = git_loop::walk::session::FAILURE_TAIL;
+
+/// The failure that explains task's history `entries` (its journal, oldest first): the last
+/// checks if they failed after its last session, else its last session. `None` without a
+/// session.
+pub fn last_failure(loop_dir: &Path, entries: &[Entry]) -> Option<Failure> {
+    let mut last_session: Option<String> = None;
+    let mut found: Option<(String, PathBuf)> = None;
+    for e in entries {
+        match Recorded::of(&e.event) {
+            Recorded::SessionEnded(ended) => {
+                let log = record::dir(loop_dir, &ended.session).join("log");
+                found =
+                    Some((format!("session {} (try {}) ended: {}", ended.session, ended.number, ended.reason), log));
+                last_session = Some(ended.session);
+            }
+            Recorded::Checks(checks) if !checks.passed => {
+                let Some(session) = &last_session else { continue };
+                let how = checks.exit.map(|e| format!(" ({e})")).unwrap_or_else(|| " (stopped)".to_owned());
+                let log = record::dir(loop_dir, session).join("checks.log");
+                found = Some((format!("the checks failed on try {}{how}", checks.number), log));
+            }
+            _ => {}
+        }
+    }
+    let (what, log) = found?;
+    let tail = git_loop::walk::session::last_lines(&log, TAIL);
+    Some(Failure { what, log, tail })
+}
+
+/// The latest try in task's history `entries` (the one its last session worked on).
+pub fn last_try(entries: &[Entry]) -> Option<u32> {
+    entries.iter().rev().find_map(|e| match Recorded::of(&e.event) {
+        Recorded::SessionEnded(ended) => Some(ended.number),
+        _ => None,
+    })
+}
+
+/// Whether a task in `state` waits for a person.
+pub fn waits(state: State) -> bool {
+    matches!(state, State::NeedsYou | State::NeedsDecision | State::Failed | State::TakenOver)
+}
+
+/// The ways and the failure as JSON (`answers`, `failure` in `show --json` and in the
+/// `needs_you` entries of `status --json`).
+pub fn json(ways: &[(String, &'static str)], failure: Option<&Failure>) -> (serde_json::Value, serde_json::Value) {
+    let answers = ways.iter().map(|(c, w)| serde_json::json!({ "command": c, "does": w })).collect();
+    let failure = failure
+        .map_or(serde_json::Value::Null, |f| serde_json::json!({ "what": f.what, "log": f.log, "tail": f.tail }));
+    (serde_json::Value::Array(answers), failure)
+}
+
+/// The ways in one line, by their verbs, for a list of tasks (`status`): the full commands
+/// are in `show`.
+pub fn summary(id: &str, ways: &[(String, &'static str)]) -> String {
+    let verbs: Vec<String> = ways
+        .iter()
+        .map(|(command, _)| {
+            let verbs: Vec<&str> =
+                command.split("git loop ").skip(1).filter_map(|part| part.split_whitespace().next()).collect();
+            let try_ = command.split_once("--try ").map(|(_, n)| format!(" --try {n}")).unwrap_or_default();
+            let how = command.split_once(" --").filter(|_| try_.is_empty() && verbs.len() == 1);
+            let flag =
+                how.map(|(_, f)| format!(" --{}", f.split_whitespace().next().unwrap_or(""))).unwrap_or_default();
+            format!("{}{try_}{flag}", verbs.join(" + "))
+        })
+        .collect();
+    format!("{} (the commands: git loop show {id})", verbs.join(" · "))
+}
