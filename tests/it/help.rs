@@ -332,12 +332,12 @@ fn states_are_coloured_and_json_never_is() {
     let parked = repo.add(&["Parked one"]);
     repo.run(&["park", &parked, "--reason", "later"]).ok();
     let list = on_a_terminal(&repo, &["list"], &[]);
-    assert!(list.contains(&format!("{ready}   p2  \x1b[32mready    \x1b[0m Ready one")), "{list:?}");
-    assert!(list.contains("\x1b[2mparked   \x1b[0m Parked one"), "{list:?}");
+    assert!(list.contains(&format!("{ready}  p2   \x1b[32mready \x1b[0m  Ready one")), "{list:?}");
+    assert!(list.contains("\x1b[2mparked\x1b[0m  Parked one"), "{list:?}");
     let show = on_a_terminal(&repo, &["show", &parked], &[]);
     assert!(show.contains("state:   \x1b[2mparked\x1b[0m"), "{show:?}");
     let plain = repo.run(&["list"]).ok().stdout;
-    assert!(plain.contains(&format!("{ready}   p2  ready     Ready one")) && !plain.contains('\x1b'), "{plain:?}");
+    assert!(plain.contains(&format!("{ready}  p2   ready   Ready one")) && !plain.contains('\x1b'), "{plain:?}");
     let json = on_a_terminal(&repo, &["--color", "always", "list", "--json"], &[]);
     assert!(!json.contains('\x1b') && json.contains("\"state\": \"parked\""), "{json:?}");
 }
@@ -392,7 +392,7 @@ fn control_characters_in_what_others_wrote_are_escaped_everywhere_people_read() 
                 assert!(!out.lines().any(|l| l.trim_start().starts_with("more")), "{all:?}\n{out}");
             }
             if colour == "always" && args[0] == "list" {
-                assert!(out.contains("\x1b[2mparked   \x1b[0m evil\\u{1b}[31mred"), "{out:?}");
+                assert!(out.contains("\x1b[2mparked\x1b[0m  evil\\u{1b}[31mred"), "{out:?}");
             }
         }
     }
