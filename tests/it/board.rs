@@ -306,8 +306,10 @@ fn the_board_gives_the_terminal_back_on_a_panic() {
     repo.add(&["Write parser"]);
     let Some(tmux) = terminal_sized(&env, &repo, (100, 30)) else { return };
     tmux.type_line("GIT_LOOP_BOARD_PANIC=1 git loop board");
-    assert_terminal_given_back(&env, &tmux, "101", 1);
+    // The message first: until the board has started, the shell is in front too, and keys
+    // typed then would be the board's.
     wait_for_screen(&tmux, "the panic's message, readable", &["GIT_LOOP_BOARD_PANIC is set"]);
+    assert_terminal_given_back(&env, &tmux, "101", 1);
 }
 
 #[test]

@@ -115,8 +115,9 @@ fn hostile_text_from_every_source_is_escaped_for_people_and_exact_in_json() {
 
     // A title or a holder never breaks a line: one line per task, each starting with its id.
     let list = out("list");
-    assert_eq!(list.lines().count(), ids.len(), "{list}");
-    assert!(list.lines().all(|l| ids.iter().any(|id| l.starts_with(id))), "{list}");
+    assert!(list.starts_with("ID "), "a header first: {list}");
+    assert_eq!(list.lines().skip(1).count(), ids.len(), "{list}");
+    assert!(list.lines().skip(1).all(|l| ids.iter().any(|id| l.starts_with(id))), "{list}");
     assert!(list.contains("(agent\\u{202e}\\u{2066}evil)"), "the holder, escaped: {list}");
     let show = out(&format!("show {added}"));
     assert_eq!(

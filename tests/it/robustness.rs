@@ -155,9 +155,17 @@ fn d2_a_bad_line_in_packed_refs_is_named_and_healthy_refs_stay_healthy() {
         let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v4"));
         let named = format!("'{}' has a bad line {}: \"this is garbage\"", packed.display(), at + 1);
         let list = repo.run(&["list"]).ok();
+        // `edit --label` below gives <B> labels as the loop goes: list shows what it has.
+        let labels: Vec<String> = repo.run(&["show", &b, "--json"]).ok().json()["labels"]
+            .as_array()
+            .map(|l| l.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let labels = if labels.is_empty() { String::new() } else { format!("  [{}]", labels.join(", ")) };
         assert_eq!(
             list.stdout_with(&ids),
-            "ID          PRI  STATE    TITLE\n<B>  p2   ready    second  [l1]\n<A>  p2   claimed  first  (h)\n",
+            format!(
+                "ID          PRI  STATE    TITLE\n<B>  p2   ready    second{labels}\n<A>  p2   claimed  first  (h)\n"
+            ),
             "line {}: every task listed as itself",
             at + 1
         );
