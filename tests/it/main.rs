@@ -32,6 +32,7 @@ mod resolve;
 mod review;
 mod robustness;
 mod run;
+mod scale;
 mod soak;
 mod summarize;
 mod sync;
