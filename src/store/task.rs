@@ -743,10 +743,21 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
         }
         let lamport = super::lamport::tick(store, 0)?;
         let scratch = refs::import_scratch(ctx.pid);
+        // What every operation of the import shares, read once (not a file read per task).
+        let (writer, by, at) = (store.clone_id()?, store.identity.to_string(), ctx.now());
+        let mut signature = Vec::new();
+        store.identity.signature(at).write_to(&mut signature)?;
         let marked = git::program::fast_import(store.common_dir(), &marks, |out| {
             for (n, i) in absent.iter().enumerate() {
                 let (id, change) = &tasks[*i];
-                let op = new_op(store, ctx, lamport, change.clone())?;
+                let op = Op {
+                    version: OP_VERSION,
+                    lamport,
+                    writer: writer.clone(),
+                    at,
+                    by: by.clone(),
+                    change: change.clone(),
+                };
                 let mut task = Task::blank(id.as_str());
                 fold(&mut task, &op);
                 let mark = 3 * n as u64;
@@ -756,8 +767,6 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
                     out.write_all(b"\n")?;
                 }
                 let message = format!("{}: {}\n", task.id, op.change.describe());
-                let mut signature = Vec::new();
-                store.identity.signature(ctx.now()).write_to(&mut signature)?;
                 write!(out, "reset {scratch}\ncommit {scratch}\nmark :{}\nauthor ", mark + 3)?;
                 out.write_all(&signature)?;
                 out.write_all(b"\ncommitter ")?;
