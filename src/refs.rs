@@ -41,6 +41,12 @@ pub fn task(id: &TaskId) -> String {
     format!("{TASKS}{id}")
 }
 
+/// The branch `git fast-import` builds an import's commits on, named by the importing process:
+/// reset at the end of the stream, so it is never written (docs/storage.md, "Importing").
+pub fn import_scratch(pid: u32) -> String {
+    format!("{LOOP}import-scratch/{pid}")
+}
+
 /// The task id a task ref names, if it is one.
 pub fn task_id_of(name: &str) -> Option<&str> {
     name.strip_prefix(TASKS).filter(|rest| !rest.contains('/'))

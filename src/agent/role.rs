@@ -222,6 +222,25 @@ fn check_contract(contract: Contract, said: &str) -> Result<(), Violation> {
 
 /// The rules serde cannot say.
 fn check(report: Report) -> Result<Report, Violation> {
+    use crate::store::limits::{self, MESSAGE};
+    let texts: Vec<(&str, &str)> = match &report {
+        Report::Work(w) => vec![("its summary", w.summary.as_deref().unwrap_or(""))],
+        Report::Review(r) => vec![("its comments", &r.comments)],
+        Report::Resolution(r) => vec![("its summary", &r.summary)],
+        Report::Summary(s) => vec![("its subject", &s.subject), ("its body", &s.body)],
+    };
+    for (what, text) in texts {
+        limits::check(what, text, MESSAGE).map_err(|refusal| Violation(refusal.message))?;
+    }
+    if let Report::Work(w) = &report {
+        for follow_up in &w.follow_ups {
+            limits::check("a follow-up's title", &follow_up.title, limits::TITLE)
+                .and_then(|()| {
+                    limits::check("a follow-up's body", follow_up.body.as_deref().unwrap_or(""), limits::BODY)
+                })
+                .map_err(|refusal| Violation(refusal.message))?;
+        }
+    }
     match &report {
         Report::Review(r) if r.verdict == ReviewVerdict::Changes && r.comments.trim().is_empty() => {
             Err(Violation("it asks for changes without saying which (\"comments\" is empty)".into()))

@@ -1,8 +1,10 @@
 //! `import`: many tasks in one go, from JSON lines with the same fields as `add`, or from a
 //! beads `issues.jsonl` export (ids, priorities, blocking dependencies and closed state kept).
 //!
-//! Every line is checked before anything is written, so a bad file changes nothing. Tasks
-//! whose id already exists are skipped, so importing the same export twice adds nothing.
+//! Every line is checked before anything is written (its fields within the size limits too),
+//! so a bad file changes nothing. Tasks whose id already exists are skipped, so importing the
+//! same export twice adds nothing. The tasks are written together (`task::create_all`): their
+//! objects in one pack, their refs in `packed-refs`, all or none.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -96,10 +98,11 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
         plan.change.add.after = deps;
         checked.push(plan);
     }
-    for plan in checked {
-        match task::create(store, ctx, &plan.id, plan.change)? {
-            task::Created::Stored(_) => report.added.push(plan.id),
-            task::Created::Exists => report.skipped.push(plan.id),
+    for (id, stored) in task::create_all(store, ctx, checked.into_iter().map(|p| (p.id, p.change)).collect())? {
+        if stored {
+            report.added.push(id);
+        } else {
+            report.skipped.push(id);
         }
     }
     let imported = crate::store::events::TasksImported {
@@ -151,7 +154,7 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
         for dep in &parsed.after {
             dep.parse::<TaskId>().map_err(|e| bad(e.message))?;
         }
-        out.push(Planned {
+        let planned = Planned {
             id,
             change: Change {
                 create: Some(Create { origin: None, created_at: None }),
@@ -171,7 +174,9 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
                 },
                 ..Default::default()
             },
-        });
+        };
+        planned.change.check_sizes().map_err(|e| bad(e.message))?;
+        out.push(planned);
     }
     Ok(out)
 }
@@ -267,7 +272,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
             }
             _ => None,
         };
-        out.push(Planned {
+        let planned = Planned {
             id,
             change: Change {
                 create: Some(Create {
@@ -279,7 +284,9 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
                 state,
                 ..Default::default()
             },
-        });
+        };
+        planned.change.check_sizes().map_err(|e| bad(e.message))?;
+        out.push(planned);
     }
     Ok(out)
 }

@@ -443,6 +443,12 @@ fn done_with(
         by: by.clone(),
         unchecked: opts.unchecked,
     };
+    // Before the evidence: a message past its limit must leave nothing written.
+    crate::store::limits::check(
+        "the message",
+        completion.message.as_deref().unwrap_or(""),
+        crate::store::limits::MESSAGE,
+    )?;
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;

@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::human::short;
-use super::output::{task_json, warn_corrupt, Out};
+use super::output::{task_json, warn_corrupt, Out, Streamed};
 use super::paint;
 use super::Env;
 use git_loop::backlog::{Board, Readiness};
@@ -72,13 +72,18 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     });
     let mut out = Out::new();
     if args.json {
-        let mut tasks = Vec::with_capacity(rows.len());
-        for (row, _) in &rows {
-            let snapshot = Snapshot { task: row.task()?, tip: row.tip };
-            tasks.push(task_json(&board, &snapshot));
+        // Each task is read and written in turn (a hundred thousand of them would take
+        // hundreds of megabytes as one value); the fields in the order `json!` sorts them.
+        #[derive(serde::Serialize)]
+        struct Listing<T> {
+            corrupt: Vec<serde_json::Value>,
+            tasks: T,
         }
-        let corrupt: Vec<_> = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
-        out.json(&json!({ "tasks": tasks, "corrupt": corrupt }))?;
+        let tasks = Streamed::new(
+            rows.iter().map(|(row, _)| Ok(task_json(&board, &Snapshot { task: row.task()?, tip: row.tip }))),
+        );
+        let corrupt = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
+        out.json(&Listing { corrupt, tasks: &tasks })?;
         return Ok(0);
     }
     // Columns as wide as what they hold (a state may be "needs-decision"), under a header;

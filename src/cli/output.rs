@@ -50,12 +50,18 @@ impl Out {
         Ok(())
     }
 
-    /// One JSON document, pretty-printed: made whole, then written at once (stdout is line
-    /// buffered: written as it is made, a document of 2,000 rows took 26,000 writes).
+    /// One JSON document, pretty-printed. Buffered: stdout is line-buffered, and a long
+    /// document (a list of 100,000 tasks) would otherwise cost a write per line.
     pub fn json(&mut self, value: &impl Serialize) -> Result<()> {
-        let mut text = serde_json::to_vec_pretty(value)?;
-        text.push(b'\n');
-        self.out.write_all(&text)?;
+        let mut out = io::BufWriter::with_capacity(64 * 1024, &mut self.out);
+        // serde_json wraps io errors; unwrap them so a closed pipe is seen as one (an error a
+        // streamed list met while producing an item is not an io error: kept as it is).
+        serde_json::to_writer_pretty(&mut out, value).map_err(|err| match err.is_io() {
+            true => anyhow::Error::from(io::Error::from(err)),
+            false => anyhow::anyhow!("{err}"),
+        })?;
+        writeln!(out)?;
+        out.flush()?;
         Ok(())
     }
 
@@ -65,6 +71,33 @@ impl Out {
         writeln!(self.out)?;
         self.out.flush()?;
         Ok(())
+    }
+}
+
+/// A JSON array written item by item as the document is written, so a list of a hundred
+/// thousand tasks never stands whole in memory: the output is the same as a `Vec`'s. An item
+/// that fails to be made stops the document (its error is the one reported).
+pub struct Streamed<I>(std::cell::RefCell<Option<I>>);
+
+impl<I> Streamed<I> {
+    pub fn new(items: I) -> Streamed<I> {
+        Streamed(std::cell::RefCell::new(Some(items)))
+    }
+}
+
+impl<I, T> Serialize for Streamed<I>
+where
+    I: Iterator<Item = Result<T>>,
+    T: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq as _};
+        let items = self.0.borrow_mut().take().expect("a streamed list is written once");
+        let mut seq = serializer.serialize_seq(None)?;
+        for item in items {
+            seq.serialize_element(&item.map_err(|err| S::Error::custom(format!("{err:#}")))?)?;
+        }
+        seq.end()
     }
 }
 

@@ -491,6 +491,27 @@ pub fn read_commit_file(repo: &gix::Repository, commit: ObjectId, file: &str) ->
     Ok(Some(read_blob(repo, oid)?))
 }
 
+/// Read one file of a commit's tree (top level only), unless it is larger than `limit` bytes:
+/// `Some(Err(size))` then, and the blob is never loaded.
+pub fn read_commit_file_within(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    file: &str,
+    limit: usize,
+) -> Result<Option<std::result::Result<Vec<u8>, usize>>> {
+    let commit = repo.find_commit(commit).with_context(|| format!("could not read commit {commit}"))?;
+    let tree = commit.tree().context("could not read the commit's tree")?;
+    let Some(entry) = tree.find_entry(file) else {
+        return Ok(None);
+    };
+    let oid = entry.object_id();
+    let size = repo.find_header(oid).with_context(|| format!("could not read blob {oid}"))?.size() as usize;
+    if size > limit {
+        return Ok(Some(Err(size)));
+    }
+    Ok(Some(Ok(read_blob(repo, oid)?)))
+}
+
 /// A commit's parents and message.
 pub fn read_commit(repo: &gix::Repository, id: ObjectId) -> Result<(Vec<ObjectId>, String)> {
     let commit = repo.find_commit(id).with_context(|| format!("could not read commit {id}"))?;

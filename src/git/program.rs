@@ -334,6 +334,69 @@ pub fn repack_geometric(git_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `git fast-import` into the repository whose common directory is `git_dir`: the objects
+/// `stream` writes (fast-import's command language) go into one pack (a few objects, below
+/// `fastimport.unpackLimit`, are stored loose), deltified against each other, and the marks
+/// given to them are returned (mark → object id). `stream` must end with `done`. Refs are left
+/// to the caller: the stream should name one scratch branch and `reset` it last, so that
+/// fast-import, which would write each branch as a loose ref, writes none.
+///
+/// If the stream fails half-way, the objects already written stay, unreferenced (`git gc`
+/// removes them); no ref changes.
+pub fn fast_import(
+    git_dir: &Path,
+    marks: &Path,
+    stream: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+) -> Result<Vec<(u64, ObjectId)>> {
+    let args: Vec<String> = vec![
+        format!("--git-dir={}", git_dir.display()),
+        "fast-import".into(),
+        "--quiet".into(),
+        "--done".into(),
+        "--date-format=raw".into(),
+        format!("--export-marks={}", marks.display()),
+    ];
+    let mut child = Command::new("git")
+        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "gc.auto=0"])
+        .args(&args)
+        .current_dir(git_dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    let written = {
+        let stdin = child.stdin.take().expect("stdin was piped");
+        let mut writer = std::io::BufWriter::with_capacity(1 << 20, stdin);
+        stream(&mut writer).and_then(|()| std::io::Write::flush(&mut writer).map_err(anyhow::Error::from))
+    };
+    let output = child.wait_with_output().with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "'git {}' failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim().lines().next().unwrap_or("no output")
+        );
+    }
+    written?;
+    let text = std::fs::read_to_string(marks).with_context(|| format!("could not read '{}'", marks.display()))?;
+    text.lines()
+        .map(|line| {
+            let parsed = line
+                .strip_prefix(':')
+                .and_then(|rest| rest.split_once(' '))
+                .and_then(|(mark, id)| Some((mark.parse::<u64>().ok()?, ObjectId::from_hex(id.as_bytes()).ok()?)));
+            parsed.with_context(|| format!("'git fast-import' wrote a marks line that does not parse: {line:?}"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,10 +112,61 @@ pub fn delete(store: &Store, name: &str, expect: ObjectId) -> Result<Cas> {
     apply(store, name, edit)
 }
 
+/// How a batch of creations went: all or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Batch {
+    /// Every ref now holds its new value.
+    Applied,
+    /// One of them existed already (made by someone else meanwhile): none was written.
+    Lost,
+}
+
+/// Create every ref of `creates` (each must not exist) in one transaction written straight
+/// into `packed-refs`: one file replaced by rename, not a loose file per ref, so a hundred
+/// thousand refs cost one write and are all there or none is. Each ref's own lock is still
+/// taken while the transaction is prepared, so a concurrent writer of one of them either
+/// made it first (the batch is `Lost`) or waits.
+pub fn create_all(store: &Store, creates: &[(String, ObjectId)], message: &str) -> Result<Batch> {
+    let Some((first, _)) = creates.first() else { return Ok(Batch::Applied) };
+    let edits = creates
+        .iter()
+        .map(|(name, new)| {
+            Ok(RefEdit {
+                change: Change::Update {
+                    log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: message.into() },
+                    expected: PreviousValue::MustNotExist,
+                    new: Target::Object(*new),
+                },
+                name: name.as_str().try_into().with_context(|| format!("'{name}' is not a valid ref name"))?,
+                deref: false,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let applied = apply_all(store, first, edits, true)?;
+    if applied == Cas::Applied {
+        for (name, _) in creates {
+            store.note_written(name);
+        }
+        return Ok(Batch::Applied);
+    }
+    Ok(Batch::Lost)
+}
+
 /// How long a write keeps trying while git holds `packed-refs.lock`.
 pub const PACKED_PATIENCE: Duration = Duration::from_secs(10);
 
 fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
+    let cas = apply_all(store, name, vec![edit], false)?;
+    if cas == Cas::Applied {
+        store.note_written(name);
+    }
+    Ok(cas)
+}
+
+/// Apply `edits` in one transaction, `name` (one of them) standing for them in errors and in
+/// the search for a lock in the way; `packed`: written into `packed-refs` rather than as
+/// loose files.
+fn apply_all(store: &Store, name: &str, edits: Vec<RefEdit>, packed: bool) -> Result<Cas> {
     let repo = &store.repo;
     let started = std::time::Instant::now();
     let sig = store.signature();
@@ -125,11 +176,21 @@ fn apply(store: &Store, name: &str, edit: RefEdit) -> Result<Cas> {
         crate::failpoint::write_point();
         let edited = {
             let _in_flight = locks::writing(repo.common_dir())?;
-            repo.edit_references_as([edit.clone()], Some(sig.to_ref(&mut time)))
+            if packed {
+                let wait = gix::lock::acquire::Fail::AfterDurationWithBackoff(Duration::from_secs(1));
+                repo.refs
+                    .transaction()
+                    .packed_refs(gix::refs::file::transaction::PackedRefs::DeletionsAndNonSymbolicUpdatesRemoveLooseSourceReference(Box::new(
+                        repo.objects.clone(),
+                    )))
+                    .prepare(edits.iter().cloned(), wait, wait)
+                    .and_then(|prepared| prepared.commit(Some(sig.to_ref(&mut time))))
+            } else {
+                repo.edit_references_as(edits.iter().cloned(), Some(sig.to_ref(&mut time)))
+            }
         };
         match edited {
             Ok(_) => {
-                store.note_written(name);
                 crate::failpoint::write_point();
                 return Ok(Cas::Applied);
             }

@@ -157,6 +157,9 @@ pub fn acquire_with(
     opts: &AcquireOptions,
     riders: &BTreeSet<String>,
 ) -> Result<Acquire> {
+    if let Some(reason) = &opts.reason {
+        super::limits::check("the claim's reason", reason, super::limits::MESSAGE)?;
+    }
     let name = refs::claim(key);
     let arbiter = arbiter_for(store, key);
     let mut watcher = lease::Watcher::load(store, ctx);

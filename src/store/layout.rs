@@ -67,6 +67,12 @@ impl Layout {
         self.root.join("clone-id")
     }
 
+    /// Where `git fast-import` leaves the ids of what an import wrote (`task::create_all`),
+    /// named by the importing process; removed when the import ends.
+    pub fn import_marks(&self, pid: u32) -> PathBuf {
+        self.root.join(format!("import-marks-{pid}"))
+    }
+
     /// The derived task index (`store::index`).
     pub fn index(&self) -> PathBuf {
         self.root.join("index-v4")

@@ -19,6 +19,7 @@ pub mod lamport;
 pub mod layout;
 pub mod lease;
 pub mod ledger;
+pub mod limits;
 pub mod locks;
 pub mod maintenance;
 pub mod notes;

@@ -346,6 +346,39 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 }
 
 impl Change {
+    /// Refuse a change whose texts or lists are past the size limits (`store::limits`): what
+    /// every writer of a task checks before anything is written.
+    pub fn check_sizes(&self) -> Result<(), Refusal> {
+        use super::limits::{self, check, check_list};
+        let set = &self.set;
+        check("the title", set.title.as_deref().unwrap_or(""), limits::TITLE)?;
+        check("the body", set.body.as_deref().unwrap_or(""), limits::BODY)?;
+        if let Some(assigned) = &set.assigned {
+            check("the override's reason", assigned.r#override.as_deref().unwrap_or(""), limits::MESSAGE)?;
+        }
+        for (what, list) in [
+            ("the dependencies", &self.add.after),
+            ("the labels", &self.add.labels),
+            ("the agents", &self.add.agents),
+            ("the racing agents", &self.add.together),
+            ("the fallback agents", &self.add.fallback),
+            ("the forbidden agents", &self.add.forbid),
+            ("the reviewers", &self.add.reviewers),
+        ] {
+            check_list(what, list.len())?;
+            for item in list {
+                check(&what.replacen("the ", "an item of the ", 1), item, limits::MESSAGE)?;
+            }
+        }
+        if let Some(state) = &self.state {
+            check("the reason", state.reason.as_deref().unwrap_or(""), limits::MESSAGE)?;
+            if let Some(completion) = &state.completion {
+                check("the message", completion.message.as_deref().unwrap_or(""), limits::MESSAGE)?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == Change::default()
     }
@@ -511,8 +544,13 @@ pub fn corrupt_task(name: &str, why: impl std::fmt::Display) -> Refusal {
 
 /// Read the task at commit `tip` of ref `name`; a bad record is a corrupt-class error.
 pub fn read_at(store: &Store, name: &str, tip: ObjectId) -> Result<Task> {
-    let bytes = match git::read_commit_file(&store.repo, tip, TASK_FILE) {
-        Ok(Some(bytes)) => bytes,
+    let bytes = match git::read_commit_file_within(&store.repo, tip, TASK_FILE, super::limits::RECORD) {
+        Ok(Some(Ok(bytes))) => bytes,
+        Ok(Some(Err(len))) => {
+            let problem =
+                super::limits::record_problem(TASK_FILE, len).expect("only a record past the limit is left unread");
+            return Err(corrupt_task(name, problem).into());
+        }
         Ok(None) => return Err(corrupt_task(name, format!("commit {tip} has no {TASK_FILE}")).into()),
         Err(err) => return Err(corrupt_task(name, format!("{err:#}")).into()),
     };
@@ -528,6 +566,9 @@ pub fn parse_task(name: &str, bytes: &[u8]) -> Result<Task> {
 /// that id is `id` when given. `Err` says what is wrong, for a message naming the record.
 /// The one definition of a readable `task.json` (the server's pre-receive hook uses it too).
 pub fn decode_task(id: Option<&str>, bytes: &[u8]) -> Result<Task, String> {
+    if let Some(problem) = super::limits::record_problem(TASK_FILE, bytes.len()) {
+        return Err(problem);
+    }
     let task: Task = serde_json::from_slice(bytes).map_err(|err| format!("{TASK_FILE}: {err}"))?;
     if task.version > TASK_VERSION {
         return Err(format!("{TASK_FILE} has version {}, written by a newer git-loop", task.version));
@@ -569,6 +610,9 @@ pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
 
 /// Decode an `op.json` and check its version. `Err` says what is wrong.
 pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
+    if let Some(problem) = super::limits::record_problem(OP_FILE, bytes.len()) {
+        return Err(problem);
+    }
     let op: Op = serde_json::from_slice(bytes).map_err(|err| format!("{OP_FILE}: {err}"))?;
     if op.version > OP_VERSION {
         return Err(format!("{OP_FILE} has version {}, written by a newer git-loop", op.version));
@@ -675,6 +719,84 @@ pub fn create(store: &Store, ctx: &Context, id: &TaskId, change: Change) -> Resu
     }
 }
 
+/// Store many new tasks at once (`import`): each `(id, change)` as `create` would, but the
+/// objects written by `git fast-import` into one pack and the refs created in one transaction
+/// straight into `packed-refs`, so a hundred thousand tasks leave neither loose objects nor
+/// loose refs, and are all stored or none is. Ids that exist already are left untouched
+/// (`Created::Exists`), as `create` does; every operation shares one tick of the clock (each
+/// is the first of its own chain). Returns what happened to each, in the order given.
+pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) -> Result<Vec<(TaskId, bool)>> {
+    for (_, change) in &tasks {
+        debug_assert!(change.create.is_some());
+        change.check_sizes()?;
+    }
+    let layout = super::layout::Layout::of(store.common_dir());
+    std::fs::create_dir_all(layout.root())?;
+    let marks = layout.import_marks(ctx.pid);
+    let settled = cas::until_settled("the imported tasks", ctx.pid, || {
+        let existing: HashSet<String> = git::refs_prefixed(&store.repo, refs::TASKS)?
+            .into_iter()
+            .filter_map(|listed| match listed {
+                git::Listed::Ref { name, .. } => Some(name),
+                git::Listed::Unreadable(_) => None,
+            })
+            .collect();
+        let absent: Vec<usize> = (0..tasks.len()).filter(|i| !existing.contains(&refs::task(&tasks[*i].0))).collect();
+        if absent.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let lamport = super::lamport::tick(store, 0)?;
+        let scratch = refs::import_scratch(ctx.pid);
+        // What every operation of the import shares, read once (not a file read per task).
+        let (writer, by, at) = (store.clone_id()?, store.identity.to_string(), ctx.now());
+        let mut signature = Vec::new();
+        store.identity.signature(at).write_to(&mut signature)?;
+        let marked = git::program::fast_import(store.common_dir(), &marks, |out| {
+            for (n, i) in absent.iter().enumerate() {
+                let (id, change) = &tasks[*i];
+                let op = Op {
+                    version: OP_VERSION,
+                    lamport,
+                    writer: writer.clone(),
+                    at,
+                    by: by.clone(),
+                    change: change.clone(),
+                };
+                let mut task = Task::blank(id.as_str());
+                fold(&mut task, &op);
+                let mark = 3 * n as u64;
+                for (offset, bytes) in [(1, serde_json::to_vec_pretty(&op)?), (2, serde_json::to_vec_pretty(&task)?)] {
+                    write!(out, "blob\nmark :{}\ndata {}\n", mark + offset, bytes.len())?;
+                    out.write_all(&bytes)?;
+                    out.write_all(b"\n")?;
+                }
+                let message = format!("{}: {}\n", task.id, op.change.describe());
+                write!(out, "reset {scratch}\ncommit {scratch}\nmark :{}\nauthor ", mark + 3)?;
+                out.write_all(&signature)?;
+                out.write_all(b"\ncommitter ")?;
+                out.write_all(&signature)?;
+                write!(out, "\ndata {}\n{message}\n", message.len())?;
+                write!(out, "M 100644 :{} {OP_FILE}\nM 100644 :{} {TASK_FILE}\n\n", mark + 1, mark + 2)?;
+            }
+            write!(out, "reset {scratch}\n\ndone\n")?;
+            Ok(())
+        });
+        let _ = std::fs::remove_file(&marks);
+        let ids: HashMap<u64, ObjectId> = marked?.into_iter().collect();
+        let mut creates = Vec::with_capacity(absent.len());
+        for (n, i) in absent.iter().enumerate() {
+            let commit = ids.get(&(3 * n as u64 + 3)).copied().context("'git fast-import' gave no id to a commit")?;
+            creates.push((refs::task(&tasks[*i].0), commit));
+        }
+        Ok(match cas::create_all(store, &creates, "loop: import tasks")? {
+            cas::Batch::Applied => Some(absent),
+            cas::Batch::Lost => None,
+        })
+    })?;
+    let stored: HashSet<usize> = settled.into_iter().collect();
+    Ok(tasks.into_iter().enumerate().map(|(i, (id, _))| (id, stored.contains(&i))).collect())
+}
+
 /// Why an operation cannot be applied to the task as it stands now.
 pub type Precondition<'a> = &'a dyn Fn(&Task) -> Result<(), Refusal>;
 
@@ -703,6 +825,7 @@ pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: 
 }
 
 fn new_op(store: &Store, ctx: &Context, lamport: u64, change: Change) -> Result<Op> {
+    change.check_sizes()?;
     Ok(Op {
         version: OP_VERSION,
         lamport,
@@ -825,6 +948,13 @@ fn read_op_commit(repo: &gix::Repository, id: ObjectId) -> Result<(Vec<ObjectId>
         return Ok((parents, None));
     };
     let blob_id = entry.object_id();
+    // A record past the size limit is not read at all (a hostile push must not cost every
+    // reader its size in memory).
+    if let Ok(header) = repo.find_header(blob_id) {
+        if let Some(problem) = super::limits::record_problem(OP_FILE, header.size() as usize) {
+            return Ok((parents, Some(Err(problem))));
+        }
+    }
     let blob = repo.find_blob(blob_id).map_err(|_| object_problem(repo, blob_id))?;
     let op = serde_json::from_slice::<Op>(&blob.data).map_err(|err| format!("{OP_FILE}: {err}"));
     Ok((parents, Some(op)))

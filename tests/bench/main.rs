@@ -3,7 +3,7 @@
 //! build) and copy the table into docs/performance.md.
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land, cost.
+//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land, cost, scale.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -98,27 +98,35 @@ fn row(name: &str, ours: Duration, git: Duration, target: &str) -> Row {
     }
 }
 
-/// `next --json` over 10,000 tasks: a third done, dependency chains, 1,000 live claims.
-fn bench_next(s: &Scratch) -> Vec<Row> {
-    let repo = s.repo("next");
+/// A beads export of `n` tasks (`t-00000`…): the first third closed, chains of ten (each task
+/// after the one before it in its chain), priorities 0 to 3 in turn.
+fn beads_export(n: usize) -> String {
     let mut lines = String::new();
-    for i in 0..10_000 {
-        // Chains of ten: each task after the one before it in its chain.
+    for i in 0..n {
         let deps = if i % 10 == 0 {
             String::new()
         } else {
             format!(r#","dependencies":[{{"issue_id":"t-{i:05}","depends_on_id":"t-{:05}","type":"blocks"}}]"#, i - 1)
         };
-        let status =
-            if i < 3_334 { r#""status":"closed","closed_at":"2026-01-01T00:00:00Z""# } else { r#""status":"open""# };
+        let status = if i < n.div_ceil(3) {
+            r#""status":"closed","closed_at":"2026-01-01T00:00:00Z""#
+        } else {
+            r#""status":"open""#
+        };
         lines.push_str(&format!(
             r#"{{"id":"t-{i:05}","title":"task {i}","priority":{},{status},"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"{deps}}}"#,
             i % 4
         ));
         lines.push('\n');
     }
+    lines
+}
+
+/// `next --json` over 10,000 tasks: a third done, dependency chains, 1,000 live claims.
+fn bench_next(s: &Scratch) -> Vec<Row> {
+    let repo = s.repo("next");
     let file = s.path("next.jsonl");
-    std::fs::write(&file, lines).expect("write");
+    std::fs::write(&file, beads_export(10_000)).expect("write");
     eprint!("  importing 10,000 tasks… ");
     let started = Instant::now();
     s.run(BIN, &repo, &["import", file.to_str().expect("utf-8"), "--format", "beads"]);
@@ -710,13 +718,160 @@ fn bench_cost(s: &Scratch) -> Vec<Row> {
     ]
 }
 
+/// Wall time and peak resident memory (KiB) of one process run (it must succeed), read from
+/// the kernel's accounting of that child alone (`wait4`).
+// The child is reaped by `wait4`, which std's `Child` does not know of.
+#[allow(clippy::zombie_processes)]
+fn time_rss(cmd: &mut Command) -> (Duration, u64) {
+    let started = Instant::now();
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 fills it in for this child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own child's, waited for once, here.
+    let waited = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let elapsed = started.elapsed();
+    assert!(waited > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed: {status}");
+    (elapsed, usage.ru_maxrss as u64)
+}
+
+/// The bytes a directory's files take (as `du -sb`).
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let meta = entry.metadata().expect("metadata");
+        total += if meta.is_dir() { bytes_under(&entry.path()) } else { meta.len() };
+    }
+    total
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// 100,000 tasks (a beads export, a third closed, chains of ten): `import` beside `git
+/// fast-import` writing the same commits and refs (the stream `git fast-export` makes of the
+/// imported repository), the repository's size beside what `git gc` makes of it, `next`
+/// beside `for-each-ref`, `list --ready --json` and `status --json` (time and peak memory), and
+/// a walk's step beside the same walk over 100 tasks.
+fn bench_scale(s: &Scratch) -> Vec<Row> {
+    const N: usize = 100_000;
+    let mut rows = Vec::new();
+    let file = s.path("scale.jsonl");
+    std::fs::write(&file, beads_export(N)).expect("write");
+    let repo = s.repo("scale");
+    eprint!("  importing {N} tasks… ");
+    let (import, import_rss) =
+        time_rss(s.cmd(BIN, &repo).args(["import", file.to_str().expect("utf-8"), "--format", "beads"]));
+    eprintln!("{:.1} s, {} MB resident", import.as_secs_f64(), import_rss / 1024);
+    let counts = s.run("git", &repo, &["count-objects", "-v"]);
+    let loose_refs = s.run("sh", &repo, &["-c", "find .git/refs/loop/tasks -type f 2>/dev/null | wc -l"]);
+    let size = bytes_under(&repo.join(".git"));
+    // git's own writer of the same: the commits and refs as `fast-export` streams them.
+    eprint!("  git fast-export… ");
+    let stream = s.path("scale.fi");
+    let exported = s
+        .cmd("git", &repo)
+        .args(["fast-export", "--all", "--reencode=no", "--signed-tags=verbatim"])
+        .stdout(std::fs::File::create(&stream).expect("create"))
+        .status()
+        .expect("spawn");
+    assert!(exported.success(), "fast-export failed");
+    eprintln!("done");
+    let plain = s.path("scale-git");
+    s.run("git", s.dir.path(), &["init", "-q", "--bare", plain.to_str().expect("utf-8")]);
+    let (fast_import, _) = time_rss(
+        s.cmd("git", &plain).args(["fast-import", "--quiet"]).stdin(std::fs::File::open(&stream).expect("open")),
+    );
+    rows.push(row(
+        &format!("import of 100,000 tasks (ours: {} MB resident)", import_rss / 1024),
+        import,
+        fast_import,
+        "≤ 1.5; git: fast-import of the same commits and refs",
+    ));
+    eprint!("  git gc… ");
+    let gc_copy = s.path("scale-gc");
+    s.run("cp", s.dir.path(), &["-a", repo.to_str().expect("utf-8"), gc_copy.to_str().expect("utf-8")]);
+    s.run("git", &gc_copy, &["gc", "-q", "--prune=now"]);
+    let gc_size = bytes_under(&gc_copy.join(".git"));
+    std::fs::remove_dir_all(&gc_copy).expect("remove the copy");
+    eprintln!("done");
+    let loose = counts.lines().find_map(|l| l.strip_prefix("count: ")).unwrap_or("?").to_owned();
+    rows.push(Row {
+        name: format!("repository after that import ({loose} loose objects, {} loose task refs)", loose_refs.trim()),
+        ours: mb(size),
+        git: mb(gc_size),
+        ratio: format!("{:.2}", size as f64 / gc_size as f64),
+        target: "≤ 1.5; git: the same repository after git gc".into(),
+    });
+    // The index is built by the first reader; then the steady state, as in `next`.
+    s.run(BIN, &repo, &["next", "--json"]);
+    std::thread::sleep(Duration::from_millis(1_100));
+    s.run(BIN, &repo, &["next", "--json"]);
+    let (mut ours, mut git) = (Vec::new(), Vec::new());
+    for _ in 0..11 {
+        ours.push(time(s.cmd(BIN, &repo).args(["next", "--json"])));
+        git.push(time(s.cmd("git", &repo).args(["for-each-ref", "refs/loop/tasks"])));
+    }
+    rows.push(row(
+        "next --json, 100,000 tasks",
+        median(ours),
+        median(git),
+        "≤ 0.01 (≈ 25 ms); git: for-each-ref refs/loop/tasks",
+    ));
+    for (name, args) in
+        [("list --ready --json", &["list", "--ready", "--json"][..]), ("status --json", &["status", "--json"][..])]
+    {
+        let runs: Vec<(Duration, u64)> = (0..5).map(|_| time_rss(s.cmd(BIN, &repo).args(args))).collect();
+        let rss = runs.iter().map(|r| r.1).max().unwrap_or(0);
+        rows.push(Row {
+            name: format!("{name}, 100,000 tasks"),
+            ours: format!("{}, {} MB resident", ms(median(runs.iter().map(|r| r.0).collect())), rss / 1024),
+            git: "-".into(),
+            ratio: "-".into(),
+            target: "≤ 300 ms, ≤ 64 MB".into(),
+        });
+    }
+    // A walk's step: the time one more unit adds (picking the next ready task, claiming it,
+    // the do-nothing session and closing it), start-up taken out, at 100,000 and at 100.
+    let agent = r#"echo '{"verdict":"done"}' > "$GIT_LOOP_RESULT""#;
+    let step = |repo: &Path| {
+        let walk = |units: u32| {
+            time(s.cmd(BIN, repo).args([
+                "run",
+                "--agent-cmd",
+                agent,
+                "--grace",
+                "1",
+                "--max-units",
+                &units.to_string(),
+            ]))
+        };
+        let (one, more) = (walk(1), walk(21));
+        more.saturating_sub(one) / 20
+    };
+    let small = s.repo("scale-100");
+    let small_file = s.path("scale-100.jsonl");
+    std::fs::write(&small_file, beads_export(100)).expect("write");
+    s.run(BIN, &small, &["import", small_file.to_str().expect("utf-8"), "--format", "beads"]);
+    let (big, little) = (step(&repo), step(&small));
+    rows.push(Row {
+        name: "a walk's step (pick, claim, a do-nothing session, close): 100,000 tasks | 100 tasks".into(),
+        ours: ms(big),
+        git: ms(little),
+        ratio: format!("{:.2}", big.as_secs_f64() / little.as_secs_f64()),
+        target: "≤ 2; the same walk over 100 tasks".into(),
+    });
+    rows
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 10] = [
+    let all: [(&str, Bench); 11] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -727,6 +882,7 @@ fn main() {
         ("claims-fleet", bench_fleet_claims),
         ("land", bench_land),
         ("cost", bench_cost),
+        ("scale", bench_scale),
     ];
     for (name, bench) in all {
         if wanted(name) {

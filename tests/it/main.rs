@@ -34,6 +34,7 @@ mod resolve;
 mod review;
 mod robustness;
 mod run;
+mod scale;
 mod setup_notify;
 mod soak;
 mod summarize;
