@@ -64,6 +64,15 @@ use git_loop::store::Store;
 #[command(name = "git-loop", bin_name = "git loop", version, term_width = 100)]
 #[command(after_help = "Start with 'git loop add \"Write the parser\"' and 'git loop next'. Docs: docs/cli.md")]
 pub struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every subcommand takes.
+#[derive(clap::Args)]
+struct Globals {
     /// Run as if started in this directory.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     dir: Option<PathBuf>,
@@ -78,8 +87,52 @@ pub struct Cli {
         hide_possible_values = true
     )]
     color: paint::When,
-    #[command(subcommand)]
-    command: Command,
+}
+
+/// Parse argv. The whole command tree (every subcommand, every option and its help text)
+/// costs more to build than a claim costs to take, so a command line naming one of the
+/// commands agents call in a loop is parsed against a tree holding that command alone (the
+/// same definitions: the derived ones). Whatever that parse does not accept as it is (help, a
+/// version, any error, another command) is parsed again against the whole tree, which says
+/// it as it always has.
+fn parse() -> Result<Cli, clap::Error> {
+    parse_alone(std::env::args_os()).map_or_else(
+        || {
+            use clap::{CommandFactory, FromArgMatches};
+            let color = paint::clap_choice(std::env::args_os().skip(1));
+            Cli::command().color(color).try_get_matches().and_then(|m| Cli::from_arg_matches(&m))
+        },
+        Ok,
+    )
+}
+
+fn parse_alone(args: impl IntoIterator<Item = std::ffi::OsString>) -> Option<Cli> {
+    use clap::{Args as _, FromArgMatches as _, Subcommand as _};
+    let args: Vec<std::ffi::OsString> = args.into_iter().collect();
+    // The command's name: the first argument after the global options.
+    let mut rest = args.iter().skip(1);
+    let name = loop {
+        let arg = rest.next()?.to_str()?;
+        match arg {
+            "-C" => {
+                rest.next()?;
+            }
+            _ if arg.starts_with("-C") => {}
+            _ if arg.starts_with('-') => return None,
+            _ => break arg,
+        }
+    };
+    // As `#[derive(Subcommand)]` builds each of these in `Command`.
+    let alone = match name {
+        "claim" => claim::ClaimCommand::augment_subcommands(
+            clap::Command::new("claim").subcommand_required(true).arg_required_else_help(true),
+        ),
+        "next" => next::NextArgs::augment_args(clap::Command::new("next")),
+        _ => return None,
+    };
+    let tree = Globals::augment_args(clap::Command::new("git-loop").bin_name("git loop")).subcommand(alone);
+    let matches = tree.try_get_matches_from(args).ok()?;
+    Some(Cli { globals: Globals::from_arg_matches(&matches).ok()?, command: Command::from_arg_matches(&matches).ok()? })
 }
 
 #[derive(Subcommand)]
@@ -140,11 +193,22 @@ pub struct Env {
     /// The common directory of the repository the command opened: its objects are looked
     /// after when the command ends.
     opened: std::sync::OnceLock<PathBuf>,
+    /// Whether the process ends once the command's store is dropped (not a walk, a race, a
+    /// landing or a mission, which hold theirs for hours and see packs come and go).
+    exits_soon: bool,
 }
 
 impl Env {
     pub fn new(ctx: Context, cwd: PathBuf, exe: PathBuf) -> Env {
-        Env { ctx, cwd, exe, written: Default::default(), adopted: Default::default(), opened: Default::default() }
+        Env {
+            ctx,
+            cwd,
+            exe,
+            written: Default::default(),
+            adopted: Default::default(),
+            opened: Default::default(),
+            exits_soon: false,
+        }
     }
 
     pub fn open(&self) -> Result<Store> {
@@ -157,7 +221,9 @@ impl Env {
     pub fn open_as_configured(&self) -> Result<Store> {
         let store = Store::open(&self.ctx, &self.cwd)?;
         self.written.lock().unwrap_or_else(|e| e.into_inner()).push(store.written());
-        let _ = self.opened.set(store.common_dir().to_owned());
+        if self.opened.set(store.common_dir().to_owned()).is_ok() && self.exits_soon {
+            store.keep_objects_until_exit();
+        }
         Ok(store)
     }
 
@@ -236,12 +302,7 @@ pub fn main() -> ExitCode {
             Err(err) => report(err),
         };
     }
-    let parsed = {
-        use clap::{CommandFactory, FromArgMatches};
-        let color = paint::clap_choice(std::env::args_os().skip(1));
-        Cli::command().color(color).try_get_matches().and_then(|m| Cli::from_arg_matches(&m))
-    };
-    let cli = match parsed {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() { exit::USAGE } else { exit::OK };
@@ -263,7 +324,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    paint::init(cli.color);
+    paint::init(cli.globals.color);
     match cli.command {
         // The first SIGINT/SIGTERM asks the walk to stop (sessions stopped, work committed);
         // one more, a while later, ends the process at once.
@@ -278,10 +339,14 @@ pub fn main() -> ExitCode {
         }
     }
     arm_failpoint();
-    let env = match environment(cli.dir) {
+    let mut env = match environment(cli.globals.dir) {
         Ok(env) => env,
         Err(err) => return report(err),
     };
+    env.exits_soon = !matches!(
+        cli.command,
+        Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Mission(_) | Command::Land(_)
+    );
     let publishes = !matches!(
         cli.command,
         Command::Sync(_)
@@ -512,5 +577,49 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// The commands parsed against a tree of their own are parsed as the whole tree parses
+    /// them; whatever that tree alone does not accept as it is goes to the whole tree.
+    #[test]
+    fn a_command_parsed_alone_is_parsed_as_the_whole_tree_parses_it() {
+        use clap::Parser as _;
+        let argv = |line: &str| -> Vec<std::ffi::OsString> {
+            std::iter::once("git-loop").chain(line.split(' ')).map(Into::into).collect()
+        };
+        let name = |cli: &super::Cli| match &cli.command {
+            super::Command::Claim(super::claim::ClaimCommand::Acquire(_)) => "claim acquire",
+            super::Command::Claim(super::claim::ClaimCommand::Release(_)) => "claim release",
+            super::Command::Claim(super::claim::ClaimCommand::List(_)) => "claim list",
+            super::Command::Next(_) => "next",
+            _ => "another",
+        };
+        for line in [
+            "claim acquire node:t-1 --holder a --ttl 2h --reason why --json",
+            "-C /tmp claim acquire bench:b1 --holder a",
+            "claim -C /tmp release node:t-1 --holder a",
+            "claim list --json",
+            "next --claim --holder agent-1 --json",
+            "-C/tmp next",
+        ] {
+            let whole = super::Cli::try_parse_from(argv(line)).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let alone = super::parse_alone(argv(line)).unwrap_or_else(|| panic!("{line}: not parsed alone"));
+            assert_eq!((name(&alone), &alone.globals.dir), (name(&whole), &whole.globals.dir), "{line}");
+        }
+        for line in [
+            "claim",
+            "claim acquire",
+            "claim acquire nokind --holder a",
+            "claim acquire node:t-1 --ttl soon",
+            "claim acquire node:t-1 --bogus",
+            "claim acquire --help",
+            "claim help acquire",
+            "next --help",
+            "--version",
+            "-C",
+            "list --json",
+        ] {
+            assert!(super::parse_alone(argv(line)).is_none(), "{line}: left to the whole tree");
+        }
     }
 }

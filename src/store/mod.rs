@@ -140,6 +140,15 @@ impl Store {
         self.written.clone()
     }
 
+    /// Leave this handle's object database to the end of the process: dropping the handle
+    /// then frees everything but it. For a command that exits once its store is dropped, where
+    /// freeing the database's table of pack slots (`git::open` sizes it for long walks: a
+    /// thousand entries, each released through an atomic swap) cost more instructions than
+    /// taking a claim. Call it once per process: each call keeps one database.
+    pub fn keep_objects_until_exit(&self) {
+        std::mem::forget(self.repo.objects.store());
+    }
+
     /// Make sure gix reads the packed-refs file as it is now. gix keeps its copy while the
     /// file's modification time is unchanged, and file times tick coarsely (milliseconds):
     /// a packed-refs that `git pack-refs` or `git gc` replaced within the same tick would go

@@ -2,8 +2,9 @@
 //! the same run, printed as ratios. Not timed tests: run them with `cargo bench` (release
 //! build) and copy the table into docs/performance.md.
 //!
-//! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>:
-//! next, claim, remote, journal, sync, loop, fleet, claims-fleet, land, cost, scale.
+//! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>
+//! (`-- =<name>`: only the one of that name): next, claim, remote, journal, sync, loop,
+//! fleet, claims-fleet, land, cost, scale.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -867,7 +868,10 @@ fn bench_scale(s: &Scratch) -> Vec<Row> {
 
 fn main() {
     let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    // `=<name>` runs that benchmark alone (`-- =claim`: not `claims-fleet` too).
+    let wanted = |name: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.strip_prefix('=').map_or(name.contains(f.as_str()), |n| n == name))
+    };
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
