@@ -41,6 +41,7 @@ use gix::ObjectId;
 use crate::backlog::{self, Board};
 use crate::context::Context;
 use crate::error::{refused, usage, Class, Refusal};
+use crate::git;
 use crate::ids::{ClaimKey, Priority, TaskId};
 use crate::refs;
 use crate::store::cas::Cas;
@@ -241,10 +242,30 @@ pub fn queue(
     seen: Seen<'_>,
 ) -> Result<Vec<Queued>> {
     let board = Board::load(store, ctx)?;
+    // Every task branch in one listing, not a lookup per done task (a third of 100,000 tasks
+    // done was 33,000 opens of loose ref files that are not there). A ref the listing could
+    // not read is looked up alone, which says what is wrong with it.
+    let mut branches = HashMap::new();
+    let mut unreadable = false;
+    for listed in store.refs_prefixed(refs::TASK_BRANCHES)? {
+        match listed {
+            git::Listed::Ref { name, target: git::Found::Direct(id) } => {
+                branches.insert(name, id);
+            }
+            git::Listed::Ref { .. } => {}
+            git::Listed::Unreadable(_) => unreadable = true,
+        }
+    }
     let mut heads = Vec::new();
     for row in board.tasks.iter().filter(|r| r.state == State::Done) {
         if let Ok(id) = row.id().parse::<TaskId>() {
-            if let Some(head) = store.ref_target(&refs::task_branch(&id))? {
+            let name = refs::task_branch(&id);
+            let head = match branches.get(&name) {
+                Some(head) => Some(*head),
+                None if unreadable => store.ref_target(&name)?,
+                None => None,
+            };
+            if let Some(head) = head {
                 heads.push((row, id, head));
             }
         }
