@@ -100,8 +100,34 @@ pub fn path(repo: &gix::Repository) -> std::path::PathBuf {
 /// neither the header, a peeled line, nor an object id and a space. Cheaper than `bad_lines`
 /// (no ref name is validated), so every listing can afford it; a line it misses (a bad name
 /// after a good id) is still reported by gix, and then found by `bad_lines`.
+///
+/// A walk lists refs many times a step, and at 100,000 refs the file is megabytes: the answer
+/// is kept for the file as it was (its inode, size, and change and modification times, to the
+/// nanosecond), and read again once any of them moves. Git and gix replace `packed-refs` by
+/// renaming a new file over it (a new inode); a hand edit in place changes its times.
 pub fn looks_damaged(repo: &gix::Repository) -> bool {
-    let Ok(bytes) = std::fs::read(path(repo)) else { return false };
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::Mutex;
+    type Key = (std::path::PathBuf, u64, u64, i64, i64, i64, i64);
+    static SEEN: Mutex<Option<(Key, bool)>> = Mutex::new(None);
+    let file = path(repo);
+    let Ok(meta) = std::fs::metadata(&file) else { return false };
+    let key: Key =
+        (file.clone(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec());
+    if let Some((seen, damaged)) = SEEN.lock().ok().as_deref().and_then(Option::as_ref) {
+        if *seen == key {
+            return *damaged;
+        }
+    }
+    let damaged = scan_for_damage(repo, &file);
+    if let Ok(mut seen) = SEEN.lock() {
+        *seen = Some((key, damaged));
+    }
+    damaged
+}
+
+fn scan_for_damage(repo: &gix::Repository, file: &std::path::Path) -> bool {
+    let Ok(bytes) = std::fs::read(file) else { return false };
     let hex_len = repo.object_hash().len_in_hex();
     let is_hex = |b: &[u8]| b.iter().all(u8::is_ascii_hexdigit);
     bytes.split_inclusive(|b| *b == b'\n').enumerate().any(|(i, line)| {
