@@ -675,14 +675,7 @@ impl GitDispatcher<'_> {
         std::fs::write(&log, format!("git loop: setting up the worktree: {command}\n"))
             .with_context(|| format!("could not write '{}'", log.display()))?;
         let env = self.session_env(task, try_, session, &dir, agent)?;
-        let runner = checks::Runner {
-            exe: &self.walker.exe,
-            parent: self.walker.ctx.pid,
-            grace: self.walker.opts.grace,
-            timeout: self.walker.opts.checks_timeout,
-            cancelled: &|| self.walker.cancelled(self.store),
-        };
-        let ran = checks::run(&runner, "setup", &command, &try_.worktree, &env, &log)?;
+        let ran = self.run_logged("setup", &command, try_, &env, &log)?;
         self.walker.record(
             self.store,
             Some(&task.id),
@@ -717,6 +710,18 @@ impl GitDispatcher<'_> {
         dir: &Path,
         env: &[(String, String)],
     ) -> Result<checks::Ran> {
+        self.run_logged(name, command, try_, env, &dir.join(format!("{name}.log")))
+    }
+
+    /// Run a command of the walk's in the try's worktree, its output to `log`.
+    fn run_logged(
+        &self,
+        name: &str,
+        command: &str,
+        try_: &Try,
+        env: &[(String, String)],
+        log: &Path,
+    ) -> Result<checks::Ran> {
         let runner = checks::Runner {
             exe: &self.walker.exe,
             parent: self.walker.ctx.pid,
@@ -724,7 +729,7 @@ impl GitDispatcher<'_> {
             timeout: self.walker.opts.checks_timeout,
             cancelled: &|| self.walker.cancelled(self.store),
         };
-        checks::run(&runner, name, command, &try_.worktree, env, &dir.join(format!("{name}.log")))
+        checks::run(&runner, name, command, &try_.worktree, env, log)
     }
 
     /// Run the checks in the worktree; `None` when there are none.
