@@ -331,6 +331,18 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         out.section("claims:")?;
         for (key, held, lease) in &claims {
             let r = &held.record;
+            // A claim the walk keeps on a task it closed (failed, needs-you, needs-decision)
+            // holds it away from the loop until a person answers: its walk having ended is
+            // how it should be, not a crash.
+            if git_loop::backlog::is_hold(r) {
+                let why = r.reason.as_deref().map(|x| short(x, 60)).unwrap_or_default();
+                out.line(format!(
+                    "  {:<24} {:<12} kept until a person answers the task · {why}",
+                    key.to_string(),
+                    r.holder
+                ))?;
+                continue;
+            }
             let why = if lease.holder_gone {
                 "  its walk ended without a trace".to_owned()
             } else {

@@ -298,6 +298,19 @@ fn a_failed_session_shows_the_end_of_its_log_and_where_it_is() {
 }
 
 #[test]
+fn the_claim_a_walk_keeps_on_a_task_it_failed_is_not_called_a_crash() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["A task"]);
+    let agent = env.agent("crash", "exit 3");
+    run(&repo, &agent, &["--per-unit-dispatches", "1"]).ok();
+    let status = repo.run(&["status"]).ok().stdout;
+    let line = status.lines().find(|l| l.contains(&format!("node:{id}"))).unwrap_or_default();
+    assert!(line.contains("kept until a person answers the task · closed (failed)"), "{status}");
+    assert!(!status.contains("without a trace"), "the walk ended as walks do: {status}");
+}
+
+#[test]
 fn a_task_that_needs_you_says_how_to_answer_it() {
     let env = crate::harness::TestEnv::new();
     let repo = env.repo("r");
