@@ -420,4 +420,10 @@ fn an_unreachable_remote_is_said_in_one_line_with_a_hint() {
         out.stderr
     );
     assert_eq!(lines[1], "hint: `git loop sync` retries; `git remote -v` shows the URL");
+    // A walk says the true reason it stopped, not that a budget ran out.
+    let agent = env.agent("fine", "git loop finish done");
+    let walk = repo.run(&["run", "--agent-cmd", &agent, "--max-units", "1"]).code(1);
+    let said = format!("{}{}", walk.stdout, walk.stderr);
+    assert!(said.contains("cannot reach the remote 'origin' ("), "{said}");
+    assert!(!said.contains("a budget ran out"), "{said}");
 }
