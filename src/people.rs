@@ -498,6 +498,7 @@ pub fn hand_back(
                 checks: checks_json,
                 reviews: Vec::new(),
                 unchecked: false,
+                spent: None,
             };
             backlog::done(store, ctx, &id, opts)?;
             backlog::record(
@@ -619,6 +620,7 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
         checks: None,
         reviews: Vec::new(),
         unchecked: false,
+        spent: None,
     };
     backlog::done_if(store, ctx, &id, opts, &|t: &Task| {
         if t.state == State::Done {

@@ -284,6 +284,9 @@ pub struct DoneOptions {
     pub reviews: Vec<crate::store::task::Approval>,
     /// Done on the agent's word alone: the walk had no checks to run.
     pub unchecked: bool,
+    /// What the task's sessions spent, when the caller keeps its history (a walk does): else
+    /// it is added up from the journal, which lists every chain.
+    pub spent: Option<crate::store::usage::Total>,
 }
 
 /// Mark a task done, with a completion note on the commit that completed it. A task done
@@ -366,8 +369,12 @@ fn completed(
     title: &str,
     commit: ObjectId,
     done: &Completion,
+    spent: Option<&crate::store::usage::Total>,
 ) -> Result<notes::Completed> {
-    let cost = crate::store::ledger::task_total(store, task.as_str())?;
+    let cost = match spent {
+        Some(spent) => spent.clone(),
+        None => crate::store::ledger::task_total(store, task.as_str())?,
+    };
     Ok(notes::Completed {
         task: task.to_string(),
         title: title.to_owned(),
@@ -406,7 +413,7 @@ fn done_again(store: &Store, id: &TaskId, opts: &DoneOptions) -> Result<Option<S
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
     }
     if !notes::holds(store, commit, id.as_str())? {
-        notes::add(store, commit, &completed(store, id, &current.task.title, commit, done)?)?;
+        notes::add(store, commit, &completed(store, id, &current.task.title, commit, done, opts.spent.as_ref())?)?;
     }
     Ok(Some(current))
 }
@@ -452,7 +459,8 @@ fn done_with(
     let evidence = |commit: ObjectId| -> Result<()> {
         // The anchor keeps the commit alive through gc.
         crate::store::remote::set_local(store, &refs::done_anchor(id), Some(commit))?;
-        notes::add(store, commit, &completed(store, id, &current.task.title, commit, &completion)?)
+        let spent = opts.spent.as_ref();
+        notes::add(store, commit, &completed(store, id, &current.task.title, commit, &completion, spent)?)
     };
     // Unconditional: evidence first, so if we stop after it the task is simply not done yet,
     // and doing it again replaces this task's entry in the note. Conditional: only the caller
@@ -630,8 +638,10 @@ pub enum Readiness {
 /// `show` and `status` see. Rows carry what ordering and readiness need; a task's full record
 /// is parsed only when it is shown.
 pub struct Board {
-    /// Every task, sorted by id.
-    pub tasks: Vec<Row>,
+    /// Every task, sorted by id (shared with the walk that keeps them).
+    pub tasks: std::sync::Arc<Vec<Row>>,
+    /// The open tasks whose dependencies are all done, in `next`'s order (see `store::ready`).
+    ready_set: std::sync::Arc<crate::store::ready::Ready>,
     /// `node:` claims (tombstones included), by task id.
     pub claims: HashMap<String, ClaimRow>,
     /// What this clone has watched of each held claim's lease (`lease`), by task id.
@@ -646,6 +656,20 @@ impl Board {
         Ok(Board::of(store, index::load(store)?, ctx))
     }
 
+    /// The board `next` reads: when the index is current, only its first ready tasks, the
+    /// tasks they come after, and every claim (`index::load_front`), if a ready task with
+    /// `labels` is among them; else the whole board. Only what `ready` hands out, and those
+    /// tasks' readiness, state and claim, are whole on the first kind.
+    pub fn for_next(store: &Store, ctx: &Context, labels: &[String]) -> Result<Board> {
+        if let Some(loaded) = index::load_front(store)? {
+            let front = Board::of(store, loaded, ctx);
+            if front.ready(labels).next().is_some() {
+                return Ok(front);
+            }
+        }
+        Board::load(store, ctx)
+    }
+
     /// The board as a long-running process keeps it (see `index::Live`).
     pub fn load_live(store: &Store, ctx: &Context, live: &mut index::Live, watch: &mut Watch) -> Result<Board> {
         Ok(Board::of(store, live.load(store, watch)?.clone(), ctx))
@@ -654,8 +678,6 @@ impl Board {
     /// The board of `loaded`, with every held claim's lease judged by this clone's watch (and
     /// what it saw for the first time remembered; claims gone or released forgotten).
     fn of(store: &Store, loaded: index::Loaded, ctx: &Context) -> Board {
-        let mut tasks = loaded.tasks;
-        tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
         let mut watcher = lease::Watcher::load(store, ctx);
         let mut leases = HashMap::new();
         let mut watched = std::collections::HashSet::new();
@@ -668,7 +690,8 @@ impl Board {
         watcher.keep_only(&lease::ref_prefix("node:"), &watched);
         watcher.save();
         Board {
-            tasks,
+            tasks: loaded.tasks,
+            ready_set: loaded.ready,
             claims: loaded.claims.into_iter().map(|c| (c.task_id().to_owned(), c)).collect(),
             leases,
             corrupt: loaded.corrupt,
@@ -744,13 +767,15 @@ impl Board {
         self.readiness_of(row.id(), row.state, row.after())
     }
 
-    /// Ready tasks in the order `next` hands them out: priority, then age, then id.
-    pub fn ready(&self, labels: &[String]) -> Vec<&Row> {
-        let mut ready: Vec<&Row> =
-            self.tasks.iter().filter(|r| labels.iter().all(|l| r.has_label(l))).filter(|r| self.is_ready(r)).collect();
-        // Ids are unique, so the order is total and an unstable sort is as deterministic.
-        ready.sort_unstable_by(|a, b| (a.priority, a.created_at, a.id()).cmp(&(b.priority, b.created_at, b.id())));
-        ready
+    /// Ready tasks with every one of `labels`, in the order `next` hands them out: priority,
+    /// then age, then id. Read off the ready set as far as the caller goes, each task checked
+    /// again (its dependencies, and that nobody holds a live claim on it).
+    pub fn ready<'b>(&'b self, labels: &'b [String]) -> impl Iterator<Item = &'b Row> + 'b {
+        self.ready_set
+            .ids()
+            .filter_map(|id| self.get(id))
+            .filter(move |r| labels.iter().all(|l| r.has_label(l)))
+            .filter(|r| self.is_ready(r))
     }
 
     /// Whether `from` depends, directly or not, on `to`.
@@ -815,9 +840,8 @@ pub fn next_claim(
     // are racing down the same list now.
     let mut contended = recently_contended(store, ctx);
     for _round in 0..100 {
-        let board = Board::load(store, ctx)?;
-        let ready = board.ready(labels);
-        let first: Vec<&Row> = ready.into_iter().take(64).collect();
+        let board = Board::for_next(store, ctx, labels)?;
+        let first: Vec<&Row> = board.ready(labels).take(64).collect();
         if first.is_empty() {
             return Ok(NextClaimed::Nothing);
         }

@@ -79,10 +79,10 @@ pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
             }
         };
     }
-    let board = Board::load(&store, &env.ctx)?;
+    let board = Board::for_next(&store, &env.ctx, &args.label)?;
     warn_corrupt(&board.corrupt);
-    let ready = board.ready(&args.label);
-    match ready.first() {
+    let first = board.ready(&args.label).next();
+    match first {
         Some(row) => {
             let snapshot = Snapshot { task: row.task()?, tip: row.tip };
             if args.json {

@@ -118,8 +118,8 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
     // A task claimed by a walk of this machine that is gone is not being worked either.
     let abandoned_tasks: Vec<&str> =
         claims.iter().filter(|(_, _, lease)| lease.holder_gone).map(|(key, _, _)| key.name()).collect();
-    let ready: Vec<Task> = board.ready(&[]).iter().take(50).map(|r| r.task()).collect::<Result<_>>()?;
-    let ready_count = board.ready(&[]).len();
+    let ready: Vec<Task> = board.ready(&[]).take(50).map(|r| r.task()).collect::<Result<_>>()?;
+    let ready_count = board.ready(&[]).count();
     let parked: Vec<Task> =
         board.tasks.iter().filter(|r| r.state == State::Parked).map(|r| r.task()).collect::<Result<_>>()?;
     let waiting: Vec<Task> = board

@@ -405,33 +405,37 @@ fn check_caches(store: &Store, opts: &Options, states: &TaskStates, out: &mut Ve
         found.sort();
         found
     };
-    let index_path = layout.index();
     let journal_tasks = layout.journal_tasks();
-    let index_name = index_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    for path in aside(&loop_dir, &format!("{index_name}.tmp-")).into_iter().chain(aside(&journal_tasks, "tips.")) {
+    let caches = [layout.index(), layout.claims_index()];
+    let cache_names: Vec<String> =
+        caches.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+    let leftovers = cache_names
+        .iter()
+        .map(String::as_str)
+        .chain(["packed-refs-whole"])
+        .flat_map(|name| aside(&loop_dir, &format!("{name}.tmp-")));
+    for path in leftovers.chain(aside(&journal_tasks, "tips.")) {
         out.push(stale(&path, "was being written by a process that is gone".into()).repair(Action::RemoveFile(path)));
     }
-    match index::cached(store) {
-        None => {}
-        Some(None) => {
-            out.push(stale(&index_path, "cannot be parsed".into()).repair(Action::RemoveFile(index_path.clone())))
-        }
-        Some(Some(cached)) => {
-            let wrong_row = cached.tasks.iter().find(|(id, tip)| {
-                states.get(&format!("{}{id}", refs::TASKS)).is_some_and(|(now, healthy)| now == tip && !healthy)
-            });
-            let wrong_mark = cached.corrupt.iter().find(|name| match states.get(*name) {
-                Some((_, healthy)) => *healthy,
-                None => name.as_str() == git::packed::NAME && store.packed_refs_bad_lines().is_empty(),
-            });
-            let why = match (wrong_row, wrong_mark) {
-                (Some((id, _)), _) => Some(format!("holds {id} as readable, but its history is not (see above)")),
-                (None, Some(name)) => Some(format!("holds '{name}' as unreadable, but it reads now")),
-                (None, None) => None,
-            };
-            if let Some(why) = why {
-                out.push(stale(&index_path, why).repair(Action::RemoveFile(index_path.clone())));
-            }
+    for (path, cached) in index::cached(store) {
+        let Some(cached) = cached else {
+            out.push(stale(&path, "cannot be parsed".into()).repair(Action::RemoveFile(path.clone())));
+            continue;
+        };
+        let wrong_row = cached.tasks.iter().find(|(id, tip)| {
+            states.get(&format!("{}{id}", refs::TASKS)).is_some_and(|(now, healthy)| now == tip && !healthy)
+        });
+        let wrong_mark = cached.corrupt.iter().find(|name| match states.get(*name) {
+            Some((_, healthy)) => *healthy,
+            None => name.as_str() == git::packed::NAME && store.packed_refs_bad_lines().is_empty(),
+        });
+        let why = match (wrong_row, wrong_mark) {
+            (Some((id, _)), _) => Some(format!("holds {id} as readable, but its history is not (see above)")),
+            (None, Some(name)) => Some(format!("holds '{name}' as unreadable, but it reads now")),
+            (None, None) => None,
+        };
+        if let Some(why) = why {
+            out.push(stale(&path, why).repair(Action::RemoveFile(path.clone())));
         }
     }
     let journal = loop_dir.join("journal-v1");

@@ -104,7 +104,11 @@ pub fn path(repo: &gix::Repository) -> std::path::PathBuf {
 /// A walk lists refs many times a step, and at 100,000 refs the file is megabytes: the answer
 /// is kept for the file as it was (its inode, size, and change and modification times, to the
 /// nanosecond), and read again once any of them moves. Git and gix replace `packed-refs` by
-/// renaming a new file over it (a new inode); a hand edit in place changes its times.
+/// renaming a new file over it (a new inode); a hand edit in place changes its times. A whole
+/// file's key is also kept in `.git/loop/packed-refs-whole` for the processes that come after
+/// (a claim or a `next` is a process of its own, and reading megabytes is most of its time), once
+/// its times are over a second old: an edit after that gets a change time of its own, which
+/// nobody can set back, so a key never vouches for content it was not taken from.
 pub fn looks_damaged(repo: &gix::Repository) -> bool {
     use std::os::unix::fs::MetadataExt;
     use std::sync::Mutex;
@@ -119,7 +123,22 @@ pub fn looks_damaged(repo: &gix::Repository) -> bool {
             return *damaged;
         }
     }
-    let damaged = scan_for_damage(repo, &file);
+    let whole = repo.common_dir().join("loop").join("packed-refs-whole");
+    let stamp = format!("{} {} {} {} {} {}\n", key.1, key.2, key.3, key.4, key.5, key.6);
+    let damaged = std::fs::read_to_string(&whole).ok().as_deref() != Some(stamp.as_str()) && {
+        let damaged = scan_for_damage(repo, &file);
+        let now = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let settled =
+            |secs: i64, nanos: i64| now.saturating_sub(secs.saturating_mul(1_000_000_000) + nanos) > 1_000_000_000;
+        if !damaged && settled(key.3, key.4) && settled(key.5, key.6) && whole.parent().is_some_and(Path::is_dir) {
+            // Best effort: a verdict not kept only costs the next process the scan.
+            let aside = whole.with_extension(format!("tmp-{}", std::process::id()));
+            if std::fs::write(&aside, &stamp).is_ok() && std::fs::rename(&aside, &whole).is_err() {
+                let _ = std::fs::remove_file(&aside);
+            }
+        }
+        damaged
+    };
     if let Ok(mut seen) = SEEN.lock() {
         *seen = Some((key, damaged));
     }

@@ -1,20 +1,27 @@
 //! A derived cache of tasks and task claims, so `next` over thousands of tasks reads one file
 //! instead of three objects per task and one per claim.
 //!
-//! `.git/loop/index-v4` holds a stamp line, then one line per task ref and per `node:` claim
-//! ref (tab-separated; no field can hold a tab or a newline):
+//! Two files, each stamped on its own: `.git/loop/index-v5` for the task refs and
+//! `.git/loop/claims-v1` for the `node:` claim refs, so that a claim taken, refreshed or
+//! released (what a fleet does most) neither lists a hundred thousand task refs again nor
+//! rewrites the large file. Both have one layout: a stamp line, the ready set (empty in the
+//! claims' file), then one line per ref (tab-separated; no field can hold a tab or a newline):
 //!
 //! ```text
-//! stamp <packed-refs ino:size:mtime> <tasks dir ino:mtime> <claims/node dir ino:mtime>   (or "stamp racy")
-//! rows <length in bytes of the rows that follow>
+//! stamp <packed-refs ino:size:mtime> <the refs' directory ino:mtime>   (or "stamp racy")
+//! ready <offset,…>        the open tasks whose dependencies are all done (`ready`), in `next`'s order: where their T rows start, counted from the first row
+//! rows <length in bytes of the rows that follow> <length in bytes of the T rows, which come first>
 //! T <task id> <tip> <state> <priority> <created, unix ns> <after,…> <label␟…> <json offset> <json length>
 //! C <task id> <claim blob> <holder> <holder's expiry, unix ns; 0: released> <json offset> <json length>
 //! X <ref> <problem>
 //! <every record's JSON, back to back; offsets count from the start of this section>
 //! ```
 //!
-//! The records come last so that reading the rows touches only the small part of the file;
-//! a record's page is read only when that task is shown.
+//! Task rows are sorted by id (a file whose are not is not trusted). The records come last so
+//! that reading the rows touches only the small part of the file; a record's page is read only
+//! when that task is shown. The ready set is derived from the rows (see `ready`): `next` reads
+//! its first rows, and the rows of the tasks they come after (a binary search of the sorted
+//! rows), instead of parsing every row and checking every task's dependencies (`front`).
 //!
 //! Every entry is keyed by the object id its ref pointed to (tasks by tip, claims by blob,
 //! which is content-addressed), so an entry is used only while its ref still points there: the
@@ -29,18 +36,19 @@
 //! commands that act on one task read its whole history, and `doctor` reads them all. (Version
 //! 3 rows were not checked: hence version 4.)
 //!
-//! The stamp lets a reader skip listing the refs at all: any ref change renames a file in one
-//! of those directories or replaces packed-refs, which changes the stamp. File times tick
+//! The stamp lets a reader skip listing the refs at all: any ref change renames a file in the
+//! refs' directory or replaces packed-refs, which changes the stamp. File times tick
 //! coarsely (every few milliseconds), so a stamp taken while any of them is less than a second
 //! old is "racy": the cache is written but not trusted without listing the refs, as git treats
 //! racily clean index entries. The stamp is always taken before the refs are read.
+//! (Version 4 had no ready set, and one file and stamp for both: hence version 5.)
 //!
-//! A walk keeps the rows current through its watch (`Live`); each row it reads again holds its
-//! own text on the heap, so every few hundred of them it writes the file again (racy stamp:
-//! its rows are as current as its watch, which is no stamp's promise) and maps it, and its
-//! memory stays flat however many units it works.
+//! A walk keeps the rows and the ready set current through its watch (`Live`); each row it
+//! reads again holds its own text on the heap, so every few hundred of them it writes the
+//! files again (racy stamp: its rows are as current as its watch, which is no stamp's promise)
+//! and maps them, and its memory stays flat however many units it works.
 //!
-//! The file is mapped, not read, and rows are ranges into it: parsing ten thousand rows then
+//! A file is mapped, not read, and rows are ranges into it: parsing ten thousand rows then
 //! allocates next to nothing. It is only ever replaced by rename, never changed in place, so a
 //! mapping stays valid while another process rewrites the cache.
 
@@ -56,31 +64,36 @@ use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
 use super::claim::{self, Held};
+use super::ready::{Before, Dependents, Ready};
 use super::task::{self, State, Task};
 use super::watch::{Changes, Watch};
 use super::Store;
 use crate::ids::{random_base32, ClaimKey, Priority};
 use crate::refs;
 
-/// What the cache file holds, for `doctor` to hold against the refs: the tip each task row
+/// What a cache file holds, for `doctor` to hold against the refs: the tip each task row
 /// was checked at, and the refs it lists as unreadable.
 pub struct Cached {
     pub tasks: Vec<(String, ObjectId)>,
     pub corrupt: Vec<String>,
 }
 
-/// The cache file's content: `None` when there is none, `Some(None)` when it cannot be parsed
-/// (readers then ignore it and rebuild it).
-pub fn cached(store: &Store) -> Option<Option<Cached>> {
-    let path = super::layout::Layout::of(store.common_dir()).index();
-    if !path.exists() {
-        return None;
-    }
-    let cache = Mapped::open(&path).and_then(|m| parse(Arc::new(Text::Map(m))));
-    Some(cache.map(|c| Cached {
-        tasks: c.tasks.iter().map(|r| (r.id().to_owned(), r.tip)).collect(),
-        corrupt: c.corrupt.into_iter().map(|(name, _)| name).collect(),
-    }))
+/// The cache files there are (the tasks' and the claims'), each with its content, `None` when
+/// it cannot be parsed (readers then ignore it and rebuild it).
+pub fn cached(store: &Store) -> Vec<(std::path::PathBuf, Option<Cached>)> {
+    let layout = super::layout::Layout::of(store.common_dir());
+    [layout.index(), layout.claims_index()]
+        .into_iter()
+        .filter(|path| path.exists())
+        .map(|path| {
+            let cache = Mapped::open(&path).and_then(|m| parse(Arc::new(Text::Map(m))));
+            let cached = cache.map(|c| Cached {
+                tasks: c.tasks.iter().map(|r| (r.id().to_owned(), r.tip)).collect(),
+                corrupt: c.corrupt.into_iter().map(|(name, _)| name).collect(),
+            });
+            (path, cached)
+        })
+        .collect()
 }
 
 /// The bytes rows point into: the mapped cache file, or a line made for a fresh entry.
@@ -183,6 +196,23 @@ impl Row {
         task::parse_task(&name, &self.text.bytes()[self.json.clone()])
     }
 
+    /// A row made up for a test: `id` at priority `priority`, created at the epoch.
+    #[cfg(test)]
+    pub(crate) fn for_test(id: &str, state: State, priority: u8, after: &[&str]) -> Row {
+        let (text, ranges) = owned(&[id, &after.join(","), "", "{}"]);
+        Row {
+            text,
+            id: ranges[0].clone(),
+            tip: ObjectId::null(gix::hash::Kind::Sha1),
+            state,
+            priority: format!("p{priority}").parse().expect("a priority"),
+            created_at: DateTime::<Utc>::UNIX_EPOCH,
+            after: ranges[1].clone(),
+            labels: ranges[2].clone(),
+            json: ranges[3].clone(),
+        }
+    }
+
     /// A row for a task read from git.
     fn fresh(tip: ObjectId, task: &Task) -> Result<Row> {
         let json = serde_json::to_string(task)?;
@@ -265,78 +295,167 @@ impl ClaimRow {
     }
 }
 
-/// Every task and node claim, and the refs that could not be read: (ref name, problem).
+/// Every task (sorted by id) and node claim (sorted by task id), the ready set of those tasks,
+/// and the refs that could not be read: (ref name, problem). The tasks and the ready set are
+/// shared, so that a walk handing out its board each step copies neither.
 #[derive(Clone)]
 pub struct Loaded {
-    pub tasks: Vec<Row>,
+    pub tasks: Arc<Vec<Row>>,
     pub claims: Vec<ClaimRow>,
     pub corrupt: Vec<(String, String)>,
+    pub ready: Arc<Ready>,
 }
 
-/// Read every task and node claim, through the cache.
+/// Read every task and node claim, through the cache files: the tasks' (`index-v5`) and the
+/// claims' (`claims-v1`), each stamped on its own, so that the claims changing (a claim taken,
+/// refreshed or released: what a fleet does most) neither lists the task refs again nor
+/// rewrites the large file.
 pub fn load(store: &Store) -> Result<Loaded> {
     let layout = super::layout::Layout::of(store.repo.common_dir());
-    let stamp = stamp(store.repo.common_dir());
+    let common = store.repo.common_dir();
+    // Both stamps before any listing (see the module's comment).
+    let (task_stamp, claim_stamp) = (stamp(common, refs::TASKS), stamp(common, CLAIM_PREFIX));
     store.fresh_refs();
-    let cached = Mapped::open(&layout.index()).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default();
+    let (tasks, ready, mut corrupt) = load_tasks(store, &layout.index(), task_stamp)?;
+    let (claims, claims_corrupt) = load_claims(store, &layout.claims_index(), claim_stamp)?;
+    for (name, problem) in claims_corrupt {
+        note_corrupt(&mut corrupt, name, problem);
+    }
+    Ok(Loaded { tasks: Arc::new(tasks), claims, corrupt, ready: Arc::new(ready) })
+}
+
+/// How many ready tasks beyond the live claims `load_front` reads: a walk tries the first 64.
+const FRONT: usize = 64;
+
+/// The first ready tasks (and the tasks they come after), with every node claim, as `next`
+/// needs them, read without parsing every task row (see `front`): the first `FRONT` ready tasks
+/// more than there are live claims, so that at least `FRONT` of them are not claimed if that
+/// many are ready. `None` when the tasks' cache file is not current: then `load` reads it all.
+pub fn load_front(store: &Store) -> Result<Option<Loaded>> {
+    let layout = super::layout::Layout::of(store.repo.common_dir());
+    let common = store.repo.common_dir();
+    let (task_stamp, claim_stamp) = (stamp(common, refs::TASKS), stamp(common, CLAIM_PREFIX));
+    store.fresh_refs();
+    let (claims, claims_corrupt) = load_claims(store, &layout.claims_index(), claim_stamp)?;
+    let live = claims.iter().filter(|c| !c.is_released()).count();
+    let Some((tasks, mut corrupt)) = front(&layout.index(), task_stamp.as_deref(), FRONT + live) else {
+        return Ok(None);
+    };
+    for (name, problem) in claims_corrupt {
+        note_corrupt(&mut corrupt, name, problem);
+    }
+    let ready = Ready::of(&tasks);
+    Ok(Some(Loaded { tasks: Arc::new(tasks), claims, corrupt, ready: Arc::new(ready) }))
+}
+
+/// The cache file at `path`, if there is one that parses.
+fn open_cache(path: &Path) -> Cache {
+    Mapped::open(path).and_then(|m| parse(Arc::new(Text::Map(m)))).unwrap_or_default()
+}
+
+type Corrupt = Vec<(String, String)>;
+
+/// Every task (sorted by id), their ready set, and the task refs that cannot be read.
+fn load_tasks(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec<Row>, Ready, Corrupt)> {
+    let cached = open_cache(path);
     if stamp.is_some() && cached.stamp == stamp {
-        return Ok(Loaded { tasks: cached.tasks, claims: cached.claims, corrupt: cached.corrupt });
+        return Ok((cached.tasks, cached.ready, cached.corrupt));
     }
     let by_task: HashMap<(&str, ObjectId), &Row> = cached.tasks.iter().map(|r| ((r.id(), r.tip), r)).collect();
-    let by_claim: HashMap<(&str, ObjectId), &ClaimRow> =
-        cached.claims.iter().map(|c| ((c.task_id(), c.oid), c)).collect();
     // The tips whose histories were checked: a new tip's check stops at its task's old one.
     let checked: HashMap<&str, ObjectId> = cached.tasks.iter().map(|r| (r.id(), r.tip)).collect();
-    let mut loaded = Loaded { tasks: Vec::new(), claims: Vec::new(), corrupt: Vec::new() };
+    let mut tasks = Vec::with_capacity(cached.tasks.len());
+    let mut corrupt = Vec::new();
     let mut changed = false;
     for entry in task::list_refs(store)? {
         let tip = match entry.tip {
             Ok(tip) => tip,
             Err(problem) => {
-                note_corrupt(&mut loaded.corrupt, entry.name, problem);
+                note_corrupt(&mut corrupt, entry.name, problem);
                 continue;
             }
         };
         let Some(id) = refs::task_id_of(&entry.name) else {
-            loaded.corrupt.push((entry.name.clone(), format!("'{}' is not a task ref", entry.name)));
+            corrupt.push((entry.name.clone(), format!("'{}' is not a task ref", entry.name)));
             continue;
         };
         if let Some(row) = by_task.get(&(id, tip)) {
-            loaded.tasks.push((*row).clone());
+            tasks.push((*row).clone());
             continue;
         }
         changed = true;
         match read_row(store, &entry.name, tip, checked.get(id).copied()) {
-            Ok(row) => loaded.tasks.push(row),
-            Err(err) => loaded.corrupt.push((entry.name, problem_of(&err))),
+            Ok(row) => tasks.push(row),
+            Err(err) => corrupt.push((entry.name, problem_of(&err))),
         }
     }
+    // Listed in ref order, which is id order; sorted again only if a ref store ever lists
+    // otherwise.
+    if !tasks.is_sorted_by(|a, b| a.id() < b.id()) {
+        tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+    }
+    // The same rows as the file's (every one found there, as many): its ready set holds.
+    let same = !changed && tasks.len() == cached.tasks.len();
+    let ready = if same { cached.ready } else { Ready::of(&tasks) };
+    if !same || cached.stamp != stamp || cached.corrupt != corrupt {
+        // Best effort: a cache that cannot be written only costs speed.
+        let _ = write(path, stamp.as_deref(), &tasks, &[], &corrupt, &ready);
+    }
+    Ok((tasks, ready, corrupt))
+}
+
+/// Every node claim (sorted by task id), and the claim refs that cannot be read.
+fn load_claims(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec<ClaimRow>, Corrupt)> {
+    let cached = open_cache(path);
+    if stamp.is_some() && cached.stamp == stamp {
+        return Ok((cached.claims, cached.corrupt));
+    }
+    let by_claim: HashMap<(&str, ObjectId), &ClaimRow> =
+        cached.claims.iter().map(|c| ((c.task_id(), c.oid), c)).collect();
+    let mut claims = Vec::with_capacity(cached.claims.len());
+    let mut corrupt = Vec::new();
+    let mut changed = false;
     for listed in claim_refs(store)? {
         match listed {
-            Listed::Corrupt { name, problem } => note_corrupt(&mut loaded.corrupt, name, problem),
+            Listed::Corrupt { name, problem } => note_corrupt(&mut corrupt, name, problem),
             Listed::Ref { name, key, oid } => {
                 if let Some(row) = by_claim.get(&(key.name(), oid)) {
-                    loaded.claims.push((*row).clone());
+                    claims.push((*row).clone());
                     continue;
                 }
                 changed = true;
                 match claim::read_at(store, &key, oid) {
                     // A tombstone is cached like a claim that expired at its release.
-                    Ok(held) => loaded.claims.push(ClaimRow::fresh(&key, &held)?),
-                    Err(refusal) => loaded.corrupt.push((name, refusal.message)),
+                    Ok(held) => claims.push(ClaimRow::fresh(&key, &held)?),
+                    Err(refusal) => corrupt.push((name, refusal.message)),
                 }
             }
         }
     }
-    if changed
-        || cached.stamp != stamp
-        || cached.tasks.len() != loaded.tasks.len()
-        || cached.claims.len() != loaded.claims.len()
-    {
-        // Best effort: a cache that cannot be written only costs speed.
-        let _ = write(&layout, stamp.as_deref(), &loaded);
+    claims.sort_unstable_by(|a, b| a.task_id().cmp(b.task_id()));
+    if changed || cached.stamp != stamp || cached.claims.len() != claims.len() || cached.corrupt != corrupt {
+        let _ = write(path, stamp.as_deref(), &[], &claims, &corrupt, &Ready::default());
     }
-    Ok(loaded)
+    Ok((claims, corrupt))
+}
+
+/// Enter tasks this process has just created, each as its first operation at `tip`, into the
+/// cache file (best effort, like every write of it): their histories are the commits just
+/// written, so there is nothing to check, and the first reader after an import of a hundred
+/// thousand tasks then finds every row instead of reading every task back. The file is written
+/// with a racy stamp: its rows are used by tip, and the next reader still lists the refs.
+pub fn add_created(store: &Store, created: impl Iterator<Item = (ObjectId, Task)>) {
+    let path = super::layout::Layout::of(store.repo.common_dir()).index();
+    // Best effort: a cache not written only costs the first reader its time.
+    let _ = (|| -> Result<()> {
+        let cached = open_cache(&path);
+        let mut tasks = created.map(|(tip, task)| Row::fresh(tip, &task)).collect::<Result<Vec<Row>>>()?;
+        tasks.extend(cached.tasks);
+        // Stable, so of one id twice the new row (first) is the one kept.
+        tasks.sort_by(|a, b| a.id().cmp(b.id()));
+        tasks.dedup_by(|later, first| later.id() == first.id());
+        write(&path, None, &tasks, &[], &cached.corrupt, &Ready::of(&tasks))
+    })();
 }
 
 /// The tasks and node claims kept current in a long-running process (a walk): after the first
@@ -348,6 +467,8 @@ pub struct Live {
     /// Rows read since the rows were last all in a mapped file: each holds its own text on the
     /// heap until `compact` writes them out.
     fresh: usize,
+    /// Which tasks wait for which, built at the first change: what keeps the ready set current.
+    dependents: Option<Dependents>,
 }
 
 /// Compact once this many rows were read fresh, or an eighth of all rows if more: a walk over
@@ -363,8 +484,11 @@ impl Live {
         let claims = watch.changes(CLAIM_PREFIX);
         let loaded = match (self.loaded.take(), tasks, claims) {
             (Some(mut loaded), Changes::Names(tasks), Changes::Names(claims)) => {
-                for name in &tasks {
-                    self.fresh += refresh_task(store, &mut loaded, name)?;
+                if !tasks.is_empty() {
+                    let dependents = self.dependents.get_or_insert_with(|| Dependents::of(&loaded.tasks));
+                    for name in &tasks {
+                        self.fresh += refresh_task(store, &mut loaded, dependents, name)?;
+                    }
                 }
                 for name in &claims {
                     self.fresh += refresh_claim(store, &mut loaded, name)?;
@@ -380,10 +504,11 @@ impl Live {
             }
             _ => {
                 self.fresh = 0;
-                let mut loaded = load(store)?;
-                loaded.tasks.sort_unstable_by(|a, b| a.id().cmp(b.id()));
-                loaded.claims.sort_unstable_by(|a, b| a.task_id().cmp(b.task_id()));
-                loaded
+                if std::env::var_os("XDBG").is_some() {
+                    eprintln!("XDBG full load");
+                }
+                self.dependents = None;
+                load(store)?
             }
         };
         Ok(self.loaded.insert(loaded))
@@ -392,36 +517,37 @@ impl Live {
 
 const CLAIM_PREFIX: &str = "refs/loop/claims/node/";
 
-/// Bring one task ref's row up to date (added, changed, deleted or unreadable); 1 if a row
-/// was read fresh, else 0.
-fn refresh_task(store: &Store, loaded: &mut Loaded, name: &str) -> Result<usize> {
+/// Bring one task ref's row up to date (added, changed, deleted or unreadable), and the ready
+/// set with it; 1 if a row was read fresh, else 0.
+fn refresh_task(store: &Store, loaded: &mut Loaded, dependents: &mut Dependents, name: &str) -> Result<usize> {
     loaded.corrupt.retain(|(n, _)| n != name);
     let Some(id) = refs::task_id_of(name) else {
         loaded.corrupt.push((name.to_owned(), format!("'{name}' is not a task ref")));
         return Ok(0);
     };
     let at = loaded.tasks.binary_search_by(|r| r.id().cmp(id));
-    let tip = match task::tip_of(store, name) {
-        Ok(tip) => tip,
-        Err(err) => {
-            put(&mut loaded.tasks, at, None);
-            loaded.corrupt.push((name.to_owned(), problem_of(&err)));
-            return Ok(0);
-        }
-    };
-    let row = match tip {
-        None => None,
-        Some(tip) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(0),
-        Some(tip) => match read_row(store, name, tip, at.ok().map(|at| loaded.tasks[at].tip)) {
+    let row = match task::tip_of(store, name) {
+        Ok(None) => None,
+        Ok(Some(tip)) if at.is_ok_and(|at| loaded.tasks[at].tip == tip) => return Ok(0),
+        Ok(Some(tip)) => match read_row(store, name, tip, at.ok().map(|at| loaded.tasks[at].tip)) {
             Ok(row) => Some(row),
             Err(err) => {
                 loaded.corrupt.push((name.to_owned(), problem_of(&err)));
                 None
             }
         },
+        Err(err) => {
+            loaded.corrupt.push((name.to_owned(), problem_of(&err)));
+            None
+        }
     };
     let fresh = usize::from(row.is_some());
-    put(&mut loaded.tasks, at, row);
+    let before = at.ok().map(|at| Before::of(&loaded.tasks[at]));
+    if before.is_none() && row.is_none() {
+        return Ok(0);
+    }
+    put(Arc::make_mut(&mut loaded.tasks), at, row);
+    Arc::make_mut(&mut loaded.ready).changed(&loaded.tasks, dependents, id, before);
     Ok(fresh)
 }
 
@@ -529,9 +655,10 @@ fn claim_refs(store: &Store) -> Result<Vec<Listed>> {
     Ok(out)
 }
 
-/// The stamp of the ref storage the index depends on; `None` when it is racy (a part changed
-/// less than a second ago) or cannot be read.
-fn stamp(common: &Path) -> Option<String> {
+/// The stamp of the ref storage under `prefix` (`packed-refs` and the prefix's directory of
+/// loose refs); `None` when it is racy (a part changed less than a second ago) or cannot be
+/// read.
+fn stamp(common: &Path, prefix: &str) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let now = SystemTime::now();
     let part = |path: &Path, whole_file: bool| -> Option<String> {
@@ -553,10 +680,9 @@ fn stamp(common: &Path) -> Option<String> {
         }
     };
     Some(format!(
-        "{} {} {}",
+        "{} {}",
         part(&common.join("packed-refs"), true)?,
-        part(&common.join("refs/loop/tasks"), false)?,
-        part(&common.join("refs/loop/claims/node"), false)?
+        part(&common.join(prefix.trim_end_matches('/')), false)?
     ))
 }
 
@@ -566,6 +692,7 @@ struct Cache {
     tasks: Vec<Row>,
     claims: Vec<ClaimRow>,
     corrupt: Vec<(String, String)>,
+    ready: Ready,
 }
 
 enum Entry {
@@ -574,32 +701,145 @@ enum Entry {
     Corrupt(String, String),
 }
 
-fn parse(text: Arc<Text>) -> Option<Cache> {
-    let bytes = text.bytes();
+/// A cache file's first three lines, and where its rows are.
+struct Head {
+    stamp: Option<String>,
+    /// The ready set: where each ready task's row starts (from the first row), in `next`'s
+    /// order.
+    ready: Vec<usize>,
+    /// All rows, and the task rows (which come first), as byte ranges of the file.
+    rows: Range<usize>,
+    task_rows: Range<usize>,
+}
+
+fn parse_head(bytes: &[u8]) -> Option<Head> {
     let line = |from: usize| -> Option<(&str, usize)> {
-        let end = bytes[from..].iter().position(|b| *b == b'\n')? + from;
+        let end = memchr::memchr(b'\n', bytes.get(from..)?)? + from;
         Some((std::str::from_utf8(&bytes[from..end]).ok()?, end + 1))
     };
     let (first, next) = line(0)?;
     let stamp = first.strip_prefix("stamp ")?;
-    let mut cache = Cache { stamp: (stamp != "racy").then(|| stamp.to_owned()), ..Default::default() };
-    let (second, rows_start) = line(next)?;
-    let rows_end = rows_start + second.strip_prefix("rows ")?.parse::<usize>().ok()?;
+    let (ready, next) = line(next)?;
+    let ready = ready.strip_prefix("ready ")?;
+    let (rows, start) = line(next)?;
+    let mut numbers = rows.strip_prefix("rows ")?.split(' ').map(|n| n.parse::<usize>().ok());
+    let (length, tasks_length) = (numbers.next()??, numbers.next()??);
+    let (end, tasks_end) = (start.checked_add(length)?, start.checked_add(tasks_length)?);
+    if numbers.next().is_some() || end > bytes.len() || tasks_end > end {
+        return None;
+    }
+    Some(Head {
+        stamp: (stamp != "racy").then(|| stamp.to_owned()),
+        ready: ready.split(',').filter(|p| !p.is_empty()).map(|p| p.parse().ok()).collect::<Option<_>>()?,
+        rows: start..end,
+        task_rows: start..tasks_end,
+    })
+}
+
+fn parse(text: Arc<Text>) -> Option<Cache> {
+    let bytes = text.bytes();
+    let head = parse_head(bytes)?;
+    let mut cache = Cache { stamp: head.stamp, ..Default::default() };
+    let (rows_start, rows_end) = (head.rows.start, head.rows.end);
     // The rows are checked once here; every field is a slice of them (see `as_str`).
-    std::str::from_utf8(bytes.get(rows_start..rows_end)?).ok()?;
-    let records = rows_end;
+    std::str::from_utf8(&bytes[head.rows.clone()]).ok()?;
+    // Where each task row starts, to find the ready set's rows by. A task row is at least 60
+    // bytes long, so this reserves enough and not much more.
+    let mut starts = Vec::with_capacity(head.task_rows.len() / 60);
+    cache.tasks.reserve_exact(head.task_rows.len() / 60);
     let mut start = rows_start;
     while start < rows_end {
-        let end = bytes[start..rows_end].iter().position(|b| *b == b'\n').map_or(rows_end, |p| start + p);
+        let end = memchr::memchr(b'\n', &bytes[start..rows_end]).map_or(rows_end, |p| start + p);
         // A line we cannot read: distrust the whole file.
-        match parse_line(&text, start..end, records)? {
-            Entry::Task(row) => cache.tasks.push(row),
+        match parse_line(&text, start..end, rows_end)? {
+            // Out of order (or twice), or out of its place: not a file this writer wrote.
+            Entry::Task(row) if cache.tasks.last().is_some_and(|last| last.id() >= row.id()) => return None,
+            Entry::Task(_) if end >= head.task_rows.end => return None,
+            Entry::Task(row) => {
+                starts.push(start - rows_start);
+                cache.tasks.push(row)
+            }
             Entry::Claim(row) => cache.claims.push(row),
             Entry::Corrupt(name, problem) => cache.corrupt.push((name, problem)),
         }
         start = end + 1;
     }
+    let positions = head.ready.iter().map(|at| starts.binary_search(at).unwrap_or(usize::MAX));
+    cache.ready = Ready::at_positions(&cache.tasks, positions)?;
+    // Read whole, the set is held against its rows: `front` trusts it, so a file whose set
+    // does not fit (edited, or written by a broken build) is rebuilt here.
+    if cache.ready != Ready::of(&cache.tasks) {
+        return None;
+    }
     Some(cache)
+}
+
+/// The first ready tasks of the tasks' cache file, read without parsing the rest, when the
+/// file is current (its stamp holds): the first `ready` rows of its ready set (`next` wants
+/// only the first task nobody holds, and a walk's first 64), each with the rows of the tasks
+/// it comes after, and the rows it lists as unreadable. `None` when the file is not current or
+/// not readable, or nothing in it is ready: then the whole board is read.
+fn front(path: &Path, stamp: Option<&str>, ready: usize) -> Option<(Vec<Row>, Corrupt)> {
+    let text = Arc::new(Text::Map(Mapped::open(path)?));
+    let bytes = text.bytes();
+    let head = parse_head(bytes)?;
+    if stamp.is_none() || head.stamp.as_deref() != stamp || head.ready.is_empty() {
+        return None;
+    }
+    let records = head.rows.end;
+    // The row at `start` (a line start), its text checked as `parse` checks all of it.
+    // The row at `start` (a line start), its text checked as `parse` checks all of it, and
+    // where its line ends.
+    let row_at = |start: usize| -> Option<(Row, usize)> {
+        let end = memchr::memchr(b'\n', bytes.get(start..head.task_rows.end)?)? + start;
+        std::str::from_utf8(&bytes[start..end]).ok()?;
+        match parse_line(&text, start..end, records)? {
+            Entry::Task(row) => Some((row, end)),
+            _ => None,
+        }
+    };
+    // A task's row by its id: a binary search over the sorted task rows, by bytes.
+    let find = |id: &str| -> Option<Row> {
+        let (mut low, mut high) = (head.task_rows.start, head.task_rows.end);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let start = memchr::memrchr(b'\n', &bytes[low..middle]).map_or(low, |p| low + p + 1);
+            let (row, end) = row_at(start)?;
+            match row.id().cmp(id) {
+                std::cmp::Ordering::Equal => return Some(row),
+                std::cmp::Ordering::Less => low = end + 1,
+                std::cmp::Ordering::Greater => high = start,
+            }
+        }
+        None
+    };
+    let mut rows = Vec::new();
+    for at in head.ready.iter().take(ready) {
+        let (row, _) = row_at(head.rows.start.checked_add(*at)?)?;
+        for dep in row.after() {
+            // A dependency the file does not hold: the set does not fit its rows.
+            rows.push(find(dep)?);
+        }
+        rows.push(row);
+    }
+    rows.sort_by(|a, b| a.id().cmp(b.id()));
+    rows.dedup_by(|a, b| a.id() == b.id());
+    // The rows the file holds as unreadable come after every task's.
+    let mut corrupt = Vec::new();
+    let rest = head.task_rows.end..head.rows.end;
+    std::str::from_utf8(&bytes[rest.clone()]).ok()?;
+    for line in bytes[rest.clone()].split(|b| *b == b'\n').scan(rest.start, |at, line| {
+        let range = *at..*at + line.len();
+        *at += line.len() + 1;
+        Some(range)
+    }) {
+        match parse_line(&text, line.clone(), records) {
+            Some(Entry::Corrupt(name, problem)) => corrupt.push((name, problem)),
+            _ if line.is_empty() => {}
+            _ => return None,
+        }
+    }
+    Some((rows, corrupt))
 }
 
 /// Parse the row at `line` of `text`; record offsets count from `records`.
@@ -609,29 +849,22 @@ fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<En
     let mut fields: [Range<usize>; 10] = Default::default();
     let mut count = 0;
     let mut at = 0;
-    loop {
-        if count == fields.len() {
+    for tab in memchr::memchr_iter(b'\t', bytes) {
+        if count == fields.len() - 1 {
             return None;
         }
-        match bytes[at..].iter().position(|b| *b == b'\t') {
-            Some(p) => {
-                fields[count] = line.start + at..line.start + at + p;
-                count += 1;
-                at += p + 1;
-            }
-            None => {
-                fields[count] = line.start + at..line.end;
-                count += 1;
-                break;
-            }
-        }
+        fields[count] = line.start + at..line.start + tab;
+        count += 1;
+        at = tab + 1;
     }
+    fields[count] = line.start + at..line.end;
+    count += 1;
     let field = |i: usize| as_str(&all[fields[i].clone()]);
-    let nanos = |s: &str| s.parse::<i64>().ok().map(DateTime::<Utc>::from_timestamp_nanos);
+    let nanos = |s: &str| decimal(s).map(DateTime::<Utc>::from_timestamp_nanos);
     let oid = |s: &str| ObjectId::from_hex(s.as_bytes()).ok();
     let record = |offset: &str, len: &str| -> Option<Range<usize>> {
-        let start = records + offset.parse::<usize>().ok()?;
-        let end = start + len.parse::<usize>().ok()?;
+        let start = records.checked_add(usize::try_from(decimal(offset)?).ok()?)?;
+        let end = start.checked_add(usize::try_from(decimal(len)?).ok()?)?;
         (end <= all.len()).then_some(start..end)
     };
     Some(match (field(0), count) {
@@ -640,7 +873,14 @@ fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<En
             id: fields[1].clone(),
             tip: oid(field(2))?,
             state: State::parse(field(3))?,
-            priority: field(4).parse().ok()?,
+            // As the writer spells it; anything else through the full parser.
+            priority: match field(4) {
+                "p0" => Priority::P0,
+                "p1" => Priority::P1,
+                "p2" => Priority::P2,
+                "p3" => Priority::P3,
+                other => other.parse().ok()?,
+            },
             created_at: nanos(field(5))?,
             after: fields[6].clone(),
             labels: fields[7].clone(),
@@ -659,53 +899,106 @@ fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<En
     })
 }
 
+/// A decimal integer as the writer writes them (an optional minus, then digits), without
+/// `str::parse`'s generality; `None` for anything else or out of range.
+fn decimal(s: &str) -> Option<i64> {
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest.as_bytes()),
+        None => (false, s.as_bytes()),
+    };
+    // Nineteen digits always fit in a u64; more would not fit in an i64 anyway.
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    let n = i64::try_from(n).ok()?;
+    Some(if negative { -n } else { n })
+}
+
 fn clean(s: &str) -> String {
     s.replace(['\t', '\n'], " ")
 }
 
-/// `loaded` with every row's text in one mapped file instead of on the heap: the cache file,
+/// `loaded` with every row's text in mapped files instead of on the heap: the cache files,
 /// written with a racy stamp (`loaded` is as current as the walk's watch, which is not a
-/// stamp's promise), so that other readers use its rows by tip but still list the refs.
-/// `None` if the file could not be written or read back.
+/// stamp's promise), so that other readers use their rows by tip but still list the refs.
+/// `None` if a file could not be written or read back.
 fn compact(store: &Store, loaded: &Loaded) -> Option<Loaded> {
     let layout = super::layout::Layout::of(store.repo.common_dir());
-    let written = write_aside(&layout, None, loaded).ok()?;
-    // Map the file written before it is published: another process may replace it at once.
-    let mapped = Mapped::open(&written);
-    if std::fs::rename(&written, layout.index()).is_err() {
-        let _ = std::fs::remove_file(&written);
-    }
-    let cache = parse(Arc::new(Text::Map(mapped?)))?;
-    // The file holds `loaded`'s rows in its order; anything else is a bug, not worth a walk.
-    let same = cache.tasks.len() == loaded.tasks.len()
-        && cache.claims.len() == loaded.claims.len()
-        && cache.tasks.iter().zip(&loaded.tasks).all(|(a, b)| a.tip == b.tip && a.id() == b.id())
-        && cache.claims.iter().zip(&loaded.claims).all(|(a, b)| a.oid == b.oid && a.task_id() == b.task_id());
-    same.then(|| Loaded { tasks: cache.tasks, claims: cache.claims, corrupt: loaded.corrupt.clone() })
+    let (task_corrupt, claim_corrupt): (Corrupt, Corrupt) =
+        loaded.corrupt.iter().cloned().partition(|(name, _)| !name.starts_with(CLAIM_PREFIX));
+    let tasks = rewrite(&layout.index(), &loaded.tasks, &[], &task_corrupt, &loaded.ready)?;
+    let claims = rewrite(&layout.claims_index(), &[], &loaded.claims, &claim_corrupt, &Ready::default())?;
+    // The files hold `loaded`'s rows in its order (and so its ready set); anything else is a
+    // bug, not worth a walk.
+    let same = tasks.tasks.len() == loaded.tasks.len()
+        && claims.claims.len() == loaded.claims.len()
+        && tasks.tasks.iter().zip(loaded.tasks.iter()).all(|(a, b)| a.tip == b.tip && a.id() == b.id())
+        && claims.claims.iter().zip(&loaded.claims).all(|(a, b)| a.oid == b.oid && a.task_id() == b.task_id());
+    same.then(|| Loaded {
+        tasks: Arc::new(tasks.tasks),
+        claims: claims.claims,
+        corrupt: loaded.corrupt.clone(),
+        ready: Arc::clone(&loaded.ready),
+    })
 }
 
-fn write(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<()> {
-    let aside = write_aside(layout, stamp, loaded)?;
-    std::fs::rename(&aside, layout.index()).inspect_err(|_| {
+/// Write these rows to the cache file at `path` with a racy stamp, and read them back mapped.
+fn rewrite(path: &Path, tasks: &[Row], claims: &[ClaimRow], corrupt: &Corrupt, ready: &Ready) -> Option<Cache> {
+    let written = write_aside(path, None, tasks, claims, corrupt, ready).ok()?;
+    // Map the file written before it is published: another process may replace it at once.
+    let mapped = Mapped::open(&written);
+    if std::fs::rename(&written, path).is_err() {
+        let _ = std::fs::remove_file(&written);
+    }
+    parse(Arc::new(Text::Map(mapped?)))
+}
+
+fn write(
+    path: &Path,
+    stamp: Option<&str>,
+    tasks: &[Row],
+    claims: &[ClaimRow],
+    corrupt: &Corrupt,
+    ready: &Ready,
+) -> Result<()> {
+    let aside = write_aside(path, stamp, tasks, claims, corrupt, ready)?;
+    std::fs::rename(&aside, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
     Ok(())
 }
 
-/// Write the cache file for `loaded` beside its place, and say where.
-fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loaded) -> Result<std::path::PathBuf> {
-    std::fs::create_dir_all(layout.root())?;
-    let path = layout.index();
+fn write_aside(
+    path: &Path,
+    stamp: Option<&str>,
+    tasks: &[Row],
+    claims: &[ClaimRow],
+    corrupt: &Corrupt,
+    ready: &Ready,
+) -> Result<std::path::PathBuf> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     // Only the rows are built in memory (their length heads the file); the records are
     // written straight from the rows' texts, in the order their offsets were counted.
-    let mut rows = Vec::with_capacity(loaded.tasks.len() * 120);
+    let mut rows = Vec::with_capacity(tasks.len() * 120);
+    // Where each task row starts: the ready set is written as those offsets.
+    let mut starts = Vec::with_capacity(tasks.len());
     let mut at = 0;
     let mut record = |json: &Range<usize>| -> (usize, usize) {
         let (start, len) = (at, json.len());
         at += len;
         (start, len)
     };
-    for row in &loaded.tasks {
+    for row in tasks.iter() {
+        starts.push(rows.len());
         let bytes = row.text.bytes();
         let (at, len) = record(&row.json);
         write!(
@@ -722,23 +1015,27 @@ fn write_aside(layout: &super::layout::Layout, stamp: Option<&str>, loaded: &Loa
         rows.extend_from_slice(&bytes[row.labels.clone()]);
         writeln!(rows, "\t{at}\t{len}")?;
     }
-    for c in &loaded.claims {
+    let task_rows = rows.len();
+    for c in claims {
         let bytes = c.text.bytes();
         let (at, len) = record(&c.json);
         write!(rows, "C\t{}\t{}\t", c.task_id(), c.oid)?;
         rows.extend_from_slice(&bytes[c.holder.clone()]);
         writeln!(rows, "\t{}\t{at}\t{len}", c.expires_at.timestamp_nanos_opt().unwrap_or(0))?;
     }
-    for (name, problem) in &loaded.corrupt {
+    for (name, problem) in corrupt {
         writeln!(rows, "X\t{}\t{}", clean(name), clean(problem))?;
     }
     let aside = path.with_extension(format!("tmp-{}", random_base32(6)));
     let written = (|| -> std::io::Result<()> {
         let mut file = std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::create(&aside)?);
-        write!(file, "stamp {}\nrows {}\n", stamp.unwrap_or("racy"), rows.len())?;
+        write!(file, "stamp {}\nready ", stamp.unwrap_or("racy"))?;
+        for (i, at) in ready.positions(tasks).into_iter().enumerate() {
+            write!(file, "{}{}", if i == 0 { "" } else { "," }, starts[at])?;
+        }
+        write!(file, "\nrows {} {task_rows}\n", rows.len())?;
         file.write_all(&rows)?;
-        let texts =
-            loaded.tasks.iter().map(|r| (&r.text, &r.json)).chain(loaded.claims.iter().map(|c| (&c.text, &c.json)));
+        let texts = tasks.iter().map(|r| (&r.text, &r.json)).chain(claims.iter().map(|c| (&c.text, &c.json)));
         for (text, json) in texts {
             file.write_all(&text.bytes()[json.clone()])?;
         }

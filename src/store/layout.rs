@@ -75,12 +75,17 @@ impl Layout {
 
     /// The derived task index (`store::index`).
     pub fn index(&self) -> PathBuf {
-        self.root.join("index-v4")
+        self.root.join("index-v5")
+    }
+
+    /// The derived cache of node claims (`store::index`), stamped apart from the tasks'.
+    pub fn claims_index(&self) -> PathBuf {
+        self.root.join("claims-v1")
     }
 
     /// Task indexes of earlier versions, which nothing reads any more.
-    pub fn old_indexes(&self) -> [PathBuf; 3] {
-        ["index-v1", "index-v2", "index-v3"].map(|name| self.root.join(name))
+    pub fn old_indexes(&self) -> [PathBuf; 4] {
+        ["index-v1", "index-v2", "index-v3", "index-v4"].map(|name| self.root.join(name))
     }
 
     /// The cache of journal commits already read (`store::journal`).

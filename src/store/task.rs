@@ -751,6 +751,7 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
         let (writer, by, at) = (store.clone_id()?, store.identity.to_string(), ctx.now());
         let mut signature = Vec::new();
         store.identity.signature(at).write_to(&mut signature)?;
+        let mut folded = Vec::with_capacity(absent.len());
         let marked = git::program::fast_import(store.common_dir(), &marks, |out| {
             for (n, i) in absent.iter().enumerate() {
                 let (id, change) = &tasks[*i];
@@ -777,6 +778,7 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
                 out.write_all(&signature)?;
                 write!(out, "\ndata {}\n{message}\n", message.len())?;
                 write!(out, "M 100644 :{} {OP_FILE}\nM 100644 :{} {TASK_FILE}\n\n", mark + 1, mark + 2)?;
+                folded.push(task);
             }
             write!(out, "reset {scratch}\n\ndone\n")?;
             Ok(())
@@ -789,7 +791,13 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
             creates.push((refs::task(&tasks[*i].0), commit));
         }
         Ok(match cas::create_all(store, &creates, "loop: import tasks")? {
-            cas::Batch::Applied => Some(absent),
+            cas::Batch::Applied => {
+                // The index learns them here, so the first reader after a large import does
+                // not read every new task back.
+                let rows = creates.iter().zip(folded).map(|((_, tip), task)| (*tip, task));
+                super::index::add_created(store, rows);
+                Some(absent)
+            }
             cas::Batch::Lost => None,
         })
     })?;

@@ -230,6 +230,7 @@ impl<'a> GitQueue<'a> {
             commit: commit.to_string(),
         });
         let ctx = self.session_ctx(unit);
+        let spent = crate::store::ledger::total_of(&self.walker.task_history(self.store, &unit.task.id)?);
         backlog::done(
             self.store,
             &ctx,
@@ -241,6 +242,7 @@ impl<'a> GitQueue<'a> {
                 checks: unit.checks.clone(),
                 reviews,
                 unchecked: self.walker.opts.checks.is_none(),
+                spent: Some(spent),
             },
         )?;
         self.walker.record(
@@ -272,7 +274,6 @@ impl engine::Queue for GitQueue<'_> {
             let only = &self.walker.opts.tasks;
             let ready: Vec<&crate::store::index::Row> = board
                 .ready(&self.walker.opts.labels)
-                .into_iter()
                 .filter(|r| only.is_empty() || only.iter().any(|t| t == r.id()))
                 .take(64)
                 .collect();

@@ -328,7 +328,7 @@ fn describe(task: &Task) -> String {
 fn target_side(store: &Store, walker: &Walker<'_>, merge: &Merge<'_>) -> Result<String> {
     let board = Board::load(store, &walker.ctx)?;
     let mut heads = Vec::new();
-    for row in &board.tasks {
+    for row in board.tasks.iter() {
         if row.id() == merge.from.id || row.id() == merge.task.id {
             continue;
         }

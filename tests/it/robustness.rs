@@ -136,6 +136,37 @@ fn d2_a_notes_ref_pointing_at_a_blob_is_a_corrupt_record() {
     );
 }
 
+/// D2, kept across processes: a `packed-refs` found whole is not read again by the next
+/// process while it is the same file, but the same file changed in place, its size kept, is.
+#[test]
+fn d2_a_packed_refs_damaged_in_place_after_it_was_found_whole_is_read_again() {
+    use std::io::{Seek as _, SeekFrom, Write as _};
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let a = repo.add(&["first"]);
+    repo.add(&["second"]);
+    repo.git(&["pack-refs", "--all"]);
+    std::thread::sleep(Duration::from_millis(1_100));
+    repo.run(&["list"]).ok();
+    let whole = repo.dir.join(".git/loop/packed-refs-whole");
+    assert!(whole.exists(), "the verdict is kept once the file has settled");
+    // Spoil the first task's line where its object id starts: same size, same inode.
+    let packed = repo.dir.join(".git/packed-refs");
+    let text = std::fs::read_to_string(&packed).expect("packed-refs");
+    let at = text.find(&format!(" refs/loop/tasks/{a}\n")).expect("the task's line") - 40;
+    let number = text[..at].matches('\n').count() + 1;
+    let mut file = std::fs::OpenOptions::new().write(true).open(&packed).expect("open");
+    file.seek(SeekFrom::Start(at as u64)).expect("seek");
+    file.write_all(b"zz").expect("write in place");
+    drop(file);
+    let list = repo.run(&["list"]);
+    assert!(
+        list.stderr.contains(&format!("has a bad line {number}")),
+        "the damage is found, not vouched for by the old verdict:\n{}",
+        list.stderr
+    );
+}
+
 /// D2: a line of packed-refs that cannot be parsed is reported as what it is — packed-refs
 /// and its line number — wherever it falls, and every healthy task and claim keeps reading and
 /// writing as itself (gix's lookups fail when their binary search lands on the line).
@@ -155,7 +186,7 @@ fn d2_a_bad_line_in_packed_refs_is_named_and_healthy_refs_stay_healthy() {
         let mut damaged: Vec<&str> = lines.clone();
         damaged.insert(at, "this is garbage");
         std::fs::write(&packed, format!("{}\n", damaged.join("\n"))).expect("write packed-refs");
-        let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v4"));
+        let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v5"));
         let named = format!("'{}' has a bad line {}: \"this is garbage\"", packed.display(), at + 1);
         let list = repo.run(&["list"]).ok();
         // `edit --label` below gives <B> labels as the loop goes: list shows what it has.
@@ -376,7 +407,7 @@ fn the_task_index_never_disagrees_with_the_refs() {
     assert_eq!(repo.run(&["list", "--json"]).ok().json()["tasks"][0]["title"], "edited title", "served from the cache");
     repo.git(&["update-ref", &name, &first]);
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "the moved ref is seen at once");
-    std::fs::remove_file(repo.dir.join(".git/loop/index-v4")).expect("the cache exists");
+    std::fs::remove_file(repo.dir.join(".git/loop/index-v5")).expect("the cache exists");
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "nothing lost without the cache");
 }
 

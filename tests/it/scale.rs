@@ -213,3 +213,111 @@ fn list_json_streams_the_same_document_it_always_printed() {
         }
     }
 }
+
+/// The task index's file, as text.
+fn index_text(repo: &Repo<'_>) -> String {
+    std::fs::read_to_string(repo.dir.join(".git/loop/index-v5")).expect("the task index exists")
+}
+
+/// The ids the task index's file holds rows for.
+fn index_ids(repo: &Repo<'_>) -> Vec<String> {
+    index_text(repo)
+        .lines()
+        .filter_map(|l| l.strip_prefix("T\t"))
+        .map(|l| l.split('\t').next().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// `next --json`'s task id ("" when nothing is ready).
+fn next_id(repo: &Repo<'_>, args: &[&str]) -> String {
+    let next = repo.run(&[&["next", "--json"], args].concat()).ok().json();
+    next["id"].as_str().unwrap_or("").to_owned()
+}
+
+/// Wait until the ref storage's times are over a second old, so the next reader stamps the
+/// index (a stamp taken sooner is racy), and let one reader write it.
+fn settle(repo: &Repo<'_>) {
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    repo.run(&["next", "--json"]).ok();
+}
+
+#[test]
+fn an_import_leaves_the_index_holding_every_task_it_wrote() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = write(&env, "export.jsonl", &beads(300));
+    repo.run(&["import", &file, "--format", "beads"]).ok();
+    // Before any reader: the import wrote the rows itself, so nobody reads 300 tasks back.
+    let ids = index_ids(&repo);
+    assert_eq!(ids.len(), 300, "a row per imported task");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "sorted by id");
+    assert!(index_text(&repo).starts_with("stamp racy\n"), "its rows are used by tip: the refs are still listed");
+    assert_eq!(next_id(&repo, &[]), "t-00100", "the first open chain's head (p0) is ready first");
+    // A second import adds its rows beside the first's.
+    let more = write(&env, "more.jsonl", "{\"id\":\"u-1\",\"title\":\"one more\",\"priority\":\"p0\"}\n");
+    repo.run(&["import", &more]).ok();
+    assert_eq!(index_ids(&repo).len(), 301);
+    assert_eq!(next_id(&repo, &[]), "t-00100", "older first among p0");
+}
+
+#[test]
+fn next_from_the_front_of_a_current_index_says_what_the_whole_board_says() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = write(&env, "export.jsonl", &beads(300));
+    repo.run(&["import", &file, "--format", "beads"]).ok();
+    repo.run(&["edit", "t-00120", "--label", "ui"]).ok();
+    settle(&repo);
+    assert!(!index_text(&repo).starts_with("stamp racy"), "the index is current");
+    let whole = |args: &[&str]| {
+        std::fs::remove_file(repo.dir.join(".git/loop/index-v5")).expect("the task index exists");
+        let id = next_id(&repo, args);
+        settle(&repo);
+        id
+    };
+    for args in [&[][..], &["--label", "ui"], &["--label", "nothing-has-this"]] {
+        let front = next_id(&repo, args);
+        assert_eq!(front, whole(args), "next {args:?}");
+    }
+    // Claims on the first ready tasks: the front skips them as the whole board does, and a
+    // claim neither lists the task refs again nor rewrites their file.
+    use std::os::unix::fs::MetadataExt;
+    let inode = || std::fs::metadata(repo.dir.join(".git/loop/index-v5")).expect("index").ino();
+    let before = inode();
+    for _ in 0..3 {
+        let first = next_id(&repo, &[]);
+        repo.run(&["claim", "acquire", &format!("node:{first}"), "--holder", "someone"]).ok();
+        let after = next_id(&repo, &[]);
+        assert_ne!(after, first, "a claimed task is not handed out");
+    }
+    assert_eq!(inode(), before, "claims left the task index as it was");
+    assert!(repo.dir.join(".git/loop/claims-v1").exists(), "the claims have their own file");
+    let front = next_id(&repo, &[]);
+    assert_eq!(front, whole(&[]), "with claims held");
+    // `next --claim` takes what `next` offers.
+    let claimed = repo.run(&["next", "--claim", "--holder", "agent", "--json"]).ok().json();
+    assert_eq!(claimed["id"].as_str(), Some(front.as_str()));
+}
+
+#[test]
+fn a_ready_set_that_does_not_fit_its_rows_is_not_believed() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = write(&env, "export.jsonl", &beads(60));
+    repo.run(&["import", &file, "--format", "beads"]).ok();
+    settle(&repo);
+    let right = next_id(&repo, &[]);
+    // Keep the stamp (so the file counts as current) but name other rows as ready: a closed
+    // task's, or a place that is no row's start, or no place at all.
+    let text = index_text(&repo);
+    let rows_at = text.find("\nT\t").expect("rows") + 1;
+    let closed_at = text.find("\nT\tt-00005\t").expect("a closed task's row") + 1 - rows_at;
+    for ready in [format!("ready {closed_at}"), format!("ready {}", closed_at + 3), "ready 99999999".to_owned()] {
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let edited = format!("{ready}\n");
+        lines[1] = &edited;
+        std::fs::write(repo.dir.join(".git/loop/index-v5"), lines.concat()).expect("write");
+        assert_eq!(next_id(&repo, &[]), right, "with {ready}");
+        assert_eq!(next_id(&repo, &[]), right, "again, with the file rebuilt");
+    }
+}

@@ -25,7 +25,7 @@ fn opts(holder: &str) -> AcquireOptions {
 
 fn ready_ids(store: &Store, labels: &[String]) -> Vec<String> {
     let board = Board::load(store, &ctx()).expect("board");
-    board.ready(labels).iter().map(|r| r.id().to_owned()).collect()
+    board.ready(labels).map(|r| r.id().to_owned()).collect()
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn a_task_is_ready_once_open_unclaimed_and_its_dependencies_done() {
     claim::acquire(&store, &ctx(), &ClaimKey::node(&first), &opts("h")).expect("claim");
     let board = Board::load(&store, &ctx()).expect("board");
     assert_eq!(board.readiness(board.get(first.as_str()).expect("row")), Readiness::Claimed);
-    assert!(board.ready(&[]).is_empty());
+    assert!(board.ready(&[]).next().is_none());
 
     backlog::done(&store, &ctx(), &first, Default::default()).expect("done");
     claim::release(&store, &ctx(), &ClaimKey::node(&first), "h", false).expect("release");
@@ -82,7 +82,7 @@ fn contended_claimers_spread_over_the_best_priority_only() {
         add(&store, &ctx_at(&format!("2026-03-01T0{i}:00:00Z")), &format!("t{i}"), p(priority));
     }
     let board = Board::load(&store, &ctx()).expect("board");
-    let ready = board.ready(&[]);
+    let ready: Vec<_> = board.ready(&[]).collect();
     let ids = |rows: &[&git_loop::store::index::Row]| rows.iter().map(|r| r.id().to_owned()).collect::<Vec<_>>();
     assert_eq!(ids(&backlog::claim_order(&ready, false)), ids(&ready), "uncontended: the board's order");
     for _ in 0..20 {
