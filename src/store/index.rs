@@ -504,11 +504,11 @@ impl Live {
             }
             _ => {
                 self.fresh = 0;
-                if std::env::var_os("XDBG").is_some() {
-                    eprintln!("XDBG full load");
-                }
-                self.dependents = None;
-                load(store)?
+                let loaded = load(store)?;
+                // Built with the rows (once a walk, not at its first change), so that a step
+                // after the first costs what any other does.
+                self.dependents = Some(Dependents::of(&loaded.tasks));
+                loaded
             }
         };
         Ok(self.loaded.insert(loaded))
