@@ -98,13 +98,19 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
         plan.change.add.after = deps;
         checked.push(plan);
     }
+    let mut created = Vec::new();
     for (id, stored) in task::create_all(store, ctx, checked.into_iter().map(|p| (p.id, p.change)).collect())? {
-        if stored {
-            report.added.push(id);
-        } else {
-            report.skipped.push(id);
+        match stored {
+            Some(snapshot) => {
+                report.added.push(id);
+                created.push(snapshot);
+            }
+            None => report.skipped.push(id),
         }
     }
+    // The index learns them here, so the first reader after a large import does not read
+    // every new task back.
+    crate::store::index::add_created(store, created.into_iter().map(|s| (s.tip, s.task)));
     let imported = crate::store::events::TasksImported {
         source: source.to_owned(),
         added: report.added.len(),

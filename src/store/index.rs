@@ -196,23 +196,6 @@ impl Row {
         task::parse_task(&name, &self.text.bytes()[self.json.clone()])
     }
 
-    /// A row made up for a test: `id` at priority `priority`, created at the epoch.
-    #[cfg(test)]
-    pub(crate) fn for_test(id: &str, state: State, priority: u8, after: &[&str]) -> Row {
-        let (text, ranges) = owned(&[id, &after.join(","), "", "{}"]);
-        Row {
-            text,
-            id: ranges[0].clone(),
-            tip: ObjectId::null(gix::hash::Kind::Sha1),
-            state,
-            priority: format!("p{priority}").parse().expect("a priority"),
-            created_at: DateTime::<Utc>::UNIX_EPOCH,
-            after: ranges[1].clone(),
-            labels: ranges[2].clone(),
-            json: ranges[3].clone(),
-        }
-    }
-
     /// A row for a task read from git.
     fn fresh(tip: ObjectId, task: &Task) -> Result<Row> {
         let json = serde_json::to_string(task)?;
@@ -229,6 +212,24 @@ impl Row {
             labels: ranges[2].clone(),
             json: ranges[3].clone(),
         })
+    }
+}
+
+impl super::ready::Entry for Row {
+    fn id(&self) -> &str {
+        Row::id(self)
+    }
+    fn state(&self) -> State {
+        self.state
+    }
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn created_at(&self) -> DateTime<Utc> {
+        self.created_at
+    }
+    fn after(&self) -> impl Iterator<Item = &str> {
+        Row::after(self)
     }
 }
 
@@ -399,7 +400,8 @@ fn load_tasks(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec<
     let ready = if same { cached.ready } else { Ready::of(&tasks) };
     if !same || cached.stamp != stamp || cached.corrupt != corrupt {
         // Best effort: a cache that cannot be written only costs speed.
-        let _ = write(path, stamp.as_deref(), &tasks, &[], &corrupt, &ready);
+        let _ =
+            write(path, stamp.as_deref(), &Content { tasks: &tasks, claims: &[], corrupt: &corrupt, ready: &ready });
     }
     Ok((tasks, ready, corrupt))
 }
@@ -434,7 +436,9 @@ fn load_claims(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec
     }
     claims.sort_unstable_by(|a, b| a.task_id().cmp(b.task_id()));
     if changed || cached.stamp != stamp || cached.claims.len() != claims.len() || cached.corrupt != corrupt {
-        let _ = write(path, stamp.as_deref(), &[], &claims, &corrupt, &Ready::default());
+        let ready = Ready::default();
+        let _ =
+            write(path, stamp.as_deref(), &Content { tasks: &[], claims: &claims, corrupt: &corrupt, ready: &ready });
     }
     Ok((claims, corrupt))
 }
@@ -454,7 +458,8 @@ pub fn add_created(store: &Store, created: impl Iterator<Item = (ObjectId, Task)
         // Stable, so of one id twice the new row (first) is the one kept.
         tasks.sort_by(|a, b| a.id().cmp(b.id()));
         tasks.dedup_by(|later, first| later.id() == first.id());
-        write(&path, None, &tasks, &[], &cached.corrupt, &Ready::of(&tasks))
+        let ready = Ready::of(&tasks);
+        write(&path, None, &Content { tasks: &tasks, claims: &[], corrupt: &cached.corrupt, ready: &ready })
     })();
 }
 
@@ -933,8 +938,13 @@ fn compact(store: &Store, loaded: &Loaded) -> Option<Loaded> {
     let layout = super::layout::Layout::of(store.repo.common_dir());
     let (task_corrupt, claim_corrupt): (Corrupt, Corrupt) =
         loaded.corrupt.iter().cloned().partition(|(name, _)| !name.starts_with(CLAIM_PREFIX));
-    let tasks = rewrite(&layout.index(), &loaded.tasks, &[], &task_corrupt, &loaded.ready)?;
-    let claims = rewrite(&layout.claims_index(), &[], &loaded.claims, &claim_corrupt, &Ready::default())?;
+    let tasks = Content { tasks: &loaded.tasks, claims: &[], corrupt: &task_corrupt, ready: &loaded.ready };
+    let tasks = rewrite(&layout.index(), &tasks)?;
+    let none = Ready::default();
+    let claims = rewrite(
+        &layout.claims_index(),
+        &Content { tasks: &[], claims: &loaded.claims, corrupt: &claim_corrupt, ready: &none },
+    )?;
     // The files hold `loaded`'s rows in its order (and so its ready set); anything else is a
     // bug, not worth a walk.
     let same = tasks.tasks.len() == loaded.tasks.len()
@@ -950,8 +960,8 @@ fn compact(store: &Store, loaded: &Loaded) -> Option<Loaded> {
 }
 
 /// Write these rows to the cache file at `path` with a racy stamp, and read them back mapped.
-fn rewrite(path: &Path, tasks: &[Row], claims: &[ClaimRow], corrupt: &Corrupt, ready: &Ready) -> Option<Cache> {
-    let written = write_aside(path, None, tasks, claims, corrupt, ready).ok()?;
+fn rewrite(path: &Path, content: &Content<'_>) -> Option<Cache> {
+    let written = write_aside(path, None, content).ok()?;
     // Map the file written before it is published: another process may replace it at once.
     let mapped = Mapped::open(&written);
     if std::fs::rename(&written, path).is_err() {
@@ -960,29 +970,25 @@ fn rewrite(path: &Path, tasks: &[Row], claims: &[ClaimRow], corrupt: &Corrupt, r
     parse(Arc::new(Text::Map(mapped?)))
 }
 
-fn write(
-    path: &Path,
-    stamp: Option<&str>,
-    tasks: &[Row],
-    claims: &[ClaimRow],
-    corrupt: &Corrupt,
-    ready: &Ready,
-) -> Result<()> {
-    let aside = write_aside(path, stamp, tasks, claims, corrupt, ready)?;
+/// What a cache file holds: the tasks' file has no claims, the claims' no tasks (and so an
+/// empty ready set).
+struct Content<'a> {
+    tasks: &'a [Row],
+    claims: &'a [ClaimRow],
+    corrupt: &'a Corrupt,
+    ready: &'a Ready,
+}
+
+fn write(path: &Path, stamp: Option<&str>, content: &Content<'_>) -> Result<()> {
+    let aside = write_aside(path, stamp, content)?;
     std::fs::rename(&aside, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&aside);
     })?;
     Ok(())
 }
 
-fn write_aside(
-    path: &Path,
-    stamp: Option<&str>,
-    tasks: &[Row],
-    claims: &[ClaimRow],
-    corrupt: &Corrupt,
-    ready: &Ready,
-) -> Result<std::path::PathBuf> {
+fn write_aside(path: &Path, stamp: Option<&str>, content: &Content<'_>) -> Result<std::path::PathBuf> {
+    let Content { tasks, claims, corrupt, ready } = *content;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -13,9 +13,18 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::index::Row;
 use super::task::State;
 use crate::ids::Priority;
+
+/// What the ready set reads of a task (the index's rows give it).
+pub trait Entry {
+    fn id(&self) -> &str;
+    fn state(&self) -> State;
+    fn priority(&self) -> Priority;
+    fn created_at(&self) -> DateTime<Utc>;
+    /// The tasks this one comes after.
+    fn after(&self) -> impl Iterator<Item = &str>;
+}
 
 /// A ready task's place in `next`'s order. Ids are unique, so the order is total.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,8 +35,8 @@ struct Key {
 }
 
 impl Key {
-    fn of(row: &Row) -> Key {
-        Key { priority: row.priority, created_at: row.created_at, id: row.id().into() }
+    fn of(row: &impl Entry) -> Key {
+        Key { priority: row.priority(), created_at: row.created_at(), id: row.id().into() }
     }
 }
 
@@ -44,8 +53,8 @@ pub struct Before {
 }
 
 impl Before {
-    pub fn of(row: &Row) -> Before {
-        Before { key: Key::of(row), state: row.state, after: row.after().map(Into::into).collect() }
+    pub fn of(row: &impl Entry) -> Before {
+        Before { key: Key::of(row), state: row.state(), after: row.after().map(Into::into).collect() }
     }
 }
 
@@ -54,7 +63,7 @@ impl Before {
 pub struct Dependents(HashMap<Box<str>, Vec<Box<str>>>);
 
 impl Dependents {
-    pub fn of(tasks: &[Row]) -> Dependents {
+    pub fn of<R: Entry>(tasks: &[R]) -> Dependents {
         let mut map: HashMap<Box<str>, Vec<Box<str>>> = HashMap::new();
         for row in tasks {
             for dep in row.after() {
@@ -85,34 +94,34 @@ impl Dependents {
 }
 
 /// The row of task `id` in `tasks` (sorted by id).
-fn get<'t>(tasks: &'t [Row], id: &str) -> Option<&'t Row> {
+fn get<'t, R: Entry>(tasks: &'t [R], id: &str) -> Option<&'t R> {
     tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &tasks[i])
 }
 
 /// Open, and every dependency present and done.
-fn is_ready(tasks: &[Row], row: &Row) -> bool {
-    row.state == State::Open && row.after().all(|dep| get(tasks, dep).is_some_and(|d| d.state == State::Done))
+fn is_ready<R: Entry>(tasks: &[R], row: &R) -> bool {
+    row.state() == State::Open && row.after().all(|dep| get(tasks, dep).is_some_and(|d| d.state() == State::Done))
 }
 
 impl Ready {
     /// The ready set of `tasks` (sorted by id), in one pass.
-    pub fn of(tasks: &[Row]) -> Ready {
-        let done: HashSet<&str> = tasks.iter().filter(|r| r.state == State::Done).map(Row::id).collect();
+    pub fn of<R: Entry>(tasks: &[R]) -> Ready {
+        let done: HashSet<&str> = tasks.iter().filter(|r| r.state() == State::Done).map(|r| r.id()).collect();
         let set = tasks
             .iter()
-            .filter(|r| r.state == State::Open && r.after().all(|dep| done.contains(dep)))
+            .filter(|r| r.state() == State::Open && r.after().all(|dep| done.contains(dep)))
             .map(Key::of)
             .collect();
         Ready { set }
     }
 
     /// The set as the cache file stores it: positions in `tasks` (sorted by id), in no order.
-    pub fn positions(&self, tasks: &[Row]) -> Vec<usize> {
+    pub fn positions<R: Entry>(&self, tasks: &[R]) -> Vec<usize> {
         self.set.iter().filter_map(|k| tasks.binary_search_by(|r| r.id().cmp(&k.id)).ok()).collect()
     }
 
     /// The set the cache file stored; `None` if a position is out of range.
-    pub fn at_positions(tasks: &[Row], positions: impl Iterator<Item = usize>) -> Option<Ready> {
+    pub fn at_positions<R: Entry>(tasks: &[R], positions: impl Iterator<Item = usize>) -> Option<Ready> {
         let mut set = BTreeSet::new();
         for at in positions {
             set.insert(Key::of(tasks.get(at)?));
@@ -136,7 +145,7 @@ impl Ready {
     /// Task `id` changed from `before` (`None`: it was not there) to what `tasks` now holds
     /// for it (if anything): bring the set, and `dependents`, up to date. Only the task and,
     /// when it became done or stopped being done, the tasks waiting for it are looked at.
-    pub fn changed(&mut self, tasks: &[Row], dependents: &mut Dependents, id: &str, before: Option<Before>) {
+    pub fn changed<R: Entry>(&mut self, tasks: &[R], dependents: &mut Dependents, id: &str, before: Option<Before>) {
         let now = get(tasks, id);
         let was_done = before.as_ref().is_some_and(|b| b.state == State::Done);
         if let Some(before) = &before {
@@ -149,7 +158,7 @@ impl Ready {
                 self.set.insert(Key::of(row));
             }
         }
-        if was_done != now.is_some_and(|r| r.state == State::Done) {
+        if was_done != now.is_some_and(|r| r.state() == State::Done) {
             let waiting = dependents.0.get(id).cloned().unwrap_or_default();
             for waiting in waiting.iter().filter_map(|w| get(tasks, w)) {
                 let key = Key::of(waiting);
@@ -166,10 +175,35 @@ impl Ready {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::index::Row;
+
+    struct Row {
+        id: String,
+        state: State,
+        priority: Priority,
+        after: Vec<String>,
+    }
+
+    impl Entry for Row {
+        fn id(&self) -> &str {
+            &self.id
+        }
+        fn state(&self) -> State {
+            self.state
+        }
+        fn priority(&self) -> Priority {
+            self.priority
+        }
+        fn created_at(&self) -> DateTime<Utc> {
+            DateTime::<Utc>::UNIX_EPOCH
+        }
+        fn after(&self) -> impl Iterator<Item = &str> {
+            self.after.iter().map(String::as_str)
+        }
+    }
 
     fn row(id: &str, state: State, priority: u8, after: &[&str]) -> Row {
-        Row::for_test(id, state, priority, after)
+        let priority = format!("p{priority}").parse().expect("a priority");
+        Row { id: id.into(), state, priority, after: after.iter().map(|a| a.to_string()).collect() }
     }
 
     /// Apply a change to a sorted list of rows as `Live` does, returning what was there.

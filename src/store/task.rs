@@ -724,8 +724,13 @@ pub fn create(store: &Store, ctx: &Context, id: &TaskId, change: Change) -> Resu
 /// straight into `packed-refs`, so a hundred thousand tasks leave neither loose objects nor
 /// loose refs, and are all stored or none is. Ids that exist already are left untouched
 /// (`Created::Exists`), as `create` does; every operation shares one tick of the clock (each
-/// is the first of its own chain). Returns what happened to each, in the order given.
-pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) -> Result<Vec<(TaskId, bool)>> {
+/// is the first of its own chain). Returns what happened to each, in the order given: the task
+/// as stored, or `None` when it existed already.
+pub fn create_all(
+    store: &Store,
+    ctx: &Context,
+    tasks: Vec<(TaskId, Change)>,
+) -> Result<Vec<(TaskId, Option<Snapshot>)>> {
     for (_, change) in &tasks {
         debug_assert!(change.create.is_some());
         change.check_sizes()?;
@@ -791,18 +796,18 @@ pub fn create_all(store: &Store, ctx: &Context, tasks: Vec<(TaskId, Change)>) ->
             creates.push((refs::task(&tasks[*i].0), commit));
         }
         Ok(match cas::create_all(store, &creates, "loop: import tasks")? {
-            cas::Batch::Applied => {
-                // The index learns them here, so the first reader after a large import does
-                // not read every new task back.
-                let rows = creates.iter().zip(folded).map(|((_, tip), task)| (*tip, task));
-                super::index::add_created(store, rows);
-                Some(absent)
-            }
+            cas::Batch::Applied => Some(
+                absent
+                    .into_iter()
+                    .zip(creates.into_iter().zip(folded))
+                    .map(|(i, ((_, tip), task))| (i, Snapshot { task, tip }))
+                    .collect::<Vec<_>>(),
+            ),
             cas::Batch::Lost => None,
         })
     })?;
-    let stored: HashSet<usize> = settled.into_iter().collect();
-    Ok(tasks.into_iter().enumerate().map(|(i, (id, _))| (id, stored.contains(&i))).collect())
+    let mut stored: HashMap<usize, Snapshot> = settled.into_iter().collect();
+    Ok(tasks.into_iter().enumerate().map(|(i, (id, _))| (id, stored.remove(&i))).collect())
 }
 
 /// Why an operation cannot be applied to the task as it stands now.
