@@ -244,10 +244,27 @@ impl serde::Serialize for Priority {
     }
 }
 
+/// Read as written (`"p1"`), and also as a bare number (`1`, as beads and hand-written files
+/// have it).
 impl<'de> serde::Deserialize<'de> for Priority {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Priority;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a priority: \"p0\" to \"p3\", or 0 to 3")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Priority, E> {
+                s.parse().map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Priority, E> {
+                n.to_string().parse().map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Priority, E> {
+                n.to_string().parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 

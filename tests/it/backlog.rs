@@ -177,11 +177,18 @@ fn import_reads_jsonl_checks_every_line_first_and_skips_ids_already_present() {
     std::fs::write(&file, "{\"title\":\"fine\"}\n{\"title\":\"bad\",\"priority\":\"urgent\"}\n").expect("write");
     let bad = repo.run(&["import", file.to_str().expect("utf-8")]).code(2);
     assert!(bad.stderr.starts_with("error: line 2: priority 'urgent' is not valid"), "{}", bad.stderr);
+    // A bare number is a priority too; one out of range is refused as a word is.
+    std::fs::write(&file, "{\"title\":\"fine\"}\n{\"title\":\"bad\",\"priority\":7}\n").expect("write");
+    let bad = repo.run(&["import", file.to_str().expect("utf-8")]).code(2);
+    assert!(bad.stderr.starts_with("error: line 2: priority '7' is not valid"), "{}", bad.stderr);
     assert_eq!(
         repo.run(&["list", "--json"]).ok().json()["tasks"].as_array().map(Vec::len),
         Some(2),
         "a bad file writes nothing"
     );
+    std::fs::write(&file, "{\"id\":\"a3\",\"title\":\"numbered\",\"priority\":0}\n").expect("write");
+    repo.run(&["import", file.to_str().expect("utf-8")]).ok();
+    assert_eq!(repo.run(&["show", "a3", "--json"]).ok().json()["priority"], "p0");
 }
 
 #[test]
