@@ -809,9 +809,12 @@ fn front(path: &Path, stamp: Option<&str>, ready: usize) -> Option<(Vec<Row>, Co
         while low < high {
             let middle = low + (high - low) / 2;
             let start = memchr::memrchr(b'\n', &bytes[low..middle]).map_or(low, |p| low + p + 1);
-            let (row, end) = row_at(start)?;
-            match row.id().cmp(id) {
-                std::cmp::Ordering::Equal => return Some(row),
+            let end = memchr::memchr(b'\n', &bytes[start..high]).map_or(high, |p| start + p);
+            // Only the id is compared on the way ("T", the id, then a tab).
+            let line = &bytes[start..end];
+            let probe = line.strip_prefix(b"T\t").and_then(|rest| rest.split(|b| *b == b'\t').next())?;
+            match probe.cmp(id.as_bytes()) {
+                std::cmp::Ordering::Equal => return row_at(start).map(|(row, _)| row),
                 std::cmp::Ordering::Less => low = end + 1,
                 std::cmp::Ordering::Greater => high = start,
             }
