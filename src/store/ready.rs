@@ -134,14 +134,6 @@ impl Ready {
         self.set.iter().map(|k| &*k.id)
     }
 
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
     /// Task `id` changed from `before` (`None`: it was not there) to what `tasks` now holds
     /// for it (if anything): bring the set, and `dependents`, up to date. Only the task and,
     /// when it became done or stopped being done, the tasks waiting for it are looked at.
