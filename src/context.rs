@@ -36,6 +36,9 @@ pub struct SessionEnv {
     pub try_number: Option<u32>,
     /// The contract the session keeps (`GIT_LOOP_CONTRACT`: `reviewer/1`, …); none: the worker's.
     pub contract: Option<String>,
+    /// The box of a confined session (`GIT_LOOP_BOX`): where it reports, since the repository
+    /// is out of its reach.
+    pub confined: Option<std::path::PathBuf>,
 }
 
 /// The identity git takes from the environment (`GIT_COMMITTER_NAME`, `GIT_COMMITTER_EMAIL`,
@@ -61,6 +64,10 @@ pub struct Context {
     pub git_identity: GitIdentityEnv,
     /// The PATH programs are looked up in.
     pub path_var: Option<std::ffi::OsString>,
+    /// The home directory (`HOME`): what a confined session's own home takes from it.
+    pub home: Option<std::path::PathBuf>,
+    /// Where Codex keeps its files, when `CODEX_HOME` says (else `~/.codex`).
+    pub codex_home: Option<std::path::PathBuf>,
 }
 
 impl Context {
@@ -108,6 +115,8 @@ impl Context {
                 fallback_email: None,
             },
             path_var: None,
+            home: None,
+            codex_home: None,
         }
     }
 }

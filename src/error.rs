@@ -22,6 +22,8 @@ pub enum Class {
     Busy,
     /// The agent's program is not installed: exit 77.
     AgentMissing,
+    /// Runs must be confined (`loop.sandbox = required`) and cannot be here: exit 77.
+    SandboxMissing,
 }
 
 /// A failure with a message for people and, where they can do something, a hint.

@@ -11,7 +11,8 @@
 //! - `landing` (the merge queue: done task branches onto a target, checked on the merged
 //!   result);
 //! - `tries` (one try's lifecycle), `backlog` (the task verbs), `agent` (one agent process:
-//!   presets, wiring, the guard, supervision, records);
+//!   presets, wiring, the guard, supervision, records), `sandbox` (the confinement every
+//!   session and check runs in);
 //! - `store` (the only writer of refs, objects and the files under `.git/loop/`);
 //! - `git` (gix helpers, and the one module that runs the `git` program), `refs` (every ref
 //!   name), `ids`;
@@ -31,6 +32,7 @@ pub mod landing;
 pub mod mission;
 pub mod people;
 pub mod refs;
+pub mod sandbox;
 pub mod store;
 pub mod tries;
 pub mod walk;

@@ -528,15 +528,18 @@ pub fn hand_back(
 fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &str) -> Result<serde_json::Value> {
     let log = store.layout()?.kept_checks_log(try_.task.as_str(), try_.number);
     let _ = std::fs::remove_file(&log);
+    // They run the agent's code as much as the person's: confined as a walk would run them.
+    let confinement = crate::sandbox::Confinement::decide(crate::sandbox::Policy::read(store, ctx, None)?, ctx, exe)?;
     let runner = tries::checks::Runner {
         exe,
         parent: ctx.pid,
         grace: Duration::from_secs(5),
         timeout: store.settings().checks_timeout()?,
         cancelled: &|| false,
+        sandbox: confinement.sandbox().map(|s| s.as_ref()),
     };
     let env = [("GIT_LOOP_TASK".to_owned(), try_.task.to_string())];
-    let ran = tries::checks::run(&runner, "checks", command, &try_.worktree, &env, &log)?;
+    let ran = tries::checks::run(store, &runner, "checks", command, &try_.worktree, &env, &log)?;
     if !ran.passed {
         let how = match ran.exit {
             _ if ran.elapsed >= runner.timeout => {

@@ -47,6 +47,8 @@ pub struct Guarded<'c> {
     pub log: &'c Path,
     /// Carried in the environment of every process of the command.
     pub marker: &'c str,
+    /// `program` is bubblewrap, confining the command after its `--` (see `process::Spec`).
+    pub confined: bool,
 }
 
 /// Start `cmd` under the guard.
@@ -64,6 +66,9 @@ pub fn spawn(cmd: &Guarded<'_>) -> Result<Running> {
         args.push("--stdin".into());
         args.push(stdin.display().to_string());
     }
+    if cmd.confined {
+        args.push("--confined".into());
+    }
     args.push("--".into());
     args.push(cmd.program.to_owned());
     args.extend(cmd.args.iter().cloned());
@@ -75,6 +80,7 @@ pub fn spawn(cmd: &Guarded<'_>) -> Result<Running> {
         stdin: None,
         log: cmd.log.to_owned(),
         marker: cmd.marker.to_owned(),
+        confined: false,
     })
 }
 

@@ -43,6 +43,8 @@ pub struct Agent {
     /// The resume command, with `{session}` for the CLI's own session id.
     pub resume: Option<String>,
     pub env: Vec<(String, String)>,
+    /// Environment only for a session that runs confined (`IS_SANDBOX=1` for Claude Code).
+    pub confined_env: Vec<(String, String)>,
     /// Files written into each session's directory before the CLI starts (its hook
     /// configuration): (file name, content).
     pub session_files: Vec<(String, String)>,
@@ -66,6 +68,9 @@ struct Preset {
     resume: &'static str,
     /// Extra environment; `{session_dir}` becomes the session's directory.
     env: &'static [(&'static str, &'static str)],
+    /// Extra environment only where the session runs confined (what tells the CLI a sandbox is
+    /// there: never said where there is none).
+    confined_env: &'static [(&'static str, &'static str)],
     /// How the loop's hooks reach the CLI.
     hooks: Hooks,
     /// Whether it takes per-session limits, appended when the walk has them: Claude Code's
@@ -93,9 +98,10 @@ const PRESETS: &[Preset] = &[
     // Code treats every path with a `.git` component as a sensitive file and, in `-p` mode,
     // refuses to write one unless permissions are bypassed (hook and allow-rule approvals do
     // not count), and try worktrees live under `.git/loop/worktrees` by default. As root it
-    // refuses bypass mode unless IS_SANDBOX=1 says it runs in a sandbox: the try worktree is
-    // that sandbox (as for Codex below). The loop chooses the session id, so the resume
-    // command is known from the start; the hooks come in by `--settings`.
+    // refuses bypass mode unless IS_SANDBOX=1 says it runs in a sandbox: said only where
+    // git-loop's sandbox confines the session (`sandbox`), never where it cannot. The loop
+    // chooses the session id, so the resume command is known from the start; the hooks come
+    // in by `--settings`.
     Preset {
         name: "claude",
         program: "claude",
@@ -115,13 +121,15 @@ const PRESETS: &[Preset] = &[
         trailing: 0,
         prompt: &[],
         resume: "claude --resume {session}",
-        env: &[("IS_SANDBOX", "1")],
+        env: &[],
+        confined_env: &[("IS_SANDBOX", "1")],
         hooks: Hooks::ClaudeSettings,
         limits: true,
     },
-    // `codex exec -` reads the instructions from stdin. The try worktree is the isolation, and
-    // `git loop finish` writes to the repository's refs outside it, so the sandbox is bypassed
-    // (no root refusal). `exec` never asks for approval. The loop's Stop hook comes in by
+    // `codex exec -` reads the instructions from stdin. Its own sandbox is bypassed: inside
+    // git-loop's (`sandbox`) it would only stand in the way, and where git-loop's cannot run
+    // Codex's would keep `git loop finish` from reporting (the walk then says, at its start,
+    // that sessions run unconfined). `exec` never asks for approval. The loop's Stop hook comes in by
     // `-c`; Codex runs hooks it has no persisted trust for only with
     // --dangerously-bypass-hook-trust. (Its `notify` program would need no trust, but Codex
     // does not wait for it, and the session's processes are swept when Codex exits.) Its
@@ -147,6 +155,7 @@ const PRESETS: &[Preset] = &[
         prompt: &[],
         resume: "codex resume {session}",
         env: &[],
+        confined_env: &[],
         hooks: Hooks::CodexStopHook,
         limits: false,
     },
@@ -161,6 +170,7 @@ const PRESETS: &[Preset] = &[
         prompt: &[],
         resume: "opencode --session {session}",
         env: &[("TMPDIR", "{session_dir}/tmp")],
+        confined_env: &[],
         hooks: Hooks::None,
         limits: false,
     },
@@ -185,6 +195,7 @@ const PRESETS: &[Preset] = &[
         prompt: &[],
         resume: "gemini --resume {session}",
         env: &[],
+        confined_env: &[],
         hooks: Hooks::None,
         limits: false,
     },
@@ -206,6 +217,7 @@ const PRESETS: &[Preset] = &[
         prompt: &["--message-file", "{prompt}"],
         resume: "aider --restore-chat-history",
         env: &[],
+        confined_env: &[],
         hooks: Hooks::None,
         limits: false,
     },
@@ -236,6 +248,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
             prompt: PromptVia::Stdin,
             resume: None,
             env: Vec::new(),
+            confined_env: Vec::new(),
             session_files: Vec::new(),
             model: model.map(str::to_owned),
             takes_limits: false,
@@ -268,6 +281,7 @@ pub fn resolve(store: &Store, name: &str, model: Option<&str>, exe: &std::path::
         prompt,
         resume: Some(preset.resume.into()),
         env: preset.env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        confined_env: preset.confined_env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         session_files: match preset.hooks {
             Hooks::ClaudeSettings => {
                 vec![(CLAUDE_SETTINGS_FILE.to_owned(), crate::agent::wiring::claude_session_settings(exe))]
@@ -288,6 +302,7 @@ pub fn custom(name: &str, command: &str) -> Agent {
         prompt: PromptVia::Stdin,
         resume: None,
         env: Vec::new(),
+        confined_env: Vec::new(),
         session_files: Vec::new(),
         model: None,
         takes_limits: false,
@@ -436,10 +451,11 @@ mod tests {
         assert_eq!(agent.resume_line(std::path::Path::new("/w"), &id), None);
     }
 
-    /// A preset's command line as docs/agents.md shows it: its environment, program and
-    /// arguments, placeholders as they are, an argument with spaces in single quotes.
+    /// A preset's command line as docs/agents.md shows it: its environment (a confined
+    /// session's included), program and arguments, placeholders as they are, an argument with
+    /// spaces in single quotes.
     fn documented(p: &Preset) -> String {
-        let mut words: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut words: Vec<String> = p.env.iter().chain(p.confined_env).map(|(k, v)| format!("{k}={v}")).collect();
         words.push(p.program.to_owned());
         for arg in p.args.iter().chain(p.prompt) {
             words.push(if arg.contains(' ') { format!("'{arg}'") } else { (*arg).to_owned() });
@@ -472,6 +488,7 @@ mod tests {
             prompt: PromptVia::Stdin,
             resume: None,
             env: vec![],
+            confined_env: vec![],
             session_files: vec![(CLAUDE_SETTINGS_FILE.into(), crate::agent::wiring::claude_session_settings(exe))],
             model: None,
             takes_limits: false,
@@ -502,6 +519,7 @@ mod tests {
                 prompt: PromptVia::Stdin,
                 resume: None,
                 env: vec![],
+                confined_env: vec![],
                 session_files: vec![],
                 model: None,
                 takes_limits: preset.limits,
@@ -525,6 +543,7 @@ mod tests {
             prompt: PromptVia::File(vec!["--message-file".into(), "{prompt}".into()]),
             resume: Some("aider --restore-chat-history".into()),
             env: vec![],
+            confined_env: vec![],
             session_files: vec![],
             model: None,
             takes_limits: false,

@@ -31,6 +31,9 @@ pub struct Spec {
     /// Standard output and error are appended here.
     pub log: PathBuf,
     pub marker: String,
+    /// The program is bubblewrap confining the command (`sandbox`): its command runs in a pid
+    /// namespace of its own, whose first process leads the command's process group.
+    pub confined: bool,
 }
 
 /// How a process ended.
@@ -58,6 +61,8 @@ pub struct Running {
     exit: Option<Exit>,
     /// A pidfd for the child (Linux 5.3+): readable once it exits, so a wait wakes at once.
     pidfd: Option<std::os::fd::OwnedFd>,
+    /// The child is bubblewrap (see `Spec::confined`).
+    confined: bool,
 }
 
 impl Running {
@@ -85,7 +90,15 @@ impl Running {
             .process_group(0);
         let child = cmd.spawn().with_context(|| format!("could not start '{}'", spec.program))?;
         let pid = child.id();
-        Ok(Running { child, pid, started: Instant::now(), marker: spec.marker.clone(), exit: None, pidfd: pidfd(pid) })
+        Ok(Running {
+            child,
+            pid,
+            started: Instant::now(),
+            marker: spec.marker.clone(),
+            exit: None,
+            pidfd: pidfd(pid),
+            confined: spec.confined,
+        })
     }
 
     /// Wait until the process exits or `limit` passes, whichever comes first; then as `poll`.
@@ -124,7 +137,7 @@ impl Running {
     /// process left with its marker. Returns how it ended.
     pub fn stop(&mut self, grace: Duration) -> Result<Exit> {
         if self.poll()?.is_none() {
-            signal_group(self.pid, libc::SIGTERM);
+            signal_group(self.command_group(), libc::SIGTERM);
             let deadline = Instant::now() + grace;
             while let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) {
                 if self.wait_for(left.min(Duration::from_millis(50)))?.is_some() {
@@ -132,6 +145,7 @@ impl Running {
                 }
             }
             if self.poll()?.is_none() {
+                self.kill_namespace();
                 signal_group(self.pid, libc::SIGKILL);
                 let status = self.child.wait().context("could not wait for the session")?;
                 self.exit = Some(exit_of(status));
@@ -145,7 +159,31 @@ impl Running {
     /// Send one SIGINT to its group: "stop what you are doing" to an interactive CLI.
     pub fn interrupt(&mut self) {
         if matches!(self.poll(), Ok(None)) {
-            signal_group(self.pid, libc::SIGINT);
+            signal_group(self.command_group(), libc::SIGINT);
+        }
+    }
+
+    /// The process group the command runs in: the child's own, or, when it is bubblewrap, the
+    /// group its pid namespace's first process leads (bubblewrap's `--new-session`), so the
+    /// command is signalled and bubblewrap is not (it would die, and take the sandbox with it
+    /// before the command could finish its step).
+    fn command_group(&self) -> u32 {
+        if !self.confined {
+            return self.pid;
+        }
+        children_of(self.pid).into_iter().next().unwrap_or(self.pid)
+    }
+
+    /// When confined: SIGKILL the first process of the command's pid namespace, which ends
+    /// every process in it, however it left its group.
+    fn kill_namespace(&self) {
+        if self.confined {
+            for init in children_of(self.pid) {
+                // SAFETY: kill only sends a signal, to bubblewrap's own child.
+                unsafe {
+                    libc::kill(init as libc::pid_t, libc::SIGKILL);
+                }
+            }
         }
     }
 
@@ -163,6 +201,7 @@ impl Running {
     pub fn sweep(&mut self) {
         if self.exit.is_some() {
             // The group may still hold background children of the agent.
+            self.kill_namespace();
             signal_group(self.pid, libc::SIGKILL);
         }
         kill_marked(&self.marker);
@@ -392,6 +431,7 @@ mod tests {
             stdin: None,
             log: dir.path().join("log"),
             marker: marker.clone(),
+            confined: false,
         };
         let mut running = Running::spawn(&spec).expect("spawn");
         // sh, its setsid'd child, its double-forked child and its own sleep: four, once the

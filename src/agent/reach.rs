@@ -147,8 +147,9 @@ pub fn session_id_in_output(agent: &str, output: &str) -> Option<String> {
 }
 
 /// Where a CLI keeps the transcript of its session `id` (run in `worktree`), if it keeps one
-/// on disk. `home` is the user's home directory.
-pub fn transcript(agent: &str, id: &str, worktree: &Path, home: &Path) -> Option<PathBuf> {
+/// on disk. `home` is the user's home directory, `codex_home` Codex's (`$CODEX_HOME`) when it
+/// is not `~/.codex`.
+pub fn transcript(agent: &str, id: &str, worktree: &Path, home: &Path, codex_home: Option<&Path>) -> Option<PathBuf> {
     match agent {
         // ~/.claude/projects/<the worktree path with every non-alphanumeric as '-'>/<id>.jsonl
         "claude" => {
@@ -167,7 +168,7 @@ pub fn transcript(agent: &str, id: &str, worktree: &Path, home: &Path) -> Option
         }
         // $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
         "codex" => {
-            let root = std::env::var_os("CODEX_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".codex"));
+            let root = codex_home.map(Path::to_owned).unwrap_or_else(|| home.join(".codex"));
             find_file(&root.join("sessions"), 3, &|name| name.starts_with("rollout-") && name.contains(id))
         }
         // ~/.gemini/tmp/<project>/chats/session-<time>-<first 8 of the id>.json(l)

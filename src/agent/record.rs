@@ -54,6 +54,36 @@ pub fn dir(loop_dir: &Path, session: &str) -> PathBuf {
     Layout::at(loop_dir).session(session)
 }
 
+/// The session's result file (`$GIT_LOOP_RESULT`), in its box: where a session may write even
+/// when it runs confined.
+pub fn result_file(session_dir: &Path) -> PathBuf {
+    crate::store::layout::box_in(session_dir).join("result.json")
+}
+
+/// The largest result file read: a result is a few KiB of JSON.
+const MAX_RESULT: u64 = 4 << 20;
+
+/// What the session's result file holds, if it holds something to read. The file is the
+/// agent's: a symbolic link in its place (to a secret elsewhere) is never followed, anything
+/// but a regular file reads as nothing, and so does one past 4 MiB. (The box it is in is the
+/// walker's, and a mount point inside the sandbox, so it cannot itself be replaced.)
+pub fn read_result(session_dir: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(result_file(session_dir))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_RESULT {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_RESULT).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 pub fn write(loop_dir: &Path, record: &Record) -> Result<()> {
     let path = dir(loop_dir, &record.session).join("record.json");
     let tmp = path.with_extension("json.tmp");

@@ -144,6 +144,7 @@ pub fn run(env: &Env, args: DemoArgs) -> Result<u8> {
     opts.lease = chrono::Duration::minutes(10);
     opts.limits = Limits { per_unit_dispatches: 3, ..Default::default() };
     opts.sync_every = None;
+    opts.confinement = super::run::walk_confinement(env, &store, None)?;
     let observer = Progress::new(false, denv.ctx.clone());
     let cancel = AtomicBool::new(false);
     let ended = walk::walk(&store, &denv.ctx, dir.clone(), env.exe.clone(), opts, &observer, &cancel)?;

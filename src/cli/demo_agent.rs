@@ -1,6 +1,7 @@
 //! `git-loop demo-agent` (hidden): the built-in, deterministic demo agent. No keys, no
-//! network: it does what `demo:` lines in its task's body say, then reports its verdict with
-//! `git loop finish`, exactly as a real agent would.
+//! network: it does what `demo:` lines in its task's body say (read from its prompt, as a
+//! real agent reads its task), then reports its verdict with `git loop finish`, exactly as a
+//! real agent would.
 //!
 //! Directives, one per line in the task body:
 //! - `demo: write <path>` ... `demo: end` — write these lines to the file;
@@ -22,7 +23,6 @@ use clap::Args;
 
 use super::Env;
 use git_loop::error::usage;
-use git_loop::store::task;
 
 /// The built-in demo agent (used by 'git loop demo' and '--agent demo').
 #[derive(Args)]
@@ -89,12 +89,19 @@ pub fn run(env: &Env, _args: DemoAgentArgs) -> Result<u8> {
     let mut prompt = String::new();
     let _ = std::io::stdin().read_to_string(&mut prompt);
     let continuation = prompt.contains("## What happened before");
-    let store = env.open()?;
-    let task = task::read(&store, &id.parse()?)?.with_context(|| format!("task '{id}' not found"))?.task;
-    println!("demo agent: working on {id}: {}", task.title);
+    // The task as its prompt says it (a confined session cannot read the repository's records):
+    // its title on the first line, its body up to the prompt's own sections.
+    let title = prompt
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix(&format!("# Task {id}: ")))
+        .with_context(|| format!("the prompt on stdin is not task {id}'s"))?
+        .to_owned();
+    let body = prompt.split("\n## Where you are").next().unwrap_or_default();
+    println!("demo agent: working on {id}: {title}");
     let mut verdict = ("done".to_owned(), "did what the task says".to_owned());
     let mut silent = false;
-    for step in parse(&task.body) {
+    for step in parse(body) {
         match step {
             Step::Write { when: When::First, .. } if continuation => {}
             Step::Write { when: When::Retry, .. } if !continuation => {}

@@ -41,6 +41,13 @@ pub struct DoctorArgs {
     json: bool,
 }
 
+impl DoctorArgs {
+    /// Whether it repairs (and so writes).
+    pub(super) fn repairs(&self) -> bool {
+        self.repair
+    }
+}
+
 pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
     // As configured: a doctor needs no remote, and must work when it cannot be reached.
     let store = env.open_as_configured()?;

@@ -15,7 +15,7 @@ pub const USAGE: u8 = 2;
 pub const CORRUPT_OR_BUSY: u8 = 3;
 /// Paused by the walk's policy, or a mission's project failed.
 pub const PAUSED: u8 = 4;
-/// The agent's program is not installed.
+/// The agent's program is not installed, or runs cannot be confined as required.
 pub const AGENT_MISSING: u8 = 77;
 /// Interrupted (a signal, `stop --all`), or a mission cancelled.
 pub const INTERRUPTED: u8 = 130;
@@ -26,7 +26,7 @@ pub fn of_class(class: Class) -> u8 {
         Class::Usage => USAGE,
         Class::Refused | Class::Failure => FAILED,
         Class::Corrupt | Class::Busy => CORRUPT_OR_BUSY,
-        Class::AgentMissing => AGENT_MISSING,
+        Class::AgentMissing | Class::SandboxMissing => AGENT_MISSING,
     }
 }
 

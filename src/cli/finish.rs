@@ -9,6 +9,7 @@ use super::Env;
 use git_loop::agent::record;
 use git_loop::agent::role::{self, Contract};
 use git_loop::error::usage;
+use git_loop::sandbox::channel::{self, Report};
 use git_loop::store::events::{self, Recorded};
 use git_loop::store::journal::{self, NewEvent};
 
@@ -52,7 +53,8 @@ impl VerdictArg {
 /// The words are its role's: a worker says done, blocked or failed; a reviewer approve or
 /// changes; a conflict resolver resolved or unresolved; a summarizer summary (with --subject).
 /// It journals a termination event in the session's own journal chain, which the loop reads
-/// when the session ends.
+/// when the session ends; in a confined session, which cannot reach the repository, the walk
+/// journals it from the session's report (--json's id is then null).
 ///
 /// Example: git loop finish done --message "parser and tests added"
 #[derive(Args)]
@@ -69,7 +71,7 @@ pub struct FinishArgs {
     /// (every field optional); recorded with the session's end.
     #[arg(long, value_name = "JSON")]
     usage: Option<String>,
-    /// Print {"id": ...} as JSON.
+    /// Print {"id", "verdict", "session", "contract", "confined"} as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -81,9 +83,16 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
             .into());
     };
     let writer = git_loop::ids::session_writer(&session)?;
-    let store = env.open()?;
+    // A confined session cannot reach the repository: it reports through its box, and the walk
+    // journals what it said (having checked it again).
+    let store = match &env.ctx.session.confined {
+        Some(_) => None,
+        None => Some(env.open()?),
+    };
     // The session's role: its record says, else its environment; neither: a worker.
-    let said = record::read(&store.loop_dir()?, &session)
+    let said = store
+        .as_ref()
+        .and_then(|store| record::read(&store.loop_dir().ok()?, &session))
         .and_then(|r| r.contract)
         .or_else(|| env.ctx.session.contract.clone());
     let contract = match said.as_deref() {
@@ -118,25 +127,38 @@ pub fn run(env: &Env, args: FinishArgs) -> Result<u8> {
             })?)
         }
     };
-    let (kind, data) = Recorded::Termination(events::Termination {
-        verdict: word.into(),
-        message: Some(args.message),
-        contract: (contract != Contract::Worker).then(|| contract.id()),
-        subject: args.subject,
-        usage: reported,
-    })
-    .into_parts();
-    let entry = journal::append(
-        &store,
-        &env.ctx,
-        &writer,
-        NewEvent { kind, task: env.ctx.session.task.clone(), session: Some(session.clone()), data },
-    )?;
+    let id = match &store {
+        None => {
+            let box_dir = env.ctx.session.confined.as_ref().expect("the store is not opened only when confined");
+            let usage = args.usage.as_deref().and_then(|text| serde_json::from_str(text).ok());
+            let report = Report::Finish { verdict: word.into(), message: args.message, subject: args.subject, usage };
+            channel::write(box_dir, &report)?;
+            None
+        }
+        Some(store) => {
+            let (kind, data) = Recorded::Termination(events::Termination {
+                verdict: word.into(),
+                message: Some(args.message),
+                contract: (contract != Contract::Worker).then(|| contract.id()),
+                subject: args.subject,
+                usage: reported,
+            })
+            .into_parts();
+            let entry = journal::append(
+                store,
+                &env.ctx,
+                &writer,
+                NewEvent { kind, task: env.ctx.session.task.clone(), session: Some(session.clone()), data },
+            )?;
+            Some(entry.id.to_string())
+        }
+    };
     let mut out = Out::new();
     if args.json {
-        out.json(
-            &json!({ "id": entry.id.to_string(), "verdict": word, "session": session, "contract": contract.id() }),
-        )?;
+        out.json(&json!({
+            "id": id, "verdict": word, "session": session, "contract": contract.id(),
+            "confined": env.ctx.session.confined.is_some(),
+        }))?;
     } else {
         let task = env.ctx.session.task.as_deref().unwrap_or("the task");
         out.line(format!("recorded '{word}' for {task} (session {session})"))?;

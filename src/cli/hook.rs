@@ -151,6 +151,9 @@ fn agent_hook(
         return Ok(0);
     };
     let session = Session { key, task: env.ctx.session.task.clone(), try_number: env.ctx.session.try_number };
+    if let Some(box_dir) = &env.ctx.session.confined {
+        return Ok(confined_hook(env, box_dir, source, parse));
+    }
     // The session's directory holds `hook.log`; the prompt file's directory is it, and is
     // known even when the repository cannot be opened.
     let prompt_dir = std::env::var_os("GIT_LOOP_PROMPT").map(PathBuf::from).and_then(|p| p.parent().map(Into::into));
@@ -198,6 +201,44 @@ fn agent_hook(
         Err(err) => failed(format!("{} {}: {err:#}", source.name(), event.event), Some(&store)),
     }
     Ok(0)
+}
+
+/// A hook in a confined session, which cannot reach the repository: the event goes to the
+/// session's box, and the walk handles it outside (records the session id, commits the turn,
+/// journals it). What fails is said in the box's `hook.log` and on stderr; exits 0 either way.
+fn confined_hook(
+    env: &Env,
+    box_dir: &std::path::Path,
+    source: Source,
+    parse: impl FnOnce(&git_loop::context::Context) -> Result<AgentEvent>,
+) -> u8 {
+    use git_loop::sandbox::channel::{self, Report};
+    let parsed = parse(&env.ctx);
+    if let Err(err) = &parsed {
+        // Said to the walk, which journals it as a hook's failure in the session's chain.
+        let report = Report::HookFailed { source: source.name().to_owned(), error: format!("{err:#}") };
+        let _ = channel::write(box_dir, &report);
+    }
+    let written = parsed.and_then(|e| {
+        let report = Report::Hook {
+            source: e.source.name().to_owned(),
+            event: e.event,
+            agent_session: e.agent_session,
+            transcript: e.transcript,
+            cwd: e.cwd,
+            detail: e.detail,
+            digest: e.digest,
+        };
+        channel::write(box_dir, &report)
+    });
+    if let Err(err) = written {
+        agent::log(box_dir, env.ctx.now(), &format!("{}: {err:#}", source.name()));
+        super::output::stderr_line(format!(
+            "git-loop: the {} hook failed (the session goes on): {err:#}",
+            source.name()
+        ));
+    }
+    0
 }
 
 /// The repository of the session: the main working tree the loop names, else where we are.

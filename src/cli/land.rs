@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::run::{parse_sandbox, walk_confinement};
 use super::{exit, text, Env};
 use git_loop::agent::role;
 use git_loop::error::{usage, Class, Refusal};
@@ -58,6 +59,10 @@ pub struct LandArgs {
     /// loop.role.summarizer.agent; none: "loop: land loop/<id> (<title>)").
     #[arg(long, value_name = "ROLE")]
     summarizer: Option<String>,
+    /// How the checks and the roles' sessions are confined: auto, required or off (default:
+    /// loop.sandbox, else auto).
+    #[arg(long, value_name = "MODE", value_parser = parse_sandbox)]
+    sandbox: Option<git_loop::sandbox::Mode>,
     /// Print what landed as JSON.
     #[arg(long)]
     json: bool,
@@ -91,6 +96,13 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
             git_loop::agent::presets::resolve(&store, role.agent.as_deref().unwrap_or_default(), None, &env.exe)?;
         agent.get_or_insert(found);
     }
+    // The checks run the merged code, and the roles are agents: confined as a walk's are.
+    let confinement = walk_confinement(env, &store, args.sandbox)?;
+    if checks.is_some() || agent.is_some() {
+        if let git_loop::sandbox::Confinement::Unconfined { .. } = &confinement {
+            super::output::stderr_line(format!("warning: {}", confinement.describe()));
+        }
+    }
     let opts = landing::Options {
         into: args.into,
         only,
@@ -103,6 +115,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         cancelled: &cancelled,
         resolver: &landing::NoResolver,
         summarizer: &landing::NoSummarizer,
+        sandbox: confinement.sandbox().map(|s| s.as_ref()),
     };
     let outcome = match agent {
         None => landing::land(&store, &env.ctx, &opts)?,
@@ -111,6 +124,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
             let mut walk_opts = walk::Options::new(agent);
             walk_opts.checks = opts.checks.clone();
             walk_opts.checks_timeout = opts.checks_timeout;
+            walk_opts.confinement = confinement.clone();
             let observer = Warnings;
             walk::one_off(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), walk_opts, &observer, |walker| {
                 let resolver = resolver.map(|role| walk::resolve::AgentResolver { walker, role });

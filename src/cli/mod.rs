@@ -22,6 +22,7 @@ mod hooks;
 mod human;
 mod import;
 mod init;
+mod inside;
 mod journal;
 mod land;
 mod list;
@@ -343,6 +344,16 @@ pub fn main() -> ExitCode {
         Ok(env) => env,
         Err(err) => return report(err),
     };
+    if env.ctx.session.confined.is_none() {
+        env.ctx.session.confined = confined_box_of(&env.cwd);
+    }
+    if env.ctx.session.session.is_some() || env.ctx.session.confined.is_some() {
+        match inside::judge(&env, &cli.command) {
+            inside::May::Run => {}
+            inside::May::Read if env.ctx.session.confined.is_none() => {}
+            may => return report(inside::refuse(&env, may)),
+        }
+    }
     env.exits_soon = !matches!(
         cli.command,
         Command::Run(_) | Command::Race(_) | Command::Demo(_) | Command::Mission(_) | Command::Land(_)
@@ -517,6 +528,20 @@ fn arm_failpoint() {
     }
 }
 
+/// The box of the confined session whose worktree `dir` is in, if it is one: its `.git` file
+/// names a git directory that says it is a confined session's (`sandbox::private_git`). Read so
+/// that a session which cleared its environment is still known for what it is.
+fn confined_box_of(dir: &std::path::Path) -> Option<PathBuf> {
+    let gitfile = dir.ancestors().map(|d| d.join(".git")).find(|g| g.exists())?;
+    let text = std::fs::read_to_string(&gitfile).ok()?;
+    let git_dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    git_dir
+        .join(git_loop::sandbox::private_git::MARKER)
+        .is_file()
+        .then(|| git_dir.parent().map(PathBuf::from))
+        .flatten()
+}
+
 /// Build the context from the process environment. `GIT_LOOP_NOW` pins the clock (tests and
 /// reproducible demos).
 fn environment(dir: Option<PathBuf>) -> Result<Env> {
@@ -546,6 +571,7 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
             task: var("GIT_LOOP_TASK"),
             try_number: var("GIT_LOOP_TRY").and_then(|t| t.parse().ok()),
             contract: var("GIT_LOOP_CONTRACT"),
+            confined: var("GIT_LOOP_BOX").map(PathBuf::from),
         },
         git_identity: GitIdentityEnv {
             name: var("GIT_COMMITTER_NAME"),
@@ -553,6 +579,8 @@ fn environment(dir: Option<PathBuf>) -> Result<Env> {
             fallback_email: var("EMAIL"),
         },
         path_var: std::env::var_os("PATH"),
+        home: var("HOME").map(PathBuf::from),
+        codex_home: var("CODEX_HOME").map(PathBuf::from),
     };
     let cwd = std::env::current_dir().map_err(|e| anyhow::anyhow!("cannot read the current directory: {e}"))?;
     let cwd = match dir {

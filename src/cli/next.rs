@@ -43,6 +43,13 @@ pub struct NextArgs {
     json: bool,
 }
 
+impl NextArgs {
+    /// Whether it takes a claim (and so writes).
+    pub(super) fn claims(&self) -> bool {
+        self.claim
+    }
+}
+
 pub fn run(env: &Env, args: NextArgs) -> Result<u8> {
     let store = env.open()?;
     let mut out = Out::new();

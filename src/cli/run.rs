@@ -192,9 +192,32 @@ pub struct WalkArgs {
     /// --merge is an alias.
     #[arg(long, visible_alias = "merge")]
     land: bool,
+    /// How sessions and checks are confined: auto (in bubblewrap where it works, else
+    /// unconfined and said so), required (refuse to start without it, exit 77) or off
+    /// (default: loop.sandbox, else auto).
+    #[arg(long, value_name = "MODE", value_parser = parse_sandbox)]
+    sandbox: Option<git_loop::sandbox::Mode>,
     /// Stream events as JSON lines.
     #[arg(long)]
     json: bool,
+}
+
+/// `--sandbox`'s value.
+pub(super) fn parse_sandbox(word: &str) -> Result<git_loop::sandbox::Mode, git_loop::error::Refusal> {
+    git_loop::sandbox::Mode::parse(word).ok_or_else(|| {
+        usage(format!("sandbox mode '{}' is not valid", word.escape_debug())).hint("use auto, required or off")
+    })
+}
+
+/// How a command's sessions and checks are confined: `--sandbox` when given, else
+/// loop.sandbox; tried on this machine once.
+pub(super) fn walk_confinement(
+    env: &Env,
+    store: &git_loop::store::Store,
+    mode: Option<git_loop::sandbox::Mode>,
+) -> Result<git_loop::sandbox::Confinement> {
+    let policy = git_loop::sandbox::Policy::read(store, &env.ctx, mode)?;
+    Ok(git_loop::sandbox::Confinement::decide(policy, &env.ctx, &env.exe)?)
 }
 
 pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
@@ -314,6 +337,7 @@ pub(super) fn walk_options(
         check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "summarizer")?;
     }
     let mut opts = walk::Options::new(agent);
+    opts.confinement = walk_confinement(env, store, args.sandbox)?;
     opts.resolver = resolver;
     opts.summarizer = summarizer;
     opts.reviewers = reviewers;
@@ -521,7 +545,7 @@ impl Observer for Progress {
             return;
         }
         match event {
-            Event::Started { walker, agent, parallel, limits, labels, checks } => {
+            Event::Started { walker, agent, parallel, limits, labels, checks, sandbox } => {
                 let mut parts = vec![format!("agent {agent}")];
                 if *parallel > 1 {
                     parts.push(format!("{parallel} tasks at a time"));
@@ -543,6 +567,16 @@ impl Observer for Progress {
                 }
                 parts.push(format!("{} per task", count(limits.per_unit_dispatches, "session", "sessions")));
                 self.say(None, format!("walk {walker} · {}", parts.join(" · ")));
+                match sandbox {
+                    walk::Sandboxing::Confined(line) => self.say(None, line.clone()),
+                    walk::Sandboxing::Unconfined { line, hint } => {
+                        super::output::stderr_line(format!("warning: {line}"));
+                        super::output::stderr_line(format!(
+                            "hint: {hint}, or set loop.sandbox to off to run them so on purpose"
+                        ));
+                    }
+                    walk::Sandboxing::Off(line) => self.say(None, line.clone()),
+                }
                 if checks.is_none() {
                     self.say(
                         None,
@@ -705,8 +739,9 @@ impl Observer for Progress {
 /// An event as a JSON object (`event` names its kind).
 fn event_json(event: &Event) -> serde_json::Value {
     match event {
-        Event::Started { walker, agent, parallel, limits, labels, checks } => json!({
+        Event::Started { walker, agent, parallel, limits, labels, checks, sandbox } => json!({
             "event": "walk_started", "walker": walker, "agent": agent, "parallel": parallel, "labels": labels, "checks": checks,
+            "sandbox": sandbox.word(),
             "max_units": limits.max_units, "max_iterations": limits.max_iterations, "per_unit_dispatches": limits.per_unit_dispatches,
             "budget_usd": limits.budget_usd, "budget_tokens": limits.budget_tokens,
         }),

@@ -3,8 +3,8 @@
 //!
 //! It starts once per session, so it is told apart before the command line is parsed for
 //! people (building that parser costs more than the guard's own work) and reads its few
-//! arguments itself: `--parent <pid> --grace-ms <ms> --log <path> [--stdin <path>] --
-//! <program> [<arg>…]`.
+//! arguments itself: `--parent <pid> --grace-ms <ms> --log <path> [--stdin <path>]
+//! [--confined] -- <program> [<arg>…]` (`--confined`: the program is bubblewrap).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,15 +23,22 @@ struct GuardArgs {
     grace: Duration,
     log: PathBuf,
     stdin: Option<PathBuf>,
+    /// The command is bubblewrap confining the agent.
+    confined: bool,
     command: Vec<OsString>,
 }
 
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
     let (mut parent, mut grace, mut log, mut stdin) = (None, Duration::from_secs(10), None, None);
+    let mut confined = false;
     loop {
         let flag = args.next().ok_or_else(|| usage("session-guard: no command after '--'"))?;
         if flag == "--" {
             break;
+        }
+        if flag == "--confined" {
+            confined = true;
+            continue;
         }
         let value = args.next().ok_or_else(|| usage(format!("session-guard: {} takes a value", flag.display())))?;
         let number = || -> Result<u64> {
@@ -52,6 +59,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
         grace,
         log: log.ok_or_else(|| usage("session-guard: --log is required"))?,
         stdin,
+        confined,
         command,
     })
 }
@@ -70,6 +78,7 @@ pub fn run(args: impl Iterator<Item = OsString>) -> Result<u8> {
         stdin: args.stdin,
         log: args.log,
         marker: std::env::var(MARKER_VAR).unwrap_or_default(),
+        confined: args.confined,
     };
     let code = git_loop::agent::guard::run(args.parent, args.grace, &spec)?;
     Ok(code.clamp(0, 255) as u8)

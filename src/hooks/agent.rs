@@ -41,6 +41,11 @@ pub enum Source {
 }
 
 impl Source {
+    /// The source a name says (`claude-code`, `codex`, `generic`).
+    pub fn from_name(name: &str) -> Option<Source> {
+        [Source::ClaudeCode, Source::Codex, Source::Generic].into_iter().find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Source::ClaudeCode => "claude-code",
@@ -268,6 +273,35 @@ pub fn journal_failure(store: &Store, ctx: &Context, session: &Session, source: 
         ctx,
         &writer,
         NewEvent { kind, task: session.task.clone(), session: Some(session.key.clone()), data },
+    )?;
+    Ok(())
+}
+
+/// Journal, in the session's own chain, that session `session` (unconfined: it writes the
+/// journal itself) ran a command it may not, and that it was refused (`cli::inside`).
+pub fn journal_overreach(
+    store: &Store,
+    ctx: &Context,
+    session: &str,
+    command: &str,
+    target: Option<String>,
+    argv: Vec<String>,
+) -> Result<()> {
+    let writer = crate::ids::session_writer(session)?;
+    let (kind, data) = Recorded::AgentOverreach(events::AgentOverreach {
+        session: session.to_owned(),
+        command: shorten(command, 200),
+        target: target.map(|t| shorten(&t, 200)),
+        argv: argv.iter().take(20).map(|a| shorten(a, 200)).collect(),
+        detail: None,
+        confined: false,
+    })
+    .into_parts();
+    journal::append(
+        store,
+        ctx,
+        &writer,
+        NewEvent { kind, task: ctx.session.task.clone(), session: Some(session.to_owned()), data },
     )?;
     Ok(())
 }

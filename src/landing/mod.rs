@@ -78,6 +78,8 @@ pub struct Options<'o> {
     pub resolver: &'o dyn Resolver,
     /// Writes each landing's message (see `summary`).
     pub summarizer: &'o dyn Summarizer,
+    /// Where the checks run confined (they run the merged code), as the caller decided.
+    pub sandbox: Option<&'o crate::sandbox::Sandbox>,
 }
 
 /// One task waiting to land.
@@ -711,8 +713,9 @@ impl Lander<'_> {
             grace: self.opts.grace,
             timeout: self.opts.checks_timeout,
             cancelled: &cancelled,
+            sandbox: self.opts.sandbox,
         };
-        let ran = checks::run(&runner, "checks", command, &dir, &env, &log)?;
+        let ran = checks::run(self.store, &runner, "checks", command, &dir, &env, &log)?;
         if refresh_failed.get() {
             self.keep_claim()?;
         }

@@ -156,6 +156,11 @@ recorded! {
     AgentHook(AgentHook) = "agent_hook",
     /// An agent CLI's hook failed before it could handle its event.
     AgentHookFailed(AgentHookFailed) = "agent_hook_failed",
+    /// A session tried what it may not: a write naming another task, a command the loop runs
+    /// itself, a report git-loop would not write. Refused; the task it named is unchanged.
+    AgentOverreach(AgentOverreach) = "agent_overreach",
+    /// A setting that steers walks changed since the last walk, or while a session ran.
+    SettingsChanged(SettingsChanged) = "settings_changed",
     // Races.
     /// A race began: each agent on its own try, all from `start`.
     RaceStarted(RaceStarted) = "race_started",
@@ -424,6 +429,10 @@ pub struct WalkStarted {
     /// no mission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission: Option<String>,
+    /// How its sessions and checks run: `confined`, `unconfined` (the machine could not), or
+    /// `off` (`loop.sandbox = off`). Added later: absent before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -962,6 +971,54 @@ pub struct AgentHookFailed {
     pub agent: String,
     #[serde(default)]
     pub error: String,
+}
+
+/// What a session tried and was refused.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentOverreach {
+    #[serde(default)]
+    pub session: String,
+    /// The command tried (`done`, `park`, `report`, …).
+    #[serde(default)]
+    pub command: String,
+    /// The task it named, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Its arguments, as given (shortened).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// What was wrong, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Whether the session ran confined (it reported through its box) or not (it wrote the
+    /// journal itself).
+    #[serde(default)]
+    pub confined: bool,
+}
+
+/// Settings that steer walks, changed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SettingsChanged {
+    /// Each changed key: `{key, from, to}` (`null` for unset).
+    #[serde(default)]
+    pub changes: Vec<SettingChange>,
+    /// The sessions that were running when the walk saw the change (empty: it came between
+    /// walks, from a person).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub during: Vec<String>,
+    /// Whether the walk obeys the new values (false: it refuses them, as planted).
+    #[serde(default)]
+    pub obeyed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SettingChange {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub to: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

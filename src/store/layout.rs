@@ -4,6 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+/// The box in a room (a session's directory, or a confined command's room under
+/// `.git/loop/rooms/`): what a confined run may write besides its worktree — its result file,
+/// its reports, its home, its git directory (`sandbox`). A session's box exists confined or not:
+/// its result file is there.
+pub fn box_in(room: &Path) -> PathBuf {
+    room.join("box")
+}
+
 /// The `.git/loop/` directory of one clone (shared by its worktrees).
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -116,6 +124,12 @@ impl Layout {
     /// One session's files (prompt, log, result, record).
     pub fn session(&self, session: &str) -> PathBuf {
         self.sessions().join(session)
+    }
+
+    /// The room of one confined command (checks, setup run outside a session's own): its box
+    /// and the `.git` file its worktree shows inside the sandbox; removed when it ends.
+    pub fn room(&self, name: &str) -> PathBuf {
+        self.root.join("rooms").join(name)
     }
 
     /// A reviewer session's checkout of the work it reviews (detached, thrown away after).

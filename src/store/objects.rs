@@ -337,6 +337,76 @@ impl Store {
         Ok(())
     }
 
+    /// The registration (`<common-dir>/worktrees/<name>/`) of the linked worktree at
+    /// `worktree`: the one whose `gitdir` names the worktree's `.git` file — never the one that
+    /// file points at, which whoever works in the worktree could have rewritten.
+    pub fn worktree_admin(&self, worktree: &Path) -> Option<PathBuf> {
+        let root = self.worktree_registrations();
+        let gitfile = worktree.join(".git");
+        let names =
+            |dir: &Path| std::fs::read_to_string(dir.join("gitdir")).is_ok_and(|g| Path::new(g.trim()) == gitfile);
+        // The registration is named after the worktree's directory, unless that name was taken.
+        let likely = root.join(worktree.file_name()?);
+        if names(&likely) {
+            return Some(likely);
+        }
+        std::fs::read_dir(&root).ok()?.flatten().map(|e| e.path()).find(|dir| names(dir))
+    }
+
+    /// Copy into this repository every object reachable from `tip` that it lacks, read from the
+    /// object directory `from` (a confined session's own, whose alternates name this one's):
+    /// its commits, their trees and files. Each object is written anew, so its id is computed
+    /// here; one whose content is not what its name says fails the copy, and so does a graph
+    /// that reaches an object neither repository has. Nothing refers to what was copied until
+    /// the caller moves a ref, so a failure leaves only unreferenced objects. Returns how many.
+    pub fn import_objects(&self, from: &Path, tip: ObjectId) -> Result<usize> {
+        use gix::objs::{Find as _, Write as _};
+        /// More than any session's work; past it the copy stops (and fails).
+        const MAX_OBJECTS: usize = 2_000_000;
+        let foreign = gix::odb::at(from, gix::hash::Kind::Sha1)
+            .with_context(|| format!("could not open the objects of '{}'", from.display()))?;
+        let (mut stack, mut seen, mut copied) = (vec![tip], HashSet::new(), 0usize);
+        let mut buf = Vec::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) || self.repo.has_object(id) {
+                continue;
+            }
+            let data = foreign
+                .try_find(&id, &mut buf)
+                .map_err(|err| anyhow::anyhow!("object {id} cannot be read: {err}"))?
+                .with_context(|| format!("object {id} is missing"))?;
+            let kind = data.kind;
+            let bad = |err: &dyn std::fmt::Display| anyhow::anyhow!("object {id} cannot be decoded: {err}");
+            match kind {
+                gix::object::Kind::Commit => {
+                    let commit =
+                        gix::objs::CommitRef::from_bytes(data.data, gix::hash::Kind::Sha1).map_err(|e| bad(&e))?;
+                    stack.push(commit.tree());
+                    stack.extend(commit.parents());
+                }
+                gix::object::Kind::Tree => {
+                    let tree = gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1).map_err(|e| bad(&e))?;
+                    // A submodule's commit is not this repository's to hold.
+                    stack.extend(tree.entries.iter().filter(|e| !e.mode.is_commit()).map(|e| e.oid.to_owned()));
+                }
+                gix::object::Kind::Tag => {
+                    stack.push(
+                        gix::objs::TagRef::from_bytes(data.data, gix::hash::Kind::Sha1).map_err(|e| bad(&e))?.target(),
+                    );
+                }
+                gix::object::Kind::Blob => {}
+            }
+            let written = self
+                .repo
+                .write_buf(kind, data.data)
+                .map_err(|err| anyhow::anyhow!("could not write object {id}: {err}"))?;
+            anyhow::ensure!(written == id, "object {id} holds the content of {written}: it is not what its name says");
+            copied += 1;
+            anyhow::ensure!(copied <= MAX_OBJECTS, "more than {MAX_OBJECTS} new objects: the copy stops");
+        }
+        Ok(copied)
+    }
+
     /// Where the repository's packed-refs file is.
     pub fn packed_refs_path(&self) -> PathBuf {
         git::packed::path(&self.repo)

@@ -77,6 +77,19 @@ pub const KEYS: &[Key] = &[
         key: "loop.price.<model>.input` / `.output` / `.cached",
         meaning: "USD per million tokens of a model, for sessions whose CLI reports tokens but no dollars; costs computed from them are marked estimated (none shipped; `.cached` defaults to `.input`)",
     },
+    Key {
+        key: "loop.sandbox",
+        meaning: "how sessions, checks and setup are confined (docs/agents.md, \"The sandbox\"): `auto` (default: in bubblewrap where it works, else unconfined and said so), `required` (a walk that cannot confine refuses to start, exit 77) or `off` (unconfined, shown in `status`); `run`/`race --sandbox`",
+    },
+    Key {
+        key: "loop.sandbox.network",
+        meaning: "`on` (default: a confined run reaches the network, as agents need their model's API) or `none` (loopback only)",
+    },
+    Key {
+        key: "loop.sandbox.readOnly` / `.readWrite` / `.hide",
+        meaning: "more paths a confined run sees read-only, may write, or does not see at all (repeatable; `~/` is the home); the repository's `.git` stays hidden whatever they say",
+    },
+    Key { key: "loop.sandbox.tmpSize", meaning: "the size of a confined run's own `/tmp` (default 1g)" },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
         key: "loop.checksTimeout",
@@ -111,6 +124,9 @@ pub const SYNC_EVERY: Duration = Duration::from_secs(30);
 
 /// How many task branches a landing merges before checking, when `loop.landBatch` is not set.
 pub const LAND_BATCH: usize = 8;
+
+/// The size of a confined run's own `/tmp` when `loop.sandbox.tmpSize` is not set.
+pub const SANDBOX_TMP: u64 = 1 << 30;
 
 /// Review rounds without approval before a task goes to a person, when `loop.reviewRounds` is
 /// not set.
@@ -331,6 +347,46 @@ impl<'s> Settings<'s> {
     /// `loop.holder`: holders the `pre-push` hook counts as this clone's, every value given.
     pub fn holders(&self) -> Vec<String> {
         self.store.config_values("loop.holder")
+    }
+
+    /// `loop.sandbox`: how runs are confined (`auto`, `required`, `off`), as written.
+    pub fn sandbox(&self) -> Option<String> {
+        self.text("loop.sandbox").map(|v| v.trim().to_ascii_lowercase())
+    }
+
+    /// `loop.sandbox.network`, as written.
+    pub fn sandbox_network(&self) -> Option<String> {
+        self.text("loop.sandbox.network").map(|v| v.trim().to_ascii_lowercase())
+    }
+
+    /// `loop.sandbox.<kind>` (`readOnly`, `readWrite`, `hide`): every path given.
+    pub fn sandbox_paths(&self, kind: &str) -> Vec<String> {
+        self.store
+            .config_values(&format!("loop.sandbox.{kind}"))
+            .into_iter()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
+
+    /// `loop.sandbox.tmpSize`: bytes (`512m`, `2g`); [`SANDBOX_TMP`] when unset.
+    pub fn sandbox_tmp_size(&self) -> Result<u64, Refusal> {
+        let Some(v) = self.text("loop.sandbox.tmpSize") else { return Ok(SANDBOX_TMP) };
+        let t = v.trim().to_ascii_lowercase();
+        let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+        let scale = match unit {
+            "" => Some(1),
+            "k" => Some(1 << 10),
+            "m" => Some(1 << 20),
+            "g" => Some(1 << 30),
+            _ => None,
+        };
+        digits.parse::<u64>().ok().zip(scale).map(|(n, s)| n.saturating_mul(s)).filter(|n| *n >= 1 << 20).ok_or_else(
+            || {
+                usage(format!("loop.sandbox.tmpSize '{}' is not a size of at least 1m", v.escape_debug()))
+                    .hint("e.g. git config loop.sandbox.tmpSize 2g")
+            },
+        )
     }
 
     /// `loop.worktrees`: where try worktrees go.

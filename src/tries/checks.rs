@@ -3,6 +3,10 @@
 //! it starts outlives the process that asked), to its end or the configured timeout
 //! (`--checks-timeout`, `loop.checksTimeout`). The one way the walk, a person's
 //! `hand-back --keep` and the landing queue run them.
+//!
+//! They run code an agent wrote, so with a sandbox they run confined as a session does (see
+//! `sandbox`), in a room of their own under `.git/loop/rooms/`: the worktree writable, a home
+//! and a `/tmp` of their own, a private git directory, the repository's state out of reach.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,6 +16,8 @@ use anyhow::Result;
 use crate::agent::guard;
 use crate::agent::process::Exit;
 use crate::ids::random_base32;
+use crate::sandbox::{self, Sandbox};
+use crate::store::Store;
 
 /// Who runs the commands, and for how long.
 pub struct Runner<'r> {
@@ -25,6 +31,8 @@ pub struct Runner<'r> {
     pub timeout: Duration,
     /// Asked while the command runs: true stops it.
     pub cancelled: &'r dyn Fn() -> bool,
+    /// Where the command runs confined (none: unconfined, as the walk decided).
+    pub sandbox: Option<&'r Sandbox>,
 }
 
 /// How one run went.
@@ -54,6 +62,7 @@ impl Ran {
 /// Run `sh -c command` (its kind: `name`, e.g. `checks`) in `cwd` (a try's worktree, or the
 /// landing worktree) with `env`, its output to `log`.
 pub fn run(
+    store: &Store,
     runner: &Runner<'_>,
     name: &str,
     command: &str,
@@ -61,11 +70,13 @@ pub fn run(
     env: &[(String, String)],
     log: &Path,
 ) -> Result<Ran> {
-    run_fed(runner, name, command, cwd, env, log, None)
+    run_fed(store, runner, name, command, cwd, env, log, None)
 }
 
 /// [`run`], the command reading `stdin` (a file) on its standard input.
+#[allow(clippy::too_many_arguments)]
 pub fn run_fed(
+    store: &Store,
     runner: &Runner<'_>,
     name: &str,
     command: &str,
@@ -76,19 +87,53 @@ pub fn run_fed(
 ) -> Result<Ran> {
     let started = Instant::now();
     let marker = format!("{name}-{}", random_base32(12));
-    let args = vec!["-c".to_owned(), command.to_owned()];
-    let mut running = guard::spawn(&guard::Guarded {
+    let mut program = "sh".to_owned();
+    let mut args = vec!["-c".to_owned(), command.to_owned()];
+    let mut env = env.to_vec();
+    let room = match runner.sandbox {
+        Some(sandbox) => {
+            let room = store.layout()?.room(&marker);
+            let prepared = sandbox.prepare(
+                store,
+                &sandbox::Request {
+                    worktree: cwd,
+                    cwd,
+                    room: &room,
+                    readable: &[],
+                    agent: None,
+                    program: "sh",
+                    command_line: command,
+                    context: &[],
+                    author: name,
+                },
+            )?;
+            let mut confined = prepared.args;
+            confined.push(program);
+            confined.append(&mut args);
+            (program, args) = (prepared.program, confined);
+            env.extend(prepared.env);
+            Some(room)
+        }
+        None => None,
+    };
+    let spawned = guard::spawn(&guard::Guarded {
         exe: runner.exe,
         parent: runner.parent,
         grace: runner.grace,
-        program: "sh",
+        program: &program,
         args: &args,
         cwd,
-        env,
+        env: &env,
         stdin,
         log,
         marker: &marker,
-    })?;
-    let exit = guard::finish(&mut running, runner.timeout, runner.grace, runner.cancelled)?;
+        confined: room.is_some(),
+    });
+    let exit =
+        spawned.and_then(|mut running| guard::finish(&mut running, runner.timeout, runner.grace, runner.cancelled));
+    if let Some(room) = &room {
+        let _ = std::fs::remove_dir_all(room);
+    }
+    let exit = exit?;
     Ok(Ran { passed: exit == Some(Exit::Code(0)), exit, elapsed: started.elapsed(), log: log.to_owned() })
 }

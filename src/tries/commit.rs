@@ -127,6 +127,35 @@ fn head_is(wt: &gix::Repository, branch: &str) -> bool {
     wt.head_name().ok().flatten().is_some_and(|name| name.as_bstr() == branch)
 }
 
+/// Take a confined session's own commits, adopted at `commit` (see `sandbox::private_git`),
+/// onto `try_`: its worktree's `HEAD` is put on them for commit-on-stop to build on; when the
+/// worktree is gone (deleted under the loop), the try branch moves to them itself, if they
+/// build on it. What happened: whether they are on the try branch (or will be).
+pub fn take_commits(store: &Store, try_: &Try, worktree: &Path, commit: ObjectId) -> Result<bool> {
+    if worktree.join(".git").exists() {
+        detach_head(worktree, commit)?;
+        return Ok(true);
+    }
+    let Some(tip) = store.ref_target(&try_.branch)? else { return Ok(false) };
+    if !store.is_ancestor(tip, commit)? {
+        return Ok(false);
+    }
+    set_branch(store, try_, tip, commit)?;
+    Ok(true)
+}
+
+/// Put the `HEAD` of the worktree at `worktree` on `commit`, detached: where a confined
+/// session's own commits end (adopted from its private git directory), for commit-on-stop to
+/// build on and attach to the try branch again. The index is left as it is: it is what the
+/// worktree's files are compared with.
+pub fn detach_head(worktree: &Path, commit: ObjectId) -> Result<()> {
+    let wt = gix::open(worktree).with_context(|| format!("could not open the worktree '{}'", worktree.display()))?;
+    let path = wt.git_dir().join("HEAD");
+    let tmp = path.with_extension("lock");
+    std::fs::write(&tmp, format!("{commit}\n")).with_context(|| format!("could not write '{}'", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("could not update '{}'", path.display()))
+}
+
 /// Attach the worktree's HEAD to `branch` (it was detached or on another branch).
 fn attach_head(wt: &gix::Repository, branch: &str) -> Result<()> {
     let path = wt.git_dir().join("HEAD");

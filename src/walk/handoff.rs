@@ -33,8 +33,15 @@ pub fn transcript_of(store: &Store, session: &str) -> Option<PathBuf> {
     let loop_dir = store.loop_dir().ok()?;
     let rec = record::read(&loop_dir, session)?;
     let home = std::env::var_os("HOME").map(PathBuf::from)?;
-    reach::transcript(&rec.agent, rec.agent_session.as_deref().unwrap_or(""), &rec.worktree, &home)
-        .filter(|_| rec.agent_session.is_some() || rec.agent == "aider")
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    reach::transcript(
+        &rec.agent,
+        rec.agent_session.as_deref().unwrap_or(""),
+        &rec.worktree,
+        &home,
+        codex_home.as_deref(),
+    )
+    .filter(|_| rec.agent_session.is_some() || rec.agent == "aider")
 }
 
 /// The path a transcript copy has inside a worktree.

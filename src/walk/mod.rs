@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod queue;
 pub mod race;
 pub mod recover;
+pub mod reports;
 pub mod resolve;
 pub mod review;
 pub mod session;
@@ -119,6 +120,8 @@ pub struct Options {
     /// A command told, as JSON on its stdin, when a task needs a person and how the walk
     /// ended (`loop.notify`; docs/hooks.md, "Notifications").
     pub notify: Option<String>,
+    /// How sessions and checks are confined (decided when the walk starts: `sandbox`).
+    pub confinement: crate::sandbox::Confinement,
 }
 
 impl Options {
@@ -159,6 +162,7 @@ impl Options {
             mission: None,
             setup: None,
             notify: None,
+            confinement: crate::sandbox::Confinement::Off,
         }
     }
 }
@@ -174,6 +178,8 @@ pub enum Event {
         labels: Vec<String>,
         /// The checks' command; `None`: a task counts as done on its agent's word.
         checks: Option<String>,
+        /// How its sessions and checks run.
+        sandbox: Sandboxing,
     },
     Recovered {
         task: String,
@@ -313,6 +319,39 @@ pub enum Event {
     },
 }
 
+/// How a walk's sessions run, as its first lines say.
+#[derive(Debug, Clone)]
+pub enum Sandboxing {
+    /// Confined: the line that says how.
+    Confined(String),
+    /// The machine cannot confine them (`loop.sandbox = auto`): why, and what would help.
+    Unconfined { line: String, hint: String },
+    /// `loop.sandbox = off`.
+    Off(String),
+}
+
+impl Sandboxing {
+    pub fn of(confinement: &crate::sandbox::Confinement) -> Sandboxing {
+        use crate::sandbox::Confinement;
+        match confinement {
+            Confinement::Confined(_) => Sandboxing::Confined(confinement.describe()),
+            Confinement::Unconfined { hint, .. } => {
+                Sandboxing::Unconfined { line: confinement.describe(), hint: hint.clone() }
+            }
+            Confinement::Off => Sandboxing::Off(confinement.describe()),
+        }
+    }
+
+    /// `confined`, `unconfined` or `off`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Sandboxing::Confined(_) => "confined",
+            Sandboxing::Unconfined { .. } => "unconfined",
+            Sandboxing::Off(_) => "off",
+        }
+    }
+}
+
 /// Receives events as they happen (from several worker threads).
 pub trait Observer: Sync {
     fn event(&self, event: &Event);
@@ -436,6 +475,24 @@ impl Walker<'_> {
         Ok(())
     }
 
+    /// Where this walk's sessions and checks run confined (none: unconfined).
+    pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
+        self.opts.confinement.sandbox().map(|s| s.as_ref())
+    }
+
+    /// Who runs this walk's commands (checks, the review command, setup) and for how long:
+    /// under the session guard, confined as its sessions are.
+    pub fn runner<'s>(&'s self, cancelled: &'s dyn Fn() -> bool) -> crate::tries::checks::Runner<'s> {
+        crate::tries::checks::Runner {
+            exe: &self.exe,
+            parent: self.ctx.pid,
+            grace: self.opts.grace,
+            timeout: self.opts.checks_timeout,
+            cancelled,
+            sandbox: self.sandbox(),
+        }
+    }
+
     /// One worker at a time publishes (see `publishing`).
     pub fn publishing(&self) -> std::sync::MutexGuard<'_, ()> {
         self.publishing.lock().unwrap_or_else(|e| e.into_inner())
@@ -490,6 +547,7 @@ impl Walker<'_> {
             cancelled: &cancelled,
             resolver: &crate::landing::NoResolver,
             summarizer: &crate::landing::NoSummarizer,
+            sandbox: self.sandbox(),
         };
         let agent_summarizer = match summarize::role_of(store, self.opts.summarizer.as_deref()) {
             Ok(role) => role.map(|role| summarize::AgentSummarizer { walker: self, role }),
@@ -677,9 +735,20 @@ impl Walker<'_> {
             grace: Duration::from_secs(1),
             timeout: NOTIFY_TIMEOUT,
             cancelled: &|| false,
+            // The person's own command, in the main checkout: it runs no agent's code.
+            sandbox: None,
         };
         let env = [("GIT_LOOP_EVENT".to_owned(), event.to_owned())];
-        let ran = crate::tries::checks::run_fed(&runner, "notify", command, &self.cwd, &env, &log, Some(input.clone()));
+        let ran = crate::tries::checks::run_fed(
+            store,
+            &runner,
+            "notify",
+            command,
+            &self.cwd,
+            &env,
+            &log,
+            Some(input.clone()),
+        );
         let _ = std::fs::remove_file(&input);
         let ran = ran?;
         if !ran.passed {
@@ -776,6 +845,7 @@ pub fn walk(
             budget_usd: walker.opts.limits.budget_usd,
             budget_tokens: walker.opts.limits.budget_tokens,
             mission: walker.opts.mission.clone(),
+            sandbox: Some(walker.opts.confinement.word().to_owned()),
         }),
     )?;
     if let Some(reason) = &walker.opts.review_override {
@@ -799,6 +869,7 @@ pub fn walk(
         limits: walker.opts.limits,
         labels: walker.opts.labels.clone(),
         checks: walker.opts.checks.clone(),
+        sandbox: Sandboxing::of(&walker.opts.confinement),
     });
     // Start from the remote's board, so the first picks are not tasks done elsewhere.
     sync_with_remote(store, &walker);

@@ -56,6 +56,7 @@ impl<'a> GitQueue<'a> {
             task: Some(unit.task.id.clone()),
             try_number: unit.try_.as_ref().map(|t| t.number),
             contract: None,
+            confined: None,
         };
         ctx
     }

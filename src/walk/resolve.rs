@@ -154,7 +154,7 @@ impl GitDispatcher<'_> {
                         ("ours", &ours_side),
                         ("theirs", &theirs_side),
                     ],
-                    &dir.join("result.json"),
+                    &crate::agent::record::result_file(dir),
                 );
                 if let Some(problem) = &sent_back {
                     text.push_str(&format!(
@@ -268,15 +268,10 @@ impl GitDispatcher<'_> {
         if let (true, Some(command)) = (merge.checks, &self.walker.opts.checks) {
             let dir = crate::agent::record::dir(&store.loop_dir()?, &format!("resolve-{}-{}", try_.task, try_.number));
             std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
-            let runner = checks::Runner {
-                exe: &self.walker.exe,
-                parent: self.walker.ctx.pid,
-                grace: self.walker.opts.grace,
-                timeout: self.walker.opts.checks_timeout,
-                cancelled: &|| self.walker.cancelled(store),
-            };
+            let cancelled = || self.walker.cancelled(store);
+            let runner = self.walker.runner(&cancelled);
             tries::add_worktree(store, try_)?;
-            let ran = checks::run(&runner, "checks", command, &try_.worktree, &[], &dir.join("checks.log"))?;
+            let ran = checks::run(store, &runner, "checks", command, &try_.worktree, &[], &dir.join("checks.log"))?;
             if !ran.passed {
                 let text = std::fs::read(&ran.log).unwrap_or_default();
                 let text = String::from_utf8_lossy(&text);

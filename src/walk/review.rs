@@ -243,8 +243,9 @@ impl GitDispatcher<'_> {
                 commits: false,
                 keep: None,
             };
-            let launched = self
-                .launch(&launch, &|dir| Ok(review.prompt(reviewer, &dir.join("result.json"), sent_back.as_deref())));
+            let launched = self.launch(&launch, &|dir| {
+                Ok(review.prompt(reviewer, &crate::agent::record::result_file(dir), sent_back.as_deref()))
+            });
             // Whatever it did in its checkout goes with it.
             if let Err(err) = tries::remove_worktree_at(self.store, &checkout) {
                 self.walker.observer.event(&Event::Warning {
@@ -362,9 +363,9 @@ impl GitDispatcher<'_> {
                 return Ok(role::from_finish(contract, &t.verdict, &message, t.subject.as_deref()).map(Some));
             }
         }
-        match std::fs::read(dir.join("result.json")) {
-            Err(_) => Ok(Ok(None)),
-            Ok(bytes) => Ok(role::parse(contract, &bytes).map(Some)),
+        match crate::agent::record::read_result(dir) {
+            None => Ok(Ok(None)),
+            Some(bytes) => Ok(role::parse(contract, &bytes).map(Some)),
         }
     }
 }

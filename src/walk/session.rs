@@ -52,6 +52,8 @@ struct Guarded<'c> {
     log: &'c Path,
     marker: &'c str,
     timeout: Option<Duration>,
+    /// `program` is bubblewrap, confining the command after its `--`.
+    confined: bool,
 }
 
 /// A wrap-up in progress: asked at `since`, stopped for good after the wrap-up time.
@@ -119,7 +121,7 @@ impl GitDispatcher<'_> {
                     attempt: seat.attempt,
                     carry: seat.carry,
                     checks: self.walker.opts.checks.as_deref(),
-                    result_path: &dir.join("result.json"),
+                    result_path: &crate::agent::record::result_file(dir),
                 },
             )
         })?;
@@ -274,10 +276,40 @@ impl GitDispatcher<'_> {
                 .with_context(|| format!("could not create '{}'", dir.join("tmp").display()))?;
         }
         let left = self.walker.run.and_then(|r| r.usd_left());
-        let argv = agent.argv_within(&prompt_path, &agent_session, self.walker.opts.max_turns, left);
+        let mut argv = agent.argv_within(&prompt_path, &agent_session, self.walker.opts.max_turns, left);
         let log = dir.join("log");
+        let box_dir = crate::sandbox::box_of(&dir);
+        std::fs::create_dir_all(&box_dir).with_context(|| format!("could not create '{}'", box_dir.display()))?;
+        let mut program = agent.program.clone();
+        let confined = match self.walker.sandbox() {
+            Some(sandbox) => {
+                let context = self.context_refs(task)?;
+                let prepared = sandbox.prepare(
+                    self.store,
+                    &crate::sandbox::Request {
+                        worktree: l.worktree,
+                        cwd: l.worktree,
+                        room: &dir,
+                        readable: &[&dir],
+                        agent: Some(&agent.name),
+                        program: &agent.program,
+                        command_line: &agent.args.join(" "),
+                        context: &context,
+                        author: &agent.name,
+                    },
+                )?;
+                let mut args = prepared.args.clone();
+                args.push(program);
+                args.append(&mut argv);
+                (program, argv) = (prepared.program.clone(), args);
+                env.extend(agent.confined_env.iter().cloned());
+                env.extend(prepared.env.iter().cloned());
+                Some(prepared)
+            }
+            None => None,
+        };
         let (mut running, _) = self.run_guarded(Guarded {
-            program: &agent.program,
+            program: &program,
             args: &argv,
             cwd: l.worktree,
             env: &env,
@@ -285,6 +317,7 @@ impl GitDispatcher<'_> {
             log: &log,
             marker: &marker,
             timeout: None,
+            confined: confined.is_some(),
         })?;
         let started_at = self.walker.ctx.now();
         let mut rec = record::Record {
@@ -328,8 +361,13 @@ impl GitDispatcher<'_> {
             role: l.role.map(|r| r.name.clone()),
         });
 
-        let ending = self.supervise(l, &mut running, &session, &dir)?;
+        let mut inbox = confined.as_ref().map(super::reports::Inbox::new);
+        let ending = self.supervise(l, &mut running, &session, &dir, inbox.as_mut())?;
         let elapsed = running.started.elapsed();
+        if let Some(inbox) = inbox.as_mut() {
+            // What it said last, before its work is committed and its verdict read.
+            self.take_reports(l, &session, inbox, true)?;
+        }
         let why = match &ending {
             Ending::Exited(exit) => format!("the agent exited ({exit})"),
             Ending::CannotRun(exit) => format!("the agent's command could not run ({exit})"),
@@ -354,6 +392,9 @@ impl GitDispatcher<'_> {
                 try_.number,
                 agent.name
             );
+            if let Some(prepared) = &confined {
+                self.adopt_commits(l, &session, prepared)?;
+            }
             match tries::commit::commit_on_stop(self.store, try_, &author, &message)? {
                 Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
                 Committed::Clean | Committed::NoWorktree => None,
@@ -372,6 +413,9 @@ impl GitDispatcher<'_> {
             });
         let _ = std::fs::remove_dir_all(dir.join("tmp"));
         record::write(&loop_dir, &rec)?;
+        if let Some(prepared) = &confined {
+            self.tidy_box(l, prepared, rec.agent_session.as_deref());
+        }
         let usage = self.usage(agent, &session, &dir, &log)?;
         if let Some(run) = self.walker.run {
             run.spend(usage.as_ref().map(Usage::tokens), usage.as_ref().and_then(|u| u.dollars()).map(|(d, _)| d));
@@ -423,7 +467,7 @@ impl GitDispatcher<'_> {
                     return Ok(t.usage);
                 }
             }
-            let file = std::fs::read(dir.join("result.json")).ok();
+            let file = crate::agent::record::read_result(dir);
             let value = file.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
             Ok(value.and_then(|v| v.get("usage").and_then(|u| Usage::reported(u).ok())))
         };
@@ -460,7 +504,14 @@ impl GitDispatcher<'_> {
 
     /// Run the session's process to its end: refresh the claim, watch the task for a
     /// person's word, and stop it when the walk, its timeout or the race says so.
-    fn supervise(&self, seat: &Launch<'_>, running: &mut Running, session: &str, dir: &Path) -> Result<Ending> {
+    fn supervise(
+        &self,
+        seat: &Launch<'_>,
+        running: &mut Running,
+        session: &str,
+        dir: &Path,
+        mut inbox: Option<&mut super::reports::Inbox>,
+    ) -> Result<Ending> {
         let task = seat.task;
         let key = ClaimKey::node(&task.task_id());
         // Well within the lease: other clones call it stale once they have seen one record
@@ -518,6 +569,9 @@ impl GitDispatcher<'_> {
                 self.ask_to_wrap_up(seat, running, session, dir, &word)?;
                 wrap = Some(WrapUp { why: word, since: Instant::now() });
             }
+            if let Some(inbox) = inbox.as_deref_mut() {
+                self.take_reports(seat, session, inbox, false)?;
+            }
             if seat.keep.is_none() && last_refresh.elapsed() >= refresh_every {
                 last_refresh = Instant::now();
                 match claim::acquire(self.store, &self.walker.ctx, &key, &self.claim_options(session)) {
@@ -567,7 +621,7 @@ impl GitDispatcher<'_> {
 
     /// Run a command under the session guard; with `timeout`, to its end or until then.
     fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<Exit>)> {
-        let Guarded { program, args, cwd, env, stdin, log, marker, timeout } = cmd;
+        let Guarded { program, args, cwd, env, stdin, log, marker, timeout, confined } = cmd;
         let mut running = guard::spawn(&guard::Guarded {
             exe: &self.walker.exe,
             parent: self.walker.ctx.pid,
@@ -579,6 +633,7 @@ impl GitDispatcher<'_> {
             stdin,
             log,
             marker,
+            confined,
         })?;
         let exit = match timeout {
             Some(timeout) => {
@@ -609,7 +664,7 @@ impl GitDispatcher<'_> {
             ("GIT_LOOP_TRY".into(), try_.number.to_string()),
             ("GIT_LOOP_WORKTREE".into(), try_.worktree.display().to_string()),
             ("GIT_LOOP_PROMPT".into(), dir.join("prompt.md").display().to_string()),
-            ("GIT_LOOP_RESULT".into(), dir.join("result.json").display().to_string()),
+            ("GIT_LOOP_RESULT".into(), crate::agent::record::result_file(dir).display().to_string()),
             ("GIT_LOOP_WRAP_UP".into(), dir.join("wrap-up").display().to_string()),
             ("GIT_LOOP_TASK_BRANCH".into(), refs::short_branch(&refs::task_branch(&task.task_id())).to_owned()),
             ("GIT_LOOP_REPO".into(), self.store.workdir().display().to_string()),
@@ -657,6 +712,9 @@ impl GitDispatcher<'_> {
             log,
             marker: &marker,
             timeout: Some(self.walker.opts.checks_timeout),
+            // The judge: the person's own command, in the main checkout, reading the tries'
+            // numbers and diffstats; it runs none of their code.
+            confined: false,
         })?;
         Ok(exit)
     }
@@ -722,14 +780,8 @@ impl GitDispatcher<'_> {
         env: &[(String, String)],
         log: &Path,
     ) -> Result<checks::Ran> {
-        let runner = checks::Runner {
-            exe: &self.walker.exe,
-            parent: self.walker.ctx.pid,
-            grace: self.walker.opts.grace,
-            timeout: self.walker.opts.checks_timeout,
-            cancelled: &|| self.walker.cancelled(self.store),
-        };
-        checks::run(&runner, name, command, &try_.worktree, env, log)
+        let cancelled = || self.walker.cancelled(self.store);
+        checks::run(self.store, &self.walker.runner(&cancelled), name, command, &try_.worktree, env, log)
     }
 
     /// Run the checks in the worktree; `None` when there are none.
@@ -813,9 +865,9 @@ impl GitDispatcher<'_> {
             }
             _ => None,
         });
-        let from_file = match std::fs::read(dir.join("result.json")) {
-            Err(_) => None,
-            Ok(bytes) => Some(match role::parse(Contract::Worker, &bytes) {
+        let from_file = match crate::agent::record::read_result(dir) {
+            None => None,
+            Some(bytes) => Some(match role::parse(Contract::Worker, &bytes) {
                 Ok(Report::Work(result)) => {
                     self.add_follow_ups(task, session, result.follow_ups)?;
                     Ok((verdict_of(result.verdict), result.summary.unwrap_or_default()))

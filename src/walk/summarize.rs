@@ -117,7 +117,7 @@ impl GitDispatcher<'_> {
                         ("target", &into),
                         ("head", &head),
                     ],
-                    &dir.join("result.json"),
+                    &crate::agent::record::result_file(dir),
                 );
                 if let Some(problem) = &sent_back {
                     text.push_str(&format!(

@@ -132,12 +132,14 @@ fn a_usage_that_does_not_read_is_refused_by_finish() {
     repo.add(&["Write hello"]);
     let agent = env.agent(
         "bad-usage",
-        r#"git loop finish done --usage '{"tokens": 5}' 2> "$GIT_LOOP_WORKTREE/../refused.txt" || echo "exit $?" >> "$GIT_LOOP_WORKTREE/../refused.txt"
+        &format!(
+            r#"git loop finish done --usage '{{"tokens": 5}}' 2> {out} || echo "exit $?" >> {out}
 git loop finish done --message 'reported without it'"#,
+            out = env.path("refused.txt").display()
+        ),
     );
     run(&repo, &agent, &[]).ok();
-    let dir = repo.dir.join(".git/loop/worktrees");
-    let refused = std::fs::read_to_string(dir.join("refused.txt")).expect("the agent wrote what finish said");
+    let refused = std::fs::read_to_string(env.path("refused.txt")).expect("the agent wrote what finish said");
     assert!(refused.contains("--usage") && refused.contains("hint:") && refused.contains("exit 2"), "{refused}");
     assert!(usages(&repo)[0].is_null());
 }

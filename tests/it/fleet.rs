@@ -252,13 +252,16 @@ fn a_walker_killed_midway_loses_its_task_only_after_its_lease_and_keeps_its_work
     // The victim's agent writes its file and then waits to be killed with its walk.
     let stuck = env.agent(
         "stuck",
-        "echo half > \"half-$GIT_LOOP_TASK.txt\"\ntouch \"$HOME/victim-started\"\nwhile :; do sleep 1; done",
+        &format!(
+            "echo half > \"half-$GIT_LOOP_TASK.txt\"\ntouch {}\nwhile :; do sleep 1; done",
+            env.path("victim-started").display()
+        ),
     );
     let lease = "8s";
     let elsewhere = Some("victim-host");
     let victim =
         start_walk_on(&clones[0], &stuck, &["--parallel", "1", "--lease", lease, "--max-units", "1"], elsewhere);
-    let started = env.path("home/victim-started");
+    let started = env.path("victim-started");
     wait_for("the victim's session to start", || started.exists());
     let victim_task = clones[0].session_records()[0]["task"].as_str().expect("task").to_owned();
     // SIGKILL the walk alone: its session guard stops the agent (parent-death signal).

@@ -52,6 +52,12 @@ impl TestEnv {
             .env("GIT_LOOP_NOW", NOW)
             .env("TZ", "UTC")
             .env("LC_ALL", "C")
+            // Sessions run confined where bubblewrap works; the test's own directory (its agent
+            // scripts, the flag files they touch) stays theirs to read and write. The hostile
+            // suite (`confine`) seals without it.
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "loop.sandbox.readWrite")
+            .env("GIT_CONFIG_VALUE_0", self.root.path())
             .stdin(Stdio::null())
     }
 

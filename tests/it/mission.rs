@@ -305,6 +305,8 @@ fn two_commanders_of_one_mission_one_exits_3_naming_the_other() {
 fn a_child_that_never_journals_its_end_is_dispatched_three_times_then_the_project_fails() {
     let env = TestEnv::new();
     let (api, ids, _) = project(&env, "api", &[("api one", "")]);
+    // Unconfined: the agent must see and kill its own walk, which no confined session can.
+    api.git(&["config", "loop.sandbox", "off"]);
     let c = commander(&env);
     add_project(&c, "api", &api.dir, 1);
     // The agent kills its own walk (the process that has a termination key), so the walk

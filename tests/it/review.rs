@@ -247,7 +247,9 @@ fn an_approval_holds_for_the_tree_it_read_only() {
          git update-ref \"refs/heads/loop-try/$GIT_LOOP_TASK/$GIT_LOOP_TRY\" HEAD\n\
          git loop finish approve --message 'fine'";
     agents(&repo, &env, &worker(&s), reviewer);
-    live(&repo, &walk(&[])).code(1);
+    // Unconfined, so that its update-ref reaches the real try branch: what the approved-tree
+    // rule is there for (confined, it cannot: `confine::`).
+    live(&repo, &walk(&["--sandbox", "off"])).code(1);
     let task = show(&repo, &id);
     assert_eq!(task["state"], "needs-you", "{task}");
     let reason = task["reason"].as_str().unwrap_or("");

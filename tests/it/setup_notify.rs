@@ -16,8 +16,11 @@ fn the_setup_command_runs_once_in_each_new_worktree_before_its_first_session() {
     // The first session finds .env and leaves without a verdict; the second finishes.
     let agent = env.agent(
         "needs-env",
-        "test -f .env || { echo 'no .env' >&2; exit 1; }\n\
-         if [ -f ../first-done-$GIT_LOOP_TASK ]; then git loop finish done; else touch ../first-done-$GIT_LOOP_TASK; fi",
+        &format!(
+            "test -f .env || {{ echo 'no .env' >&2; exit 1; }}\n\
+             if [ -f {first}-$GIT_LOOP_TASK ]; then git loop finish done; else touch {first}-$GIT_LOOP_TASK; fi",
+            first = env.path("first-done").display()
+        ),
     );
     let out =
         repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--setup", &setup, "--checks", "test -f .env"]).ok();

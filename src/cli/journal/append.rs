@@ -12,7 +12,9 @@ use git_loop::store::journal::{self, NewEvent};
 
 /// Append one event to the journal (plumbing for sessions and hooks).
 ///
-/// Run inside a session ($GIT_LOOP_SESSION set), the event goes to that session's own chain.
+/// Run inside a session ($GIT_LOOP_SESSION set), the event goes to that session's own chain;
+/// a session may append only events of kinds git-loop does not read itself (a note, a
+/// progress mark), about its own task (in a confined session, the walk journals it).
 ///
 /// Example: git loop journal append note --data '{"message":"tests pass"}'
 #[derive(Args)]
@@ -33,6 +35,18 @@ pub struct AppendArgs {
     json: bool,
 }
 
+impl AppendArgs {
+    /// Whether, run inside a session, it speaks only for that session: a kind git-loop does not
+    /// read (so nothing the loop decides can be forged with it), its own task and session.
+    pub(in crate::cli) fn speaks_for_itself(&self, env: &Env) -> bool {
+        // A session of a walk has its task; one that names none may name the task it is about.
+        let own = |given: &Option<String>, mine: &Option<String>| given.is_none() || mine.is_none() || given == mine;
+        !git_loop::store::events::Recorded::KINDS.contains(&self.kind.as_str())
+            && own(&self.task, &env.ctx.session.task)
+            && own(&self.session, &env.ctx.session.session)
+    }
+}
+
 pub fn run(env: &Env, args: AppendArgs) -> Result<u8> {
     journal::check_kind(&args.kind)?;
     let data = match serde_json::from_str::<serde_json::Value>(&args.data) {
@@ -46,6 +60,17 @@ pub fn run(env: &Env, args: AppendArgs) -> Result<u8> {
                 .into())
         }
     };
+    if let Some(box_dir) = &env.ctx.session.confined {
+        let report = git_loop::sandbox::channel::Report::Event { kind: args.kind.clone(), data };
+        git_loop::sandbox::channel::write(box_dir, &report)?;
+        let mut out = Out::new();
+        if args.json {
+            out.json(&json!({ "id": null, "writer": env.ctx.session.session, "seq": null, "confined": true }))?;
+        } else {
+            out.line(format!("reported '{}': the walk journals it", args.kind))?;
+        }
+        return Ok(0);
+    }
     let store = env.open()?;
     let task = match args.task.or_else(|| env.ctx.session.task.clone()) {
         Some(given) => Some(backlog::resolve(&store, &given)?.to_string()),

@@ -1,6 +1,6 @@
 //! `git loop journal ...`: plumbing for sessions and hooks.
 
-mod append;
+pub(super) mod append;
 
 use anyhow::Result;
 use clap::Subcommand;

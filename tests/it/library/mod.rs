@@ -41,6 +41,8 @@ pub fn ctx_at(time: &str) -> Context {
             fallback_email: None,
         },
         path_var: std::env::var_os("PATH"),
+        home: None,
+        codex_home: None,
     }
 }
 

@@ -1,0 +1,597 @@
+//! Confinement: every agent session, and every command that runs code an agent wrote (checks,
+//! the review command, setup, the landing queue's checks), runs in a sandbox where it can change
+//! its own try and nothing else.
+//!
+//! The mechanism is bubblewrap (`bwrap`): mount, pid, IPC and UTS namespaces (and, with
+//! `loop.sandbox.network = none`, a network namespace with loopback only). docs/architecture.md
+//! ("Confinement") says why it was chosen over landlock + seccomp. Inside:
+//!
+//! - the file system is read-only, with the run's worktree and its box (`<session>/box`)
+//!   writable, and its own `/tmp` (a bounded tmpfs);
+//! - the real home, other users' homes, `/tmp`, `/run/user` and container sockets are absent;
+//!   the run has a home of its own in its box, with an agent CLI's own credentials bound in and
+//!   its configuration copied in, and toolchains visible read-only ([`home`]);
+//! - the repository's `.git` is absent — refs, `refs/loop`, notes, config, hooks, other tries'
+//!   worktrees, `.git/loop` — but for the object database, read-only; the worktree's `.git`
+//!   names a git directory of the run's own ([`private_git`]) where it commits on its own
+//!   branch; the walker takes those commits when the run ends;
+//! - the walker, and every process but the run's own, is in another pid namespace: it cannot
+//!   be seen in `/proc`, signalled or traced;
+//! - `git loop finish` and the agent CLIs' hooks report through a file in the box
+//!   ([`channel`]), which the walker reads and acts on outside.
+//!
+//! Which runs are confined is decided once, when a walk (or a landing, or a hand-back) starts:
+//! [`Confinement::decide`], from `loop.sandbox` (`auto`, `required`, `off`) and whether bubblewrap
+//! works here (it is tried once).
+
+pub mod channel;
+pub mod home;
+pub mod private_git;
+pub mod safe;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use gix::ObjectId;
+
+use crate::context::Context;
+use crate::error::{usage, Class, Refusal};
+use crate::store::Store;
+
+pub use private_git::{Adopted, PrivateGit};
+
+/// `loop.sandbox`: whether runs are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Confined where the machine allows it; otherwise unconfined, and said so.
+    Auto,
+    /// Confined, or nothing runs (exit 77).
+    Required,
+    /// Never confined: an explicit choice, shown in `status`.
+    Off,
+}
+
+impl Mode {
+    pub fn parse(word: &str) -> Option<Mode> {
+        match word.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Some(Mode::Auto),
+            "required" | "require" | "on" | "true" => Some(Mode::Required),
+            "off" | "false" | "none" => Some(Mode::Off),
+            _ => None,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Required => "required",
+            Mode::Off => "off",
+        }
+    }
+}
+
+/// `loop.sandbox.network`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// The host's network (agents reach their model's API).
+    On,
+    /// Loopback only.
+    None,
+}
+
+/// What the settings say about confinement.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub mode: Mode,
+    pub network: Network,
+    /// More paths visible read-only, writable, or absent (`loop.sandbox.readOnly`, …).
+    pub read_only: Vec<PathBuf>,
+    pub read_write: Vec<PathBuf>,
+    pub hide: Vec<PathBuf>,
+    /// The size of the run's own `/tmp`, in bytes.
+    pub tmp_size: u64,
+}
+
+impl Policy {
+    /// The policy `store`'s settings give; `mode`, when given (`--sandbox`), wins over
+    /// `loop.sandbox`.
+    pub fn read(store: &Store, ctx: &Context, mode: Option<Mode>) -> Result<Policy, Refusal> {
+        let settings = store.settings();
+        let mode = match mode {
+            Some(mode) => mode,
+            None => match settings.sandbox() {
+                None => Mode::Auto,
+                Some(word) => Mode::parse(&word).ok_or_else(|| {
+                    usage(format!("loop.sandbox '{}' is not auto, required or off", word.escape_debug()))
+                        .hint("git config loop.sandbox auto")
+                })?,
+            },
+        };
+        let network = match settings.sandbox_network().as_deref() {
+            None | Some("on") | Some("true") => Network::On,
+            Some("none") | Some("off") | Some("false") => Network::None,
+            Some(other) => {
+                return Err(usage(format!("loop.sandbox.network '{}' is not on or none", other.escape_debug()))
+                    .hint("a host allow-list is not something bubblewrap can enforce: use on, or none"))
+            }
+        };
+        let paths = |kind: &str| -> Result<Vec<PathBuf>, Refusal> {
+            settings.sandbox_paths(kind).iter().map(|p| expand(p, ctx.home.as_deref(), store.workdir(), kind)).collect()
+        };
+        Ok(Policy {
+            mode,
+            network,
+            read_only: paths("readOnly")?,
+            read_write: paths("readWrite")?,
+            hide: paths("hide")?,
+            tmp_size: settings.sandbox_tmp_size()?,
+        })
+    }
+}
+
+/// A path as a setting writes it: `~/x` in the home, a relative one from the main worktree.
+fn expand(text: &str, home: Option<&Path>, workdir: &Path, kind: &str) -> Result<PathBuf, Refusal> {
+    let path = match (text.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        (Some(_), None) => {
+            return Err(usage(format!(
+                "loop.sandbox.{kind} '{}' names the home, and HOME is not set",
+                text.escape_debug()
+            )))
+        }
+        (None, _) if text == "~" => home.map(Path::to_owned).ok_or_else(|| usage("HOME is not set"))?,
+        (None, _) => {
+            let p = PathBuf::from(text);
+            if p.is_absolute() {
+                p
+            } else {
+                workdir.join(p)
+            }
+        }
+    };
+    if path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return Err(usage(format!("loop.sandbox.{kind} '{}' climbs with '..'", text.escape_debug()))
+            .hint("name the directory itself, as an absolute path or from ~/"));
+    }
+    Ok(path)
+}
+
+/// Bubblewrap, found and tried on this machine.
+#[derive(Debug, Clone)]
+struct Bwrap {
+    path: PathBuf,
+    version: String,
+}
+
+/// Find `bwrap` on `path_var` and run it once in the namespaces a run uses: `Err` says why it
+/// cannot confine here (not installed; no user namespaces; a kernel that refuses), with a hint.
+fn probe(path_var: Option<&std::ffi::OsStr>) -> Result<Bwrap, (String, String)> {
+    let Some(path) = crate::agent::process::find_program("bwrap", path_var) else {
+        return Err((
+            "bubblewrap (bwrap) is not installed".into(),
+            "install it (Debian, Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap)".into(),
+        ));
+    };
+    let version = std::process::Command::new(&path)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let tried = std::process::Command::new(&path)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "true"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match tried {
+        Ok(out) if out.status.success() => Ok(Bwrap { path, version }),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim().to_owned();
+            Err((
+                format!("bubblewrap cannot make a sandbox here ({said})"),
+                "it needs user namespaces: check kernel.unprivileged_userns_clone and AppArmor's restrict_unprivileged_userns".into(),
+            ))
+        }
+        Err(err) => Err((format!("bubblewrap could not be run: {err}"), "check that bwrap is executable".into())),
+    }
+}
+
+/// What a walk runs with, decided once when it starts.
+#[derive(Debug, Clone)]
+pub enum Confinement {
+    /// Runs are confined.
+    Confined(Arc<Sandbox>),
+    /// `loop.sandbox = auto`, and the machine cannot confine: why, and what would help.
+    Unconfined { why: String, hint: String },
+    /// `loop.sandbox = off`.
+    Off,
+}
+
+impl Confinement {
+    /// Decide from `policy`: confined if bubblewrap works here; `required` and it does not is a
+    /// refusal (exit 77, naming why).
+    pub fn decide(policy: Policy, ctx: &Context, exe: &Path) -> Result<Confinement, Refusal> {
+        if policy.mode == Mode::Off {
+            return Ok(Confinement::Off);
+        }
+        match probe(ctx.path_var.as_deref()) {
+            Ok(bwrap) => Ok(Confinement::Confined(Arc::new(Sandbox {
+                policy,
+                bwrap,
+                home: ctx.home.clone(),
+                codex_home: ctx.codex_home.clone(),
+                path_var: ctx.path_var.clone(),
+                exe: exe.to_owned(),
+            }))),
+            Err((why, hint)) if policy.mode == Mode::Required => {
+                Err(Refusal::new(Class::SandboxMissing, format!("loop.sandbox is required, and {why}")).hint(hint))
+            }
+            Err((why, hint)) => Ok(Confinement::Unconfined { why, hint }),
+        }
+    }
+
+    /// The sandbox, when runs are confined.
+    pub fn sandbox(&self) -> Option<&Arc<Sandbox>> {
+        match self {
+            Confinement::Confined(sandbox) => Some(sandbox),
+            _ => None,
+        }
+    }
+
+    /// One word for `status --json` and the journal: `confined`, `unconfined`, `off`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Confinement::Confined(_) => "confined",
+            Confinement::Unconfined { .. } => "unconfined",
+            Confinement::Off => "off",
+        }
+    }
+
+    /// How runs are confined, said in a line for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Confinement::Confined(sandbox) => {
+                let net = match sandbox.policy.network {
+                    Network::On => "network on",
+                    Network::None => "no network",
+                };
+                format!("sessions and checks run confined ({}, {net})", sandbox.bwrap.version)
+            }
+            Confinement::Unconfined { why, .. } => {
+                format!("sessions run unconfined: {why}; an agent can reach every file this user can")
+            }
+            Confinement::Off => "sessions run unconfined (loop.sandbox = off)".to_owned(),
+        }
+    }
+}
+
+/// A working sandbox and the policy it applies.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub policy: Policy,
+    bwrap: Bwrap,
+    home: Option<PathBuf>,
+    codex_home: Option<PathBuf>,
+    path_var: Option<OsString>,
+    exe: PathBuf,
+}
+
+/// One confined run: what it is and where it works.
+pub struct Request<'r> {
+    /// Where it works, writable: a try's worktree, a reviewer's checkout, the landing worktree.
+    pub worktree: &'r Path,
+    /// Where it starts (the worktree, usually).
+    pub cwd: &'r Path,
+    /// Its room: a directory of the walker's, holding the run's `box/` (writable inside) and
+    /// the `.git` file its worktree shows (read-only inside). A session's directory is its room.
+    pub room: &'r Path,
+    /// Visible read-only besides (the session's directory, with its prompt and log).
+    pub readable: &'r [&'r Path],
+    /// The preset it runs (its CLI's credentials and configuration come into its home); none
+    /// for a command.
+    pub agent: Option<&'r str>,
+    /// The program it starts, whose installation must be visible.
+    pub program: &'r str,
+    /// Its command line as the person configured it (an agent's `--agent-cmd`, the checks):
+    /// a file or directory it names by absolute path is made visible read-only, so that
+    /// `sh /tmp/my-agent.sh` finds its script under a hidden `/tmp`.
+    pub command_line: &'r str,
+    /// Refs its private git directory may show besides its own branch (the task branch, the
+    /// target), with their commits.
+    pub context: &'r [(String, ObjectId)],
+    /// Who its commits are authored as.
+    pub author: &'r str,
+}
+
+/// A run made ready: run `program` with `args` and then `--`, the command and its arguments,
+/// with `env` added to its environment.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// The run's box (writable inside; reports, the result file, its home, its git directory).
+    pub box_dir: PathBuf,
+    /// Its private git directory, to adopt when it ends (none when the worktree is no linked
+    /// worktree of the repository).
+    pub git: Option<PrivateGit>,
+    /// Its home, inside and out: (where it is mounted, its directory in the box).
+    pub home: Option<(PathBuf, PathBuf)>,
+}
+
+/// The box inside a room.
+pub fn box_of(room: &Path) -> PathBuf {
+    crate::store::layout::box_in(room)
+}
+
+/// Where a run's home is in its box.
+pub fn home_of(box_dir: &Path) -> PathBuf {
+    box_dir.join("home")
+}
+
+/// Paths that are hidden in every sandbox (where they exist).
+const HIDDEN: &[&str] = &["/tmp", "/var/tmp", "/run/user", "/home", "/root", "/mnt", "/media", "/srv"];
+
+/// Sockets that would hand a confined run the machine (a container engine is root).
+const SOCKETS: &[&str] = &[
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/crio/crio.sock",
+    "/run/snapd.socket",
+    "/run/dbus/system_bus_socket",
+];
+
+/// Environment a confined run never inherits: what would point git at the real repository, or
+/// hand it an agent or a bus outside.
+const UNSET: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "CODEX_HOME",
+];
+
+impl Sandbox {
+    /// Make `req` ready to run: its box (a fresh home, a private git directory, an empty
+    /// report file) and the bubblewrap arguments that confine it.
+    pub fn prepare(&self, store: &Store, req: &Request<'_>) -> Result<Prepared> {
+        let box_dir = box_of(req.room);
+        std::fs::create_dir_all(&box_dir).with_context(|| format!("could not create '{}'", box_dir.display()))?;
+        // A run's home and git directory are its own: nothing an earlier run left there counts.
+        for stale in [home_of(&box_dir), box_dir.join(private_git::DIR)] {
+            if stale.exists() {
+                std::fs::remove_dir_all(&stale).with_context(|| format!("could not clear '{}'", stale.display()))?;
+            }
+        }
+        let mut env =
+            vec![("GIT_LOOP_BOX".to_owned(), box_dir.display().to_string()), ("TMPDIR".into(), "/tmp".into())];
+        let mut b = Args::default();
+        b.flag("--die-with-parent").flag("--new-session");
+        b.flag("--unshare-pid").flag("--unshare-ipc").flag("--unshare-uts").flag("--unshare-cgroup-try");
+        if self.policy.network == Network::None {
+            b.flag("--unshare-net");
+        }
+        b.pair("--ro-bind", "/", "/").one("--dev", "/dev").one("--proc", "/proc");
+        // What no run sees.
+        let mut hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).collect();
+        hidden.extend(self.home.iter().cloned());
+        hidden.extend(self.policy.hide.iter().cloned());
+        let size = self.policy.tmp_size.to_string();
+        for dir in &hidden {
+            match std::fs::symlink_metadata(dir) {
+                Ok(meta) if meta.is_dir() => {
+                    if dir == Path::new("/tmp") {
+                        b.one("--size", &size);
+                    }
+                    b.one("--tmpfs", dir);
+                }
+                Ok(_) => {
+                    b.pair("--ro-bind", "/dev/null", dir);
+                }
+                Err(_) => {}
+            }
+        }
+        b.one("--size", &size).one("--tmpfs", "/dev/shm");
+        for socket in SOCKETS {
+            if std::fs::symlink_metadata(socket).is_ok() {
+                b.pair("--ro-bind", "/dev/null", socket);
+            }
+        }
+        // What the settings add.
+        for path in self.policy.read_only.iter().filter(|p| p.exists()) {
+            b.pair("--ro-bind", path, path);
+        }
+        for path in self.policy.read_write.iter().filter(|p| p.exists()) {
+            b.pair("--bind", path, path);
+        }
+        // Its own home, with what it may have of the real one.
+        let mut home_pair = None;
+        if let Some(real_home) = &self.home {
+            let run_home = home_of(&box_dir);
+            let entries = home::entries(req.agent, real_home, self.codex_home.as_deref());
+            home::fill(&run_home, &entries)?;
+            b.pair("--bind", &run_home, real_home);
+            for entry in &entries {
+                let to = real_home.join(&entry.to);
+                match entry.how {
+                    home::How::Live => b.pair("--bind", &entry.from, &to),
+                    home::How::ReadOnly => b.pair("--ro-bind", &entry.from, &to),
+                    home::How::Masked if entry.from.is_dir() => b.one("--tmpfs", &to),
+                    home::How::Masked => b.pair("--ro-bind", "/dev/null", &to),
+                    home::How::Copy => &mut b,
+                };
+            }
+            env.push(("HOME".into(), real_home.display().to_string()));
+            if req.agent == Some("codex") {
+                env.push(("CODEX_HOME".into(), real_home.join(".codex").display().to_string()));
+            }
+            home_pair = Some((real_home.clone(), run_home));
+        }
+        // The programs it runs, where they are under something hidden: this program, its
+        // PATH, and where the agent's program is installed.
+        let mut visible: Vec<PathBuf> = Vec::new();
+        visible.extend(self.exe.parent().map(Path::to_owned));
+        if let Some(path_var) = &self.path_var {
+            visible.extend(std::env::split_paths(path_var));
+        }
+        if let Some(program) = crate::agent::process::find_program(req.program, self.path_var.as_deref()) {
+            if let Ok(real) = program.canonicalize() {
+                visible.push(install_root(&real));
+            }
+        }
+        visible.push(store.workdir().to_owned());
+        visible.extend(named_paths(req.command_line));
+        // Only what lies under something hidden needs binding, and never a hidden root itself or
+        // what holds one (`PATH=/home/me:…` must not bring the home back), nor the repository's
+        // own state.
+        let common = store.common_dir().to_owned();
+        let bindable = |p: &Path| {
+            p.is_absolute()
+                && p.exists()
+                && hidden.iter().any(|h| p.starts_with(h) && p != h)
+                && !hidden.iter().any(|h| h.starts_with(p))
+                && !p.starts_with(&common)
+                && !self.policy.read_write.iter().any(|w| p.starts_with(w))
+        };
+        visible.sort();
+        visible.dedup();
+        for path in visible.iter().filter(|p| bindable(p)) {
+            b.pair("--ro-bind", path, path);
+        }
+        // The repository's state: gone, but for its objects, read-only.
+        b.one("--tmpfs", &common);
+        if let Some(git_dir) = store.workdir().join(".git").canonicalize().ok().filter(|g| g.is_dir() && *g != common) {
+            b.one("--tmpfs", git_dir);
+        }
+        let worktrees = crate::store::layout::Layout::of(&common).worktrees();
+        let configured_root = store.settings().worktrees().map(|d| {
+            let d = PathBuf::from(d);
+            if d.is_absolute() {
+                d
+            } else {
+                store.workdir().join(d)
+            }
+        });
+        if let Some(root) = configured_root.filter(|r| *r != worktrees && r.is_dir() && !r.starts_with(&common)) {
+            b.one("--tmpfs", root);
+        }
+        b.pair("--ro-bind", store.objects_dir(), store.objects_dir());
+        for path in req.readable {
+            b.pair("--ro-bind", path, path);
+        }
+        b.pair("--bind", &box_dir, &box_dir);
+        b.pair("--bind", req.worktree, req.worktree);
+        // Its git directory: its own, in its box.
+        let git = match store.worktree_admin(req.worktree) {
+            Some(admin) => {
+                let head = private_git::worktree_head(store, &admin)?;
+                let git = private_git::make(store, &admin, &head, req.context, &box_dir, req.author)?;
+                let gitfile = req.room.join("gitfile");
+                std::fs::write(&gitfile, format!("gitdir: {}\n", git.dir.display()))
+                    .with_context(|| format!("could not write '{}'", gitfile.display()))?;
+                b.pair("--ro-bind", &gitfile, req.worktree.join(".git"));
+                Some(git)
+            }
+            None => None,
+        };
+        for var in UNSET {
+            b.one("--unsetenv", var);
+        }
+        b.one("--chdir", req.cwd);
+        b.flag("--");
+        Ok(Prepared { program: self.bwrap.path.display().to_string(), args: b.0, env, box_dir, git, home: home_pair })
+    }
+}
+
+/// The absolute paths a command line names (its words, split at whitespace and shell quotes
+/// and operators), for making them visible.
+fn named_paths(command_line: &str) -> Vec<PathBuf> {
+    command_line
+        .split(|c: char| c.is_whitespace() || "'\"`;&|<>()=".contains(c))
+        .filter(|w| w.starts_with('/') && !w.contains(['$', '*', '?']))
+        .map(PathBuf::from)
+        .filter(|p| !p.components().any(|c| matches!(c, std::path::Component::ParentDir)))
+        .collect()
+}
+
+/// Where a program is installed, for making it visible: the directory above the first
+/// `node_modules` of its real path (an npm package finds its dependencies there), else its
+/// directory.
+fn install_root(program: &Path) -> PathBuf {
+    let mut root = PathBuf::new();
+    for part in program.components() {
+        if part.as_os_str() == "node_modules" {
+            return root;
+        }
+        root.push(part);
+    }
+    program.parent().map(Path::to_owned).unwrap_or_default()
+}
+
+/// Bubblewrap's arguments, in the order its mounts are made (a later one covers an earlier).
+#[derive(Default)]
+struct Args(Vec<String>);
+
+impl Args {
+    fn flag(&mut self, flag: &str) -> &mut Args {
+        self.0.push(flag.to_owned());
+        self
+    }
+
+    fn one(&mut self, flag: &str, value: impl AsRef<Path>) -> &mut Args {
+        self.0.push(flag.to_owned());
+        self.0.push(value.as_ref().display().to_string());
+        self
+    }
+
+    fn pair(&mut self, flag: &str, from: impl AsRef<Path>, to: impl AsRef<Path>) -> &mut Args {
+        self.0.push(flag.to_owned());
+        self.0.push(from.as_ref().display().to_string());
+        self.0.push(to.as_ref().display().to_string());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_name_paths_plainly_and_never_climb() {
+        let home = Path::new("/h/me");
+        let work = Path::new("/w/project");
+        assert_eq!(expand("~/.npmrc", Some(home), work, "readOnly").expect("ok"), PathBuf::from("/h/me/.npmrc"));
+        assert_eq!(expand("vendor", Some(home), work, "readOnly").expect("ok"), PathBuf::from("/w/project/vendor"));
+        assert!(expand("../x", Some(home), work, "readOnly").is_err());
+        assert!(expand("~/x", None, work, "readOnly").is_err());
+        assert_eq!(Mode::parse("Required"), Some(Mode::Required));
+        assert_eq!(Mode::parse("sometimes"), None);
+        assert_eq!(
+            install_root(Path::new("/opt/clis/node_modules/@anthropic-ai/claude-code/cli.js")),
+            PathBuf::from("/opt/clis")
+        );
+        assert_eq!(install_root(Path::new("/usr/bin/codex")), PathBuf::from("/usr/bin"));
+        assert_eq!(
+            named_paths("sh /tmp/a.sh && cat '/tmp/b c' >/tmp/out;x=/tmp/y $HOME/z ../w /tmp/../etc"),
+            vec![
+                PathBuf::from("/tmp/a.sh"),
+                PathBuf::from("/tmp/b"),
+                PathBuf::from("/tmp/out"),
+                PathBuf::from("/tmp/y")
+            ]
+        );
+    }
+}
