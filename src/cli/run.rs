@@ -197,6 +197,10 @@ pub struct WalkArgs {
     /// (default: loop.sandbox, else auto).
     #[arg(long, value_name = "MODE", value_parser = parse_sandbox)]
     sandbox: Option<git_loop::sandbox::Mode>,
+    /// Obey the settings changed while an unconfined session ran, which a walk otherwise
+    /// refuses to start with (they may have been planted by an agent).
+    #[arg(long)]
+    accept_settings: bool,
     /// Stream events as JSON lines.
     #[arg(long)]
     json: bool,
@@ -338,6 +342,7 @@ pub(super) fn walk_options(
     }
     let mut opts = walk::Options::new(agent);
     opts.confinement = walk_confinement(env, store, args.sandbox)?;
+    opts.accept_settings = args.accept_settings;
     opts.resolver = resolver;
     opts.summarizer = summarizer;
     opts.reviewers = reviewers;
@@ -683,6 +688,22 @@ impl Observer for Progress {
                 format!("synced: {changes} ref{} changed on the remote", if *changes == 1 { "" } else { "s" }),
             ),
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
+            Event::SettingsChanged { changes, during, obeyed } => {
+                let what = walk::steering::describe(changes);
+                let line = match (during.is_empty(), obeyed) {
+                    (true, _) => format!("settings changed since the last walk: {what}"),
+                    (false, _) => format!(
+                        "settings changed while session {} ran: {what}; this walk goes on with those it started with",
+                        during.join(", ")
+                    ),
+                };
+                if during.is_empty() {
+                    self.say(None, line);
+                } else {
+                    self.clear_live();
+                    super::output::stderr_line(format!("warning: {line}"));
+                }
+            }
             Event::Warning { message } => {
                 self.clear_live();
                 let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
@@ -798,6 +819,9 @@ fn event_json(event: &Event) -> serde_json::Value {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })
         }
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
+        Event::SettingsChanged { changes, during, obeyed } => {
+            json!({ "event": "settings_changed", "changes": changes, "during": during, "obeyed": obeyed })
+        }
         Event::Finished { stop, tally } => {
             let mut value = json!({
                 "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),

@@ -245,9 +245,21 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         ..
     } = overview(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
+    // How a walk started here now would confine its sessions (tried, as a walk tries it).
+    let sandbox = match git_loop::sandbox::Policy::read(&store, &env.ctx, None) {
+        Ok(policy) => {
+            let mode = policy.mode;
+            match git_loop::sandbox::Confinement::decide(policy, &env.ctx, &env.exe) {
+                Ok(c) => json!({ "mode": mode.word(), "state": c.word(), "line": c.describe() }),
+                Err(refusal) => json!({ "mode": mode.word(), "state": "refused", "line": refusal.message }),
+            }
+        }
+        Err(refusal) => json!({ "mode": null, "state": "invalid", "line": refusal.message }),
+    };
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
+            "sandbox": sandbox,
             "spent": super::cost::total_json(&spent),
             "walkers": walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "dead_walkers": dead_walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
@@ -298,6 +310,10 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             w.record.host
         ))?,
         None => out.line("no walk running here")?,
+    }
+    // Confined is how sessions run; anything else is said.
+    if sandbox["state"] != "confined" {
+        out.line(format!("sandbox: {}", sandbox["line"].as_str().unwrap_or_default()))?;
     }
     if spent.sessions > 0 {
         out.line(format!(

@@ -507,6 +507,9 @@ impl Sandbox {
             }
             None => None,
         };
+        // What is left of the repository's `.git` is an empty directory that refuses writes, so
+        // an agent writing a hook or a config there is told so, not fooled by a scratch copy.
+        b.one("--remount-ro", &common);
         for var in UNSET {
             b.one("--unsetenv", var);
         }

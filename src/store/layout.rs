@@ -81,6 +81,12 @@ impl Layout {
         self.root.join(format!("import-marks-{pid}"))
     }
 
+    /// The settings that steered the last walk, and those changed while an unconfined session
+    /// ran (`walk::steering`).
+    pub fn steering(&self) -> PathBuf {
+        self.root.join("steering-v1.json")
+    }
+
     /// The derived task index (`store::index`).
     pub fn index(&self) -> PathBuf {
         self.root.join("index-v5")

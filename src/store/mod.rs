@@ -266,6 +266,32 @@ impl Store {
         out
     }
 
+    /// Every `loop.*` setting as git reads it (from every configuration file it reads): key to
+    /// value, the values of a key given more than once joined by newlines. What a walk obeys,
+    /// compared from one walk to the next (`walk::steering`).
+    pub fn loop_settings(&self) -> std::collections::BTreeMap<String, String> {
+        let config = self.repo.config_snapshot();
+        let mut out: std::collections::BTreeMap<String, String> = Default::default();
+        let Some(sections) = config.plumbing().sections_by_name("loop") else { return out };
+        for s in sections {
+            let prefix = match s.header().subsection_name() {
+                Some(sub) => format!("loop.{sub}."),
+                None => "loop.".to_owned(),
+            };
+            let names: Vec<String> = s.value_names().map(|n| n.to_string().to_ascii_lowercase()).collect();
+            for name in names {
+                for value in s.values(&name) {
+                    let entry = out.entry(format!("{prefix}{name}")).or_default();
+                    if !entry.is_empty() {
+                        entry.push('\n');
+                    }
+                    entry.push_str(&value.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// Every value of a multi-valued git configuration key, in the order git reads them.
     fn config_values(&self, key: &str) -> Vec<String> {
         let config = self.repo.config_snapshot();

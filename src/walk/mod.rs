@@ -21,6 +21,7 @@ pub mod reports;
 pub mod resolve;
 pub mod review;
 pub mod session;
+pub mod steering;
 pub mod summarize;
 pub mod unit;
 
@@ -122,6 +123,9 @@ pub struct Options {
     pub notify: Option<String>,
     /// How sessions and checks are confined (decided when the walk starts: `sandbox`).
     pub confinement: crate::sandbox::Confinement,
+    /// Obey settings changed while an unconfined session ran (`run --accept-settings`; see
+    /// `steering`).
+    pub accept_settings: bool,
 }
 
 impl Options {
@@ -163,6 +167,7 @@ impl Options {
             setup: None,
             notify: None,
             confinement: crate::sandbox::Confinement::Off,
+            accept_settings: false,
         }
     }
 }
@@ -313,6 +318,13 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// Settings that steer walks changed: since the last walk (obeyed), or while a session ran
+    /// (`during`; not obeyed by this walk).
+    SettingsChanged {
+        changes: Vec<events::SettingChange>,
+        during: Vec<String>,
+        obeyed: bool,
+    },
     Finished {
         stop: Stop,
         tally: Tally,
@@ -389,6 +401,8 @@ pub struct Walker<'a> {
     /// The walk's run, which counts what its sessions spend (none for a recovery or a one-off
     /// role session).
     pub run: Option<&'a engine::Run>,
+    /// The settings it started with, looked at again after each session (`steering`).
+    pub steering: steering::Steering,
 }
 
 /// How one landing attempt of the walk went.
@@ -454,6 +468,7 @@ impl<'a> Walker<'a> {
             said_no_checks: AtomicBool::new(false),
             set_up: Default::default(),
             run: s.run,
+            steering: steering::Steering::none(),
         }
     }
 }
@@ -490,6 +505,36 @@ impl Walker<'_> {
             timeout: self.opts.checks_timeout,
             cancelled,
             sandbox: self.sandbox(),
+        }
+    }
+
+    /// Journal and say that settings changed (see `steering`).
+    pub fn settings_changed(
+        &self,
+        store: &Store,
+        changes: Vec<events::SettingChange>,
+        during: Vec<String>,
+        obeyed: bool,
+    ) -> Result<()> {
+        self.observer.event(&Event::SettingsChanged { changes: changes.clone(), during: during.clone(), obeyed });
+        self.record(store, None, Recorded::SettingsChanged(events::SettingsChanged { changes, during, obeyed }))
+    }
+
+    /// After session `session` (`confined` or not): the settings changed while it ran,
+    /// journaled and said, and kept as possibly planted when it ran unconfined. A failure to
+    /// look is a warning: the walk goes on with the settings it started with either way.
+    pub fn settings_after(&self, store: &Store, session: &str, confined: bool) {
+        let planted_by = (!confined).then_some(session);
+        match self.steering.look_again(&self.ctx, &self.cwd, planted_by) {
+            Ok(changes) if changes.is_empty() => {}
+            Ok(changes) => {
+                if let Err(err) = self.settings_changed(store, changes, vec![session.to_owned()], false) {
+                    self.observer.event(&Event::Warning { message: format!("{err:#}") });
+                }
+            }
+            Err(err) => self.observer.event(&Event::Warning {
+                message: format!("could not read the settings again after session {session}: {err:#}"),
+            }),
         }
     }
 
@@ -829,8 +874,10 @@ pub fn walk(
     let key = crate::ids::walker_key();
     let singleton = singleton(store)?;
     let _held = take_singleton(store, ctx, &singleton, &key)?;
+    let (steering, changed) = steering::start(store, opts.accept_settings)?;
     let run = engine::Run::new(opts.limits);
-    let walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel, run: Some(&run) });
+    let mut walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel, run: Some(&run) });
+    walker.steering = steering;
     walker.record(
         store,
         None,
@@ -871,6 +918,9 @@ pub fn walk(
         checks: walker.opts.checks.clone(),
         sandbox: Sandboxing::of(&walker.opts.confinement),
     });
+    if !changed.is_empty() {
+        walker.settings_changed(store, changed, Vec::new(), true)?;
+    }
     // Start from the remote's board, so the first picks are not tasks done elsewhere.
     sync_with_remote(store, &walker);
     recover::recover(store, &walker)?;

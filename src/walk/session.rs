@@ -416,6 +416,7 @@ impl GitDispatcher<'_> {
         if let Some(prepared) = &confined {
             self.tidy_box(l, prepared, rec.agent_session.as_deref());
         }
+        self.walker.settings_after(self.store, &session, confined.is_some());
         let usage = self.usage(agent, &session, &dir, &log)?;
         if let Some(run) = self.walker.run {
             run.spend(usage.as_ref().map(Usage::tokens), usage.as_ref().and_then(|u| u.dollars()).map(|(d, _)| d));

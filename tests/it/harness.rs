@@ -20,6 +20,8 @@ pub fn bin() -> &'static str {
 pub struct TestEnv {
     pub root: tempfile::TempDir,
     home: PathBuf,
+    /// Whether confined sessions may read and write the test's directory (see `seal`).
+    open_root: bool,
 }
 
 impl TestEnv {
@@ -29,7 +31,18 @@ impl TestEnv {
         root.disable_cleanup(std::env::var_os("GIT_LOOP_KEEP_TESTS").is_some());
         let home = root.path().join("home");
         std::fs::create_dir_all(&home).expect("create HOME");
-        TestEnv { root, home }
+        TestEnv { root, home, open_root: true }
+    }
+
+    /// A world whose confined sessions get nothing of the test's directory but what the
+    /// sandbox gives any session (the hostile suite).
+    pub fn strict() -> TestEnv {
+        TestEnv { open_root: false, ..TestEnv::new() }
+    }
+
+    /// The home every command of this world runs with.
+    pub fn home(&self) -> &Path {
+        &self.home
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -52,13 +65,16 @@ impl TestEnv {
             .env("GIT_LOOP_NOW", NOW)
             .env("TZ", "UTC")
             .env("LC_ALL", "C")
-            // Sessions run confined where bubblewrap works; the test's own directory (its agent
-            // scripts, the flag files they touch) stays theirs to read and write. The hostile
-            // suite (`confine`) seals without it.
-            .env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "loop.sandbox.readWrite")
-            .env("GIT_CONFIG_VALUE_0", self.root.path())
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        // Sessions run confined where bubblewrap works; the test's own directory (its agent
+        // scripts, the flag files they touch) stays theirs to read and write. The hostile suite
+        // (`confine`) seals without it.
+        if self.open_root {
+            cmd.env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "loop.sandbox.readWrite")
+                .env("GIT_CONFIG_VALUE_0", self.root.path());
+        }
+        cmd
     }
 
     /// Run the real git in `dir`; panics with its stderr if it fails.

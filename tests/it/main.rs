@@ -8,6 +8,7 @@ mod board;
 mod claims;
 mod cli_docs;
 mod clocks;
+mod confine;
 mod cost;
 mod crash;
 mod doctor;

@@ -1,0 +1,360 @@
+//! The hostile agent suite (issue 24): what an agent tries from inside its session, and that
+//! it changes nothing but its own try. Every session here runs confined (bubblewrap, which CI
+//! installs) in a world whose test directory is not made visible to sessions
+//! (`TestEnv::strict`): an agent sees what any agent would.
+//!
+//! Each attack's exit status goes into `attacks.txt` in the agent's own worktree, which
+//! commit-on-stop puts on its try branch, where the test reads it; the repository, the home and
+//! the rest of the machine are checked from outside.
+
+use std::path::Path;
+
+use crate::harness::{Repo, TestEnv};
+
+/// Whether bubblewrap can confine here; in CI it must (the suite fails rather than skips).
+fn confinable() -> bool {
+    let ok = std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "CI must be able to confine sessions: install bubblewrap");
+        eprintln!("skipped: bubblewrap cannot confine here (apt install bubblewrap)");
+    }
+    ok
+}
+
+fn events(repo: &Repo<'_>, kind: &str) -> Vec<serde_json::Value> {
+    repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// Each attack's name and exit status, as the agent wrote them on its try branch.
+fn attacks(repo: &Repo<'_>, id: &str) -> std::collections::BTreeMap<String, String> {
+    repo.git(&["show", &format!("loop/{id}:attacks.txt")])
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
+        .collect()
+}
+
+fn task(repo: &Repo<'_>, id: &str) -> serde_json::Value {
+    repo.run(&["show", id, "--json"]).ok().json()
+}
+
+#[test]
+fn an_agent_in_a_confined_session_changes_its_own_try_and_nothing_else() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let outside = env.path("outside");
+    // The checks run the agent's code, confined too: what they write outside stays out.
+    repo.git(&[
+        "config",
+        "loop.checks",
+        &format!("test -f ok.txt && {{ echo x > {}-checks; true; }}", outside.display()),
+    ]);
+    repo.git(&["config", "loop.sandbox.tmpSize", "64m"]);
+    std::fs::write(env.home().join(".gitconfig"), "[user]\n\tname = Secret Person\n").expect("gitconfig");
+    std::fs::create_dir_all(env.home().join(".ssh")).expect("mkdir");
+    std::fs::write(env.home().join(".ssh/id_ed25519"), "PRIVATE KEY\n").expect("key");
+    let victim = repo.add(&["victim", "-p", "p3"]);
+    let attacker = repo.add(&["attacker", "-p", "p0"]);
+    let before = repo.run(&["show", &victim, "--json"]).ok().json();
+    let refs_before = repo.git(&["for-each-ref", "--format=%(refname) %(objectname)", "refs/loop/tasks", "refs/heads"]);
+    let dir = repo.dir.display().to_string();
+    let home = env.home().display().to_string();
+    // Every line: an attack, then its exit status into attacks.txt. `try` keeps going.
+    let script = format!(
+        r#"set +e
+try() {{ name=$1; shift; "$@" >/dev/null 2>&1; echo "$name $?" >> attacks.txt; }}
+try done_other git loop done {victim} --message forged
+try park_other git loop park {victim} --reason no
+try edit_other git loop edit {victim} --title stolen
+try claim_other git loop claim acquire node:{victim} --holder me
+try add_task git loop add 'more work for me'
+try read_state git loop list
+try plant_checks git config loop.checks true
+try plant_notify git config loop.notify 'touch {outside}'
+try global_config git config --global loop.checks true
+try update_ref git update-ref refs/loop/tasks/evil HEAD
+try move_task_branch git update-ref refs/heads/loop/{victim} HEAD
+try write_hook sh -c 'mkdir -p {dir}/.git/hooks && echo "touch {outside}" > {dir}/.git/hooks/pre-commit'
+try write_config sh -c 'echo "[loop] checks = true" >> {dir}/.git/config'
+try delete_claims rm -rf {dir}/.git/refs/loop
+try push_other git push {dir} HEAD:refs/heads/loop/{victim}
+try read_home cat {home}/.gitconfig
+try read_ssh cat {home}/.ssh/id_ed25519
+try write_main sh -c 'echo pwned > {dir}/pwned'
+try write_outside sh -c 'echo pwned > {outside}'
+try link_out ln -s {home}/.ssh/id_ed25519 leaked-key
+try see_walker sh -c 'for p in /proc/[0-9]*; do grep -q "run" $p/cmdline 2>/dev/null && tr "\0" " " < $p/cmdline | grep -q "git-loo[p] run" && exit 0; done; exit 1'
+try fill_tmp sh -c 'dd if=/dev/zero of=/tmp/fill bs=1M count=200'
+try garbage_report sh -c 'echo "not a report" >> "$GIT_LOOP_BOX/reports.jsonl"'
+try forge_other_kind git loop journal append task_done --data '{{"by":"me"}}'
+try finish_as_reviewer git loop finish approve --message fine
+try anonymous_done env -u GIT_LOOP_SESSION -u GIT_LOOP_BOX git loop done {victim}
+echo hi > own.txt && git add own.txt && git -c user.name=a -c user.email=a@a commit -qm "own commit"; echo "own_commit $?" >> attacks.txt
+touch ok.txt
+git loop finish done --message 'attacked'
+sh -c 'kill -9 -1'
+"#,
+        outside = outside.display(),
+    );
+    let agent = env.agent("attacker", &script);
+    let out = repo.run(&[
+        "run",
+        "--agent-cmd",
+        &agent,
+        "--task",
+        &attacker,
+        "--max-units",
+        "1",
+        "--grace",
+        "1",
+        "--sandbox",
+        "required",
+    ]);
+    assert!(out.stdout.contains("sessions and checks run confined ("), "{}", out.stdout);
+    let done = task(&repo, &attacker);
+    assert_eq!(done["state"], "done", "the attacker's own task is done on its checks: {}{}", out.stdout, out.stderr);
+    let got = attacks(&repo, &attacker);
+    // The loop's own verbs from inside a session: refused with a usage error, each.
+    // (a worker's finish words only; no event of a kind the loop reads)
+    for refused in [
+        "done_other",
+        "park_other",
+        "edit_other",
+        "claim_other",
+        "add_task",
+        "read_state",
+        "anonymous_done",
+        "finish_as_reviewer",
+        "forge_other_kind",
+    ] {
+        assert_eq!(got.get(refused).map(String::as_str), Some("2"), "{refused}: {got:?}");
+    }
+    // What a file system that is read-only or absent refuses (the rest — a global config, a
+    // file under /tmp — lands in the session's own home and /tmp, checked from outside below).
+    for failed in
+        ["write_hook", "write_config", "push_other", "read_home", "read_ssh", "write_main", "see_walker", "fill_tmp"]
+    {
+        assert_ne!(got.get(failed).map(String::as_str), Some("0"), "{failed} must fail: {got:?}");
+    }
+    // What works, and stays in the session's own git directory.
+    for inside in ["plant_checks", "plant_notify", "update_ref", "move_task_branch", "delete_claims", "own_commit"] {
+        assert_eq!(got.get(inside).map(String::as_str), Some("0"), "{inside} works on its own copy: {got:?}");
+    }
+    // The repository, the home and the machine, from outside.
+    let after = repo.run(&["show", &victim, "--json"]).ok().json();
+    assert_eq!(
+        (after["state"].as_str(), after["title"].as_str()),
+        (Some("open"), Some("victim")),
+        "the victim is untouched"
+    );
+    assert_eq!(after["claim"], before["claim"], "no claim on the victim");
+    assert!(repo.git(&["config", "loop.checks"]).starts_with("test -f ok.txt &&"), "loop.checks as the person set it");
+    assert!(!env.path("outside-checks").exists(), "the checks wrote nothing outside either");
+    assert!(repo.run(&["status", "--json"]).ok().json().is_object());
+    assert!(!repo.dir.join(".git/hooks/pre-commit").exists(), "no hook planted");
+    assert!(!repo.dir.join("pwned").exists() && !outside.exists(), "nothing written outside the worktree");
+    assert!(!Path::new("/tmp/fill").exists(), "the session's /tmp is its own");
+    let refs_after = repo.git(&["for-each-ref", "--format=%(refname) %(objectname)", "refs/loop/tasks", "refs/heads"]);
+    let changed: Vec<&str> = refs_after.lines().filter(|l| !refs_before.lines().any(|b| b == *l)).collect();
+    assert!(changed.iter().all(|l| l.contains(&attacker)), "only the attacker's own refs moved: {changed:?}");
+    assert!(
+        !refs_after.contains("refs/loop/tasks/evil") && !refs_after.contains(&format!("refs/heads/loop/{victim} "))
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.home().join(".gitconfig")).expect("read"),
+        "[user]\n\tname = Secret Person\n"
+    );
+    // Its own commit is on its try branch, its symlink is a link (the key's bytes are not).
+    let branch = format!("loop/{attacker}");
+    assert!(repo.git(&["log", "--format=%s", &branch]).lines().any(|s| s == "own commit"), "its own commit was taken");
+    assert_eq!(repo.git(&["cat-file", "-t", &format!("{branch}:leaked-key")]), "blob");
+    let mode = repo.git(&["ls-tree", &branch, "leaked-key"]);
+    assert!(mode.starts_with("120000"), "a link, not the key: {mode}");
+    // Every refused write is journaled, naming what it tried.
+    let overreach = events(&repo, "agent_overreach");
+    let tried: Vec<(String, String)> = overreach
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["command"].as_str().unwrap_or("").to_owned(),
+                e["data"]["target"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for (command, target) in
+        [("done", victim.as_str()), ("park", &victim), ("edit", &victim), ("claim acquire", &format!("node:{victim}"))]
+    {
+        assert!(tried.iter().any(|(c, t)| c == command && t == target), "{command} {target} journaled: {tried:?}");
+    }
+    assert!(tried.iter().any(|(c, _)| c == "report"), "the garbled report is journaled: {tried:?}");
+    assert!(tried.iter().any(|(c, _)| c == "add"), "{tried:?}");
+    assert!(overreach.iter().all(|e| e["task"] == attacker.as_str()), "journaled against the attacker's task");
+}
+
+#[test]
+fn a_setting_planted_by_an_unconfined_session_is_named_and_the_next_walk_refuses_it() {
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    repo.git(&["config", "loop.checks", "test -f ok.txt"]);
+    let victim = repo.add(&["victim", "-p", "p3"]);
+    let first = repo.add(&["plants", "-p", "p0"]);
+    // Unconfined (loop.sandbox off): it can write the repository's configuration, and does.
+    let agent = env.agent(
+        "planter",
+        &format!(
+            "if git loop done {victim} --message forged; then echo 'done 0' > {out}; else echo \"done $?\" > {out}; fi\ngit config loop.checks true\ntouch ok.txt\ngit loop finish done",
+            out = env.path("said").display()
+        ),
+    );
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--task", &first, "--sandbox", "off", "--grace", "1"]).ok();
+    assert!(out.stdout.contains("sessions run unconfined (loop.sandbox = off)"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("loop.checks 'test -f ok.txt' → 'true'; this walk goes on with those it started with"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(env.path("said")).expect("said"), "done 2\n", "refused unconfined too");
+    assert_eq!(task(&repo, &victim)["state"], "open");
+    let overreach = events(&repo, "agent_overreach");
+    assert_eq!(
+        (overreach.len(), overreach[0]["data"]["target"].as_str(), overreach[0]["data"]["confined"].as_bool()),
+        (1, Some(victim.as_str()), Some(false)),
+        "journaled by the session itself: {overreach:?}"
+    );
+    let changed = events(&repo, "settings_changed");
+    assert_eq!(changed[0]["data"]["obeyed"], false, "{changed:?}");
+    // The next walk will not run with it.
+    let refused = repo.run(&["run", "--agent-cmd", "true", "--sandbox", "off"]).code(2);
+    assert!(
+        refused.stderr.starts_with(&format!(
+            "error: loop.checks was changed to 'true' while session {} ran unconfined: a walk does not obey a setting an agent may have planted\nhint: ",
+            changed[0]["data"]["during"][0].as_str().unwrap_or("")
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stderr.contains("--accept-settings"), "{}", refused.stderr);
+    // A person who made it accepts it: obeyed, and named.
+    let accepted = repo.run(&[
+        "run",
+        "--agent-cmd",
+        "true",
+        "--sandbox",
+        "off",
+        "--accept-settings",
+        "--task",
+        &victim,
+        "--max-iterations",
+        "1",
+    ]);
+    assert!(
+        accepted.stdout.contains("settings changed since the last walk: loop.checks 'test -f ok.txt' → 'true'"),
+        "{}",
+        accepted.stdout
+    );
+    // A change a person makes between walks is named at the start of the next, and obeyed.
+    repo.git(&["config", "loop.checks", "test -f other.txt"]);
+    let next =
+        repo.run(&["run", "--agent-cmd", "true", "--sandbox", "off", "--task", &victim, "--max-iterations", "1"]);
+    assert!(
+        next.stdout.contains("settings changed since the last walk: loop.checks 'true' → 'test -f other.txt'"),
+        "{}",
+        next.stdout
+    );
+}
+
+#[test]
+fn a_session_without_the_network_cannot_reach_the_host_and_one_with_it_can() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    // A host service on loopback that counts who reaches it and hangs up at once.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = {
+        let (reached, stop) = (reached.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        reached.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        drop(stream);
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    let agent = env.agent(
+        "caller",
+        &format!(
+            "if git ls-remote http://127.0.0.1:{port}/x >/dev/null 2>&1; then echo 'reach 0' > reach.txt; else echo \"reach $?\" > reach.txt; fi\ngit loop finish done"
+        ),
+    );
+    let accepted = || reached.swap(0, std::sync::atomic::Ordering::SeqCst);
+    let id = repo.add(&["offline"]);
+    repo.git(&["config", "loop.sandbox.network", "none"]);
+    repo.run(&["run", "--agent-cmd", &agent, "--task", &id, "--grace", "1"]).ok();
+    assert_eq!(accepted(), 0, "no connection reached the host");
+    assert_ne!(repo.git(&["show", &format!("loop/{id}:reach.txt")]), "reach 0");
+    let online = repo.add(&["online"]);
+    repo.git(&["config", "--unset", "loop.sandbox.network"]);
+    repo.run(&["run", "--agent-cmd", &agent, "--task", &online, "--grace", "1"]).ok();
+    assert!(accepted() >= 1, "with the network on, the host's loopback is reached");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    server.join().expect("the server thread");
+}
+
+#[test]
+fn required_refuses_to_start_where_bubblewrap_cannot_run_and_auto_says_so() {
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    repo.add(&["a task"]);
+    // A PATH with git and a shell, and no bubblewrap.
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    for program in ["git", "sh", "true"] {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+            .expect("the program");
+        std::os::unix::fs::symlink(found, bin.join(program)).expect("link");
+    }
+    let path = bin.display().to_string();
+    let refused = repo.run_with(&["run", "--agent-cmd", "true", "--sandbox", "required"], &[("PATH", &path)]).code(77);
+    assert_eq!(
+        refused.stderr,
+        "error: loop.sandbox is required, and bubblewrap (bwrap) is not installed\nhint: install it (Debian, Ubuntu: apt install bubblewrap; Fedora: dnf install bubblewrap)\n"
+    );
+    assert_eq!(events(&repo, "walk_started").len(), 0, "nothing started");
+    let auto = repo.run_with(&["run", "--agent-cmd", "true", "--max-iterations", "1"], &[("PATH", &path)]);
+    assert!(
+        auto.stderr.starts_with("warning: sessions run unconfined: bubblewrap (bwrap) is not installed; an agent can reach every file this user can\nhint: install it"),
+        "{}",
+        auto.stderr
+    );
+    let status = repo.run_with(&["status"], &[("PATH", &path)]).ok();
+    assert!(
+        status.stdout.contains("sandbox: sessions run unconfined: bubblewrap (bwrap) is not installed"),
+        "{}",
+        status.stdout
+    );
+    let started = events(&repo, "walk_started");
+    assert_eq!(started[0]["data"]["sandbox"], "unconfined");
+}
