@@ -21,6 +21,37 @@ use crate::store::task::State;
 use crate::store::Store;
 use crate::tries::{self, commit::Committed, Try};
 
+/// What a crashed confined session committed in its private git directory: adopted onto its
+/// try (see `sandbox::private_git`), then its home and git directory removed from its box.
+/// Best effort: a failure is said, and its files' work is still committed from the worktree.
+fn adopt_confined(store: &Store, walker: &Walker<'_>, loop_dir: &std::path::Path, rec: &record::Record, try_: &Try) {
+    let box_dir = crate::sandbox::box_of(&record::dir(loop_dir, &rec.session));
+    let dir = box_dir.join(crate::sandbox::private_git::DIR);
+    if !dir.is_dir() {
+        return;
+    }
+    let start = match store.ref_target(&try_.branch) {
+        Ok(Some(tip)) => tip,
+        _ => return,
+    };
+    let git = crate::sandbox::PrivateGit { dir, box_dir: box_dir.clone(), start };
+    let taken = crate::sandbox::private_git::adopt(store, &git).and_then(|adopted| match adopted {
+        crate::sandbox::Adopted::Commit { id, .. } => {
+            tries::commit::take_commits(store, try_, &rec.worktree, id).map(|_| ())
+        }
+        crate::sandbox::Adopted::Refused(why) => anyhow::bail!("{why}"),
+        crate::sandbox::Adopted::Unmoved => Ok(()),
+    });
+    if let Err(err) = taken {
+        walker.observer.event(&Event::Warning {
+            message: format!("the commits of crashed session {} are not taken: {err:#}", rec.session),
+        });
+    }
+    for leftover in [crate::sandbox::home_of(&box_dir), git.dir] {
+        let _ = std::fs::remove_dir_all(leftover);
+    }
+}
+
 /// Mark a crashed session's record ended, and journal and report what became of it.
 fn close_crashed(
     store: &Store,
@@ -89,6 +120,8 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
             "loop: work of session {} on {task}, recovered\n\nIts walk ({}) ended without stopping it.\nSession: {}\nTry: {}\n",
             rec.session, rec.walker, rec.session, rec.try_number
         );
+        // A confined session's own commits are in its box: taken first, as its walk would have.
+        adopt_confined(store, walker, &loop_dir, &rec, &try_);
         let committed = match tries::commit::commit_on_stop(store, &try_, &author, &message) {
             Ok(c) => c,
             Err(err) => {

@@ -195,7 +195,8 @@ fn a_real_task_is_done_through_the_cli_and_its_hook(cli: Cli) {
         &["--checks", "grep -qx 'hello from the model' hello.txt", "--session-timeout", "180s"],
     );
     eprintln!("{}: a real task, one session, done in {:.1} s", cli.name, took.as_secs_f64());
-    out.ok();
+    let out = out.ok();
+    assert!(out.stdout.contains("sessions and checks run confined ("), "the CLI ran in the sandbox: {}", out.stdout);
 
     // The task is done, its branch holds the CLI's work (and nothing of the loop's), the
     // completion note is written.

@@ -358,3 +358,34 @@ fn required_refuses_to_start_where_bubblewrap_cannot_run_and_auto_says_so() {
     let started = events(&repo, "walk_started");
     assert_eq!(started[0]["data"]["sandbox"], "unconfined");
 }
+
+#[test]
+fn a_confined_sessions_own_commits_survive_its_walk_being_killed() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let id = repo.add(&["crash me"]);
+    let first = env.agent(
+        "committer",
+        "echo work > work.txt && git add work.txt && git -c user.name=a -c user.email=a@a commit -qm 'own commit before the crash'\ntouch started\nwhile :; do sleep 1; done",
+    );
+    let mut walk = repo
+        .command(&["run", "--agent-cmd", &first, "--grace", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let started = repo.dir.join(format!(".git/loop/worktrees/{id}-1/started"));
+    crate::harness::wait_for("the session's commit", || started.exists());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(walk.id() as i32, libc::SIGKILL) };
+    walk.wait().expect("wait");
+    let second = env.agent("finisher", "git loop finish done --message 'after the crash'");
+    let out = repo.run(&["run", "--agent-cmd", &second, "--grace", "1"]).ok();
+    assert!(out.stdout.contains("recovered: session"), "{}", out.stdout);
+    let log = repo.git(&["log", "--format=%s", &format!("loop/{id}")]);
+    assert!(log.lines().any(|s| s == "own commit before the crash"), "its commit is on the task's branch: {log}");
+    assert_eq!(repo.git(&["show", &format!("loop/{id}:work.txt")]), "work");
+}

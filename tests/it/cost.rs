@@ -277,8 +277,8 @@ fn claude_and_codex_racing_with_continuations_are_counted_to_the_token() {
     ]);
     cmd.envs(agents_e2e::cli_env(&env, CLAUDE, &claude, &anthropic));
     cmd.envs(agents_e2e::cli_env(&env, CODEX, &codex, &responses));
-    let out = crate::harness::Run::from(cmd.output().expect("run git-loop"));
-    out.ok();
+    let out = crate::harness::Run::from(cmd.output().expect("run git-loop")).ok();
+    assert!(out.stdout.contains("sessions and checks run confined ("), "both raced in the sandbox: {}", out.stdout);
     assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "{}", agents_e2e::diagnose(&repo));
     let usages = usages(&repo);
     assert_eq!(usages.len(), 4, "two sessions of each entrant");
