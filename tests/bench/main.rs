@@ -373,6 +373,59 @@ done"#
     )]
 }
 
+/// What confinement costs: a walk's unit with a do-nothing agent, confined (`--sandbox
+/// required`) against unconfined (`--sandbox off`), in the order off, on, on, off on fresh
+/// repositories (as `bench_loop`); and bubblewrap's own start, `bwrap … true` against `true`.
+fn bench_sandbox(s: &Scratch) -> Vec<Row> {
+    let units = 60;
+    let walk = |round: usize, mode: &str| -> Duration {
+        let repo = s.repo(&format!("sandbox-{mode}-{round}"));
+        let lines: String = (0..units).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
+        let file = s.path(&format!("sandbox-{mode}-{round}.jsonl"));
+        std::fs::write(&file, lines).expect("write");
+        s.run(BIN, &repo, &["import", file.to_str().expect("utf-8")]);
+        let agent = "git loop finish done";
+        let started = Instant::now();
+        s.run(BIN, &repo, &["run", "--agent-cmd", agent, "--grace", "1", "--sandbox", mode]);
+        started.elapsed() / units
+    };
+    let (a, b, c, d) = (walk(0, "off"), walk(0, "required"), walk(1, "required"), walk(1, "off"));
+    eprintln!("  runs in order: off {}, confined {}, confined {}, off {}", ms(a), ms(b), ms(c), ms(d));
+    let (off, on) = ((a + d) / 2, (b + c) / 2);
+    eprintln!("  a confined unit costs {} more", ms(on.saturating_sub(off)));
+    let bare = |confined: bool| -> Duration {
+        let mut xs = Vec::new();
+        for _ in 0..30 {
+            let mut cmd = if confined {
+                let mut c = Command::new("bwrap");
+                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]).args([
+                    "--unshare-pid",
+                    "--unshare-ipc",
+                    "--unshare-uts",
+                    "--die-with-parent",
+                    "--new-session",
+                    "true",
+                ]);
+                c
+            } else {
+                Command::new("true")
+            };
+            xs.push(time(&mut cmd));
+        }
+        median(xs)
+    };
+    let (bwrap, plain) = (bare(true), bare(false));
+    vec![
+        row(
+            "a walk's unit, confined vs unconfined (60 units, agent: finish done)",
+            on,
+            off,
+            "≤ 20 ms more a session; other: --sandbox off",
+        ),
+        row("bubblewrap's start", bwrap, plain, "other: `true` unconfined"),
+    ]
+}
+
 /// A `git daemon` on 127.0.0.1 serving (and receiving into) the repositories under `root`,
 /// once it answers; and the URL of `repo` there.
 fn daemon(s: &Scratch, root: &Path, repo: &str) -> (std::process::Child, String) {
@@ -895,7 +948,7 @@ fn main() {
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 11] = [
+    let all: [(&str, Bench); 12] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -907,6 +960,7 @@ fn main() {
         ("land", bench_land),
         ("cost", bench_cost),
         ("scale", bench_scale),
+        ("sandbox", bench_sandbox),
     ];
     for (name, bench) in all {
         if wanted(name) {

@@ -64,6 +64,11 @@ fn an_agent_in_a_confined_session_changes_its_own_try_and_nothing_else() {
     std::fs::write(env.home().join(".gitconfig"), "[user]\n\tname = Secret Person\n").expect("gitconfig");
     std::fs::create_dir_all(env.home().join(".ssh")).expect("mkdir");
     std::fs::write(env.home().join(".ssh/id_ed25519"), "PRIVATE KEY\n").expect("key");
+    // A tracked file the agent will put behind a link to the secrets, for commit-on-stop to read.
+    std::fs::create_dir_all(repo.dir.join("d")).expect("mkdir");
+    std::fs::write(repo.dir.join("d/id_ed25519"), "public\n").expect("write");
+    repo.git(&["add", "d"]);
+    repo.git(&["commit", "-q", "-m", "d"]);
     let victim = repo.add(&["victim", "-p", "p3"]);
     let attacker = repo.add(&["attacker", "-p", "p0"]);
     let before = repo.run(&["show", &victim, "--json"]).ok().json();
@@ -94,6 +99,7 @@ try read_ssh cat {home}/.ssh/id_ed25519
 try write_main sh -c 'echo pwned > {dir}/pwned'
 try write_outside sh -c 'echo pwned > {outside}'
 try link_out ln -s {home}/.ssh/id_ed25519 leaked-key
+try link_dir sh -c 'rm -rf d && ln -s {home}/.ssh d'
 try see_walker sh -c 'for p in /proc/[0-9]*; do grep -q "run" $p/cmdline 2>/dev/null && tr "\0" " " < $p/cmdline | grep -q "git-loo[p] run" && exit 0; done; exit 1'
 try fill_tmp sh -c 'dd if=/dev/zero of=/tmp/fill bs=1M count=200'
 try garbage_report sh -c 'echo "not a report" >> "$GIT_LOOP_BOX/reports.jsonl"'
@@ -181,6 +187,14 @@ sh -c 'kill -9 -1'
     assert_eq!(repo.git(&["cat-file", "-t", &format!("{branch}:leaked-key")]), "blob");
     let mode = repo.git(&["ls-tree", &branch, "leaked-key"]);
     assert!(mode.starts_with("120000"), "a link, not the key: {mode}");
+    let d = repo.git(&["ls-tree", &branch, "d"]);
+    assert!(d.starts_with("120000"), "the directory became a link, its file gone: {d}");
+    let objects = repo.git(&["rev-list", "--objects", "--all"]);
+    for id in objects.lines().filter_map(|l| l.split(' ').next()) {
+        if repo.git(&["cat-file", "-t", id]) == "blob" {
+            assert!(!repo.git(&["cat-file", "-p", id]).contains("PRIVATE KEY"), "the key's bytes are in blob {id}");
+        }
+    }
     // Every refused write is journaled, naming what it tried.
     let overreach = events(&repo, "agent_overreach");
     let tried: Vec<(String, String)> = overreach
