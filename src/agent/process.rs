@@ -243,6 +243,12 @@ impl Running {
     /// left is killed too: as a subreaper, all its children are the agent's descendants, even
     /// one that dropped the marker from its environment.
     pub fn sweep_as_subreaper(&mut self) {
+        if self.exit.is_some() && self.confined {
+            // Bubblewrap has exited, so its namespace's first process has ended or is ending
+            // (it is our child now, as the subreaper), and the kernel ends every process of the
+            // namespace with it: wait for it rather than look through every process.
+            reap_children_within(Duration::from_millis(500));
+        }
         if self.exit.is_some() && !has_children() {
             return;
         }
@@ -260,6 +266,19 @@ fn has_children() -> bool {
     let found = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) };
     // ECHILD: none at all. Otherwise there is one, whether or not it has changed state.
     found == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD)
+}
+
+/// Reap this process's children as they end, for up to `limit` or until none is left.
+fn reap_children_within(limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while has_children() && Instant::now() < deadline {
+        let mut status = 0;
+        // SAFETY: waitpid writes only the status we pass.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if reaped <= 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
 }
 
 /// Kill and reap every child of this process, until none is left (a child killed may leave

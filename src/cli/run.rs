@@ -117,9 +117,10 @@ pub struct WalkArgs {
     /// A command that must pass in the worktree for "done" to count (default: loop.checks).
     #[arg(long, value_name = "COMMAND")]
     checks: Option<String>,
-    /// A command run in each new try worktree before its first session, e.g. copying .env or
-    /// installing dependencies (default: loop.setup); its output heads the session's log, and
-    /// if it fails the task goes to needs-you with the reason.
+    /// A command run in each new try worktree before its first session, e.g. copying .env from
+    /// the main checkout ($GIT_LOOP_CHECKOUT) or installing dependencies (default: loop.setup);
+    /// what it leaves untracked is never committed; its output heads the session's log, and if
+    /// it fails the task goes to needs-you with the reason (one that cannot run stops the walk).
     #[arg(long, value_name = "COMMAND")]
     setup: Option<String>,
     /// A command that must approve a try (exit 0) after its checks pass (default: loop.review).

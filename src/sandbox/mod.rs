@@ -389,8 +389,13 @@ impl Sandbox {
         let mut hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).collect();
         hidden.extend(self.home.iter().cloned());
         hidden.extend(self.policy.hide.iter().cloned());
+        // Each once, and not below another (a tmpfs over `/home` hides `/home/me` already).
+        hidden.sort();
+        hidden.dedup();
+        let covered: Vec<PathBuf> =
+            hidden.iter().filter(|h| hidden.iter().any(|o| o != *h && h.starts_with(o))).cloned().collect();
         let size = self.policy.tmp_size.to_string();
-        for dir in &hidden {
+        for dir in hidden.iter().filter(|h| !covered.contains(h)) {
             match std::fs::symlink_metadata(dir) {
                 Ok(meta) if meta.is_dir() => {
                     if dir == Path::new("/tmp") {
@@ -419,6 +424,8 @@ impl Sandbox {
         }
         // Its own home, with what it may have of the real one.
         let mut home_pair = None;
+        // What the home already shows (read-only toolchains): not bound again below.
+        let mut shown: Vec<PathBuf> = Vec::new();
         if let Some(real_home) = &self.home {
             let run_home = home_of(&box_dir);
             let entries = home::entries(req.agent, real_home, self.codex_home.as_deref());
@@ -428,7 +435,10 @@ impl Sandbox {
                 let to = real_home.join(&entry.to);
                 match entry.how {
                     home::How::Live => b.pair("--bind", &entry.from, &to),
-                    home::How::ReadOnly => b.pair("--ro-bind", &entry.from, &to),
+                    home::How::ReadOnly => {
+                        shown.push(to.clone());
+                        b.pair("--ro-bind", &entry.from, &to)
+                    }
                     home::How::Masked if entry.from.is_dir() => b.one("--tmpfs", &to),
                     home::How::Masked => b.pair("--ro-bind", "/dev/null", &to),
                     home::How::Copy => &mut b,
@@ -465,6 +475,7 @@ impl Sandbox {
                 && !hidden.iter().any(|h| h.starts_with(p))
                 && !p.starts_with(&common)
                 && !self.policy.read_write.iter().any(|w| p.starts_with(w))
+                && !shown.iter().any(|s| p.starts_with(s))
         };
         visible.sort();
         visible.dedup();

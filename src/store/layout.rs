@@ -149,6 +149,11 @@ impl Layout {
         self.root.join("races").join(format!("{task}-{}", tries.join("-")))
     }
 
+    /// What a try's setup command left in its worktree, untracked, that is never committed.
+    pub fn setup_leftovers(&self, task: &str, try_number: u32) -> PathBuf {
+        self.root.join("setup").join(format!("{task}-{try_number}"))
+    }
+
     /// The log of the checks `hand-back --keep` ran on a try.
     /// The output of the landing queue's last checks on target `name` (its lander claim's name).
     pub fn landing_log(&self, name: &str) -> PathBuf {

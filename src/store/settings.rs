@@ -38,7 +38,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "loop.setup",
-        meaning: "a command run in each new try worktree before its first session (copy `.env`, install dependencies; `run`/`race --setup`); its output heads the session's log, and its failure sends the task to needs-you",
+        meaning: "a command run in each new try worktree before its first session (copy `.env` from `$GIT_LOOP_CHECKOUT`, the main checkout; install dependencies; `run`/`race --setup`); what it leaves untracked is never committed; its output heads the session's log, its failure sends the task to needs-you, and one that cannot run (the shell's 126, 127) stops the walk, exit 77",
     },
     Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
     Key {

@@ -59,7 +59,7 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
     let branch_tip =
         store.ref_target(&try_.branch)?.with_context(|| format!("try branch '{}' is missing", try_.branch))?;
     let head = wt.head_id().map(|id| id.detach()).unwrap_or(branch_tip);
-    let edits = collect_edits(&wt)?;
+    let edits = collect_edits(&wt, &setup_leftovers(store, try_))?;
     let head_reattach = !head_is(&wt, &try_.branch);
     if edits.is_empty() {
         if head == branch_tip {
@@ -165,21 +165,15 @@ fn attach_head(wt: &gix::Repository, branch: &str) -> Result<()> {
 }
 
 /// Everything that differs between HEAD and the worktree, as tree edits.
-fn collect_edits(wt: &gix::Repository) -> Result<Vec<Edit>> {
+fn collect_edits(wt: &gix::Repository, left_by_setup: &[BString]) -> Result<Vec<Edit>> {
     use gix::status::index_worktree::Item as Iw;
     use gix::status::plumbing::index_as_worktree::{Change, EntryStatus};
     let workdir = wt.workdir().context("the worktree has no working directory")?.to_owned();
-    let status = wt
-        .status(gix::progress::Discard)
-        .context("could not prepare the worktree status")?
-        .untracked_files(gix::status::UntrackedFiles::Files)
-        .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::Given {
-            ignore: gix::submodule::config::Ignore::All,
-            check_dirty: false,
-        })
-        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled);
-    let items = status.into_iter(Vec::<BString>::new()).context("could not read the worktree status")?;
+    let items = status(wt, gix::status::UntrackedFiles::Files)?;
+    // What the setup command put there (copied in, not the work): never committed.
+    let from_setup = |path: &BString| {
+        left_by_setup.iter().any(|p| path == p || (path.starts_with(p.as_slice()) && path.get(p.len()) == Some(&b'/')))
+    };
     let (mut pipeline, index) = wt.filter_pipeline(None).context("could not set up the content conversion")?;
     // Staged changes first, then the worktree's, so the worktree wins for a path in both.
     let mut staged = Vec::new();
@@ -212,6 +206,7 @@ fn collect_edits(wt: &gix::Repository) -> Result<Vec<Edit>> {
                 },
                 Iw::DirectoryContents { entry, .. } => {
                     if entry.status == gix::dir::entry::Status::Untracked
+                        && !from_setup(&entry.rela_path)
                         && !matches!(
                             entry.disk_kind,
                             Some(gix::dir::entry::Kind::Repository) | Some(gix::dir::entry::Kind::Directory)
@@ -228,6 +223,57 @@ fn collect_edits(wt: &gix::Repository) -> Result<Vec<Edit>> {
     }
     staged.extend(unstaged);
     Ok(staged)
+}
+
+/// The worktree's status against its `HEAD`, untracked files listed as `untracked` says.
+fn status(wt: &gix::Repository, untracked: gix::status::UntrackedFiles) -> Result<gix::status::Iter> {
+    let status = wt
+        .status(gix::progress::Discard)
+        .context("could not prepare the worktree status")?
+        .untracked_files(untracked)
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            ignore: gix::submodule::config::Ignore::All,
+            check_dirty: false,
+        })
+        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled);
+    status.into_iter(Vec::<BString>::new()).context("could not read the worktree status")
+}
+
+/// What the setup command left in `try_`'s worktree that is neither tracked nor ignored (a
+/// copied `.env`, a directory it filled): recorded so that commit-on-stop never commits it
+/// (`.git/loop/setup/<id>-<n>`, one path a line; a directory stands for all under it).
+pub fn note_setup_leftovers(store: &Store, try_: &Try) -> Result<Vec<String>> {
+    let mut wt = gix::open(&try_.worktree)
+        .with_context(|| format!("could not open the worktree '{}'", try_.worktree.display()))?;
+    git::harden(&mut wt)?;
+    let mut paths = Vec::new();
+    for item in status(&wt, gix::status::UntrackedFiles::Collapsed)? {
+        if let gix::status::Item::IndexWorktree(gix::status::index_worktree::Item::DirectoryContents {
+            entry, ..
+        }) = item.context("could not read the worktree status")?
+        {
+            if entry.status == gix::dir::entry::Status::Untracked {
+                paths.push(entry.rela_path.to_string().trim_end_matches('/').to_owned());
+            }
+        }
+    }
+    let file = store.layout()?.setup_leftovers(try_.task.as_str(), try_.number);
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
+    }
+    let mut text = paths.join("\n");
+    text.push('\n');
+    std::fs::write(&file, text).with_context(|| format!("could not write '{}'", file.display()))?;
+    Ok(paths)
+}
+
+/// The paths `note_setup_leftovers` recorded for `try_` (none when its setup left nothing).
+fn setup_leftovers(store: &Store, try_: &Try) -> Vec<BString> {
+    let Ok(layout) = store.layout() else { return Vec::new() };
+    std::fs::read_to_string(layout.setup_leftovers(try_.task.as_str(), try_.number))
+        .map(|t| t.lines().filter(|l| !l.is_empty()).map(BString::from).collect())
+        .unwrap_or_default()
 }
 
 /// The tree edit for the file at `rela_path` as it is on disk now (`None` if it vanished).

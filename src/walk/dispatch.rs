@@ -225,7 +225,9 @@ impl GitDispatcher<'_> {
             Step::Withdrawn(w) => self.withdrawn(unit, w, &agent.name, &ran),
             Step::Interrupted | Step::Halted => Ok(Dispatched::Interrupted),
             // The error ends the walk; the engine gives the task back, unburned.
-            Step::CannotRun { said, log } => Err(super::unit::cannot_run(&agent.name, &said, &log)),
+            Step::CannotRun { what, said, log } => {
+                Err(super::unit::cannot_run(&agent.name, what, &said, &log, self.walker.sandbox().is_some()))
+            }
             Step::Spent { .. } => Ok(Dispatched::Spent),
         }
     }

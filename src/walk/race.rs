@@ -570,7 +570,9 @@ fn entrant(
             Step::Lost { reason } => return Ok(abort(Abort::Lost(reason), Outcome::Aborted)),
             Step::Withdrawn(w) => return Ok(abort(Abort::Withdrawn(w, ran.session.clone()), Outcome::Aborted)),
             Step::Interrupted => return Ok(abort(Abort::Interrupted, Outcome::Aborted)),
-            Step::CannotRun { said, log } => return Err(super::unit::cannot_run(agent_name, &said, &log)),
+            Step::CannotRun { what, said, log } => {
+                return Err(super::unit::cannot_run(agent_name, what, &said, &log, d.walker.sandbox().is_some()))
+            }
             // Not finished, like an entrant the session budget stops: a later walk goes on.
             Step::Spent { why } => return Ok(EntrantEnd::new(Outcome::Spent, why)),
         };

@@ -21,7 +21,8 @@ use anyhow::{Context as _, Result};
 
 use super::review::Reviewed;
 use super::unit::{
-    first_line, human_duration, BudgetSpent, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Withdrawal,
+    first_line, human_duration, BudgetSpent, Ending, GitDispatcher, Launch, Launched, Ran, Seat, Step, Unrunnable,
+    Withdrawal,
 };
 use super::{handoff, prompt, Event};
 use crate::agent::guard;
@@ -76,6 +77,11 @@ pub fn last_lines(log: &Path, n: usize) -> Vec<String> {
     lines[lines.len().saturating_sub(n)..].to_vec()
 }
 
+/// The last line a log holds that is not blank: what the shell said when a command could not run.
+fn last_said(log: &Path) -> String {
+    tail(log, 5).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
+}
+
 /// Presets whose CLIs take SIGINT as "stop what you are doing" and save their session first.
 fn takes_interrupt(agent: &Agent) -> bool {
     matches!(agent.name.as_str(), "claude" | "codex" | "gemini" | "opencode" | "aider")
@@ -91,13 +97,8 @@ impl GitDispatcher<'_> {
             self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).remove(&try_.worktree);
         }
         let session = format!("s-{}", random_base32(8));
-        if let Some(failed) = self.set_up(task, try_, agent, &session)? {
-            return Ok(Ran {
-                session,
-                step: Step::Verdict { verdict: Verdict::Blocked, message: failed },
-                checks: None,
-                summary: None,
-            });
+        if let Some(step) = self.set_up(task, try_, agent, &session)? {
+            return Ok(Ran { session, step, checks: None, summary: None });
         }
         let launch = Launch {
             session: &session,
@@ -133,8 +134,7 @@ impl GitDispatcher<'_> {
             Ending::Withdrawn(w) => return Ok(ran(Step::Withdrawn(w))),
             Ending::Halted => return Ok(ran(Step::Halted)),
             Ending::CannotRun(_) => {
-                let said = tail(&log, 5).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned();
-                return Ok(ran(Step::CannotRun { said, log }));
+                return Ok(ran(Step::CannotRun { what: Unrunnable::Agent, said: last_said(&log), log }));
             }
             Ending::Exited(_) | Ending::TimedOut => {}
         }
@@ -183,6 +183,11 @@ impl GitDispatcher<'_> {
         let mut checks_json = None;
         if let Some(checks) = self.checks(task, try_, &dir, &env)? {
             checks_json = Some(checks.json);
+            if super::unit::never_ran(checks.exit) {
+                // A checks command that is not there fails every try the same way: the walk stops.
+                let what = Unrunnable::Command("checks");
+                return Ok(ran(Step::CannotRun { what, said: last_said(&checks.log), log: checks.log }));
+            }
             if !checks.passed {
                 let command = self.walker.opts.checks.clone().unwrap_or_default();
                 // Anything the checks wrote is the next session's to keep or clean up.
@@ -198,7 +203,11 @@ impl GitDispatcher<'_> {
                 });
             }
         }
-        if let Some((approved, review_tail)) = self.review(task, try_, &dir, &env)? {
+        if let Some((approved, review_tail, exit, log)) = self.review(task, try_, &dir, &env)? {
+            if super::unit::never_ran(exit) {
+                let what = Unrunnable::Command("review");
+                return Ok(ran(Step::CannotRun { what, said: last_said(&log), log }));
+            }
             if !approved {
                 return Ok(Ran {
                     summary,
@@ -308,6 +317,8 @@ impl GitDispatcher<'_> {
             }
             None => None,
         };
+        // Where its try branch was: what its hooks commit while it runs counts as its work.
+        let branch_before = self.store.ref_target(&try_.branch)?;
         let (mut running, _) = self.run_guarded(Guarded {
             program: &program,
             args: &argv,
@@ -397,7 +408,12 @@ impl GitDispatcher<'_> {
             }
             match tries::commit::commit_on_stop(self.store, try_, &author, &message)? {
                 Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
-                Committed::Clean | Committed::NoWorktree => None,
+                // Nothing was left uncommitted; but what its hooks committed turn by turn is
+                // its work all the same.
+                Committed::Clean | Committed::NoWorktree => {
+                    let now = self.store.ref_target(&try_.branch)?;
+                    now.filter(|now| Some(*now) != branch_before).map(|id| id.to_string())
+                }
             }
         } else {
             None
@@ -669,6 +685,8 @@ impl GitDispatcher<'_> {
             ("GIT_LOOP_WRAP_UP".into(), dir.join("wrap-up").display().to_string()),
             ("GIT_LOOP_TASK_BRANCH".into(), refs::short_branch(&refs::task_branch(&task.task_id())).to_owned()),
             ("GIT_LOOP_REPO".into(), self.store.workdir().display().to_string()),
+            // The main checkout, where `loop.setup` copies from (`cp "$GIT_LOOP_CHECKOUT/.env" .`).
+            ("GIT_LOOP_CHECKOUT".into(), self.store.workdir().display().to_string()),
             ("GIT_LOOP_WALKER".into(), self.walker.key.clone()),
             ("PATH".into(), path),
         ];
@@ -722,8 +740,9 @@ impl GitDispatcher<'_> {
 
     /// Run the setup command (`opts.setup`) in the try's worktree if this walk has not yet:
     /// before the first session in a new worktree. Its output goes to the session's log,
-    /// ahead of the agent's. `Some(why)` when it failed: the try goes no further.
-    fn set_up(&self, task: &Task, try_: &Try, agent: &Agent, session: &str) -> Result<Option<String>> {
+    /// ahead of the agent's. `Some(step)` when it failed: the try goes no further — the task to
+    /// a person (blocked, with why), or, for a command that could not run at all, the walk stops.
+    fn set_up(&self, task: &Task, try_: &Try, agent: &Agent, session: &str) -> Result<Option<Step>> {
         let Some(command) = self.walker.opts.setup.clone() else { return Ok(None) };
         if self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).contains(&try_.worktree) {
             return Ok(None);
@@ -746,15 +765,21 @@ impl GitDispatcher<'_> {
                 exit: ran.exit.map(|e| e.to_string()),
             }),
         )?;
+        if super::unit::never_ran(ran.exit) {
+            return Ok(Some(Step::CannotRun { what: Unrunnable::Command("setup"), said: last_said(&log), log }));
+        }
         if !ran.passed {
             let how = ran.exit.map_or_else(|| "it was stopped".to_owned(), |e| e.to_string());
-            return Ok(Some(format!(
-                "the worktree's setup failed ({how}): `{command}`; its output: {}",
-                log.display()
-            )));
+            let message = format!("the worktree's setup failed ({how}): `{command}`; its output: {}", log.display());
+            return Ok(Some(Step::Verdict { verdict: Verdict::Blocked, message }));
         }
+        // What it copied in (an `.env`, a directory it filled) is its own, not the work.
+        let left = tries::commit::note_setup_leftovers(self.store, try_)?;
         use std::io::Write as _;
         let mut file = std::fs::OpenOptions::new().append(true).open(&log)?;
+        if !left.is_empty() {
+            writeln!(file, "git loop: never committed, as the setup's own: {}", left.join(", "))?;
+        }
         writeln!(file, "git loop: the worktree is set up ({} s); the session starts", ran.elapsed.as_secs())?;
         self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).insert(try_.worktree.clone());
         Ok(None)
@@ -809,11 +834,19 @@ impl GitDispatcher<'_> {
             log: run.log.clone(),
             tail: if run.passed { Vec::new() } else { last_lines(&run.log, FAILURE_TAIL) },
         });
-        Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json }))
+        Ok(Some(Checked { passed: run.passed, tail: tail(&run.log, 40), json, exit: run.exit, log: run.log }))
     }
 
     /// Run the review command in the worktree (exit 0 approves); `None` when there is none.
-    fn review(&self, task: &Task, try_: &Try, dir: &Path, env: &[(String, String)]) -> Result<Option<(bool, String)>> {
+    /// Whether it approved, the end of its output, how it exited and its log.
+    #[allow(clippy::type_complexity)]
+    fn review(
+        &self,
+        task: &Task,
+        try_: &Try,
+        dir: &Path,
+        env: &[(String, String)],
+    ) -> Result<Option<(bool, String, Option<Exit>, PathBuf)>> {
         let Some(command) = self.walker.opts.review.clone() else {
             return Ok(None);
         };
@@ -829,7 +862,7 @@ impl GitDispatcher<'_> {
             }),
         )?;
         self.walker.observer.event(&Event::Reviewed { task: task.id.clone(), approved: run.passed });
-        Ok(Some((run.passed, tail(&run.log, 40))))
+        Ok(Some((run.passed, tail(&run.log, 40), run.exit, run.log)))
     }
 
     /// Whether the task's claim is someone else's now (read only: a lease that merely ran out
@@ -971,6 +1004,8 @@ struct Checked {
     passed: bool,
     tail: String,
     json: serde_json::Value,
+    exit: Option<Exit>,
+    log: PathBuf,
 }
 
 /// Watches a task's record while a session runs: a person's stop, take-over or reassignment

@@ -155,9 +155,10 @@ pub enum Step {
     Interrupted,
     /// The race was decided while this session ran.
     Halted,
-    /// The agent's command could not run at all (the shell said so at once): the walk stops
-    /// rather than spend the task's sessions on it. What the shell said, and where.
-    CannotRun { said: String, log: PathBuf },
+    /// The agent's command, or the checks', setup's or review's, could not run at all (the
+    /// shell's 126 or 127: not found, not executable): the walk stops rather than spend the
+    /// task's sessions on it. Which, what the shell said, and where.
+    CannotRun { what: Unrunnable, said: String, log: PathBuf },
     /// A role's session (a reviewer's) was not started: the walk's budget in money or tokens
     /// is spent, and the walk stops as it would before a worker's session.
     Spent { why: &'static str },
@@ -251,15 +252,45 @@ pub fn human_duration(d: Duration) -> String {
     }
 }
 
-/// The error that stops a walk whose agent's command could not run at all.
-pub(super) fn cannot_run(agent: &str, said: &str, log: &std::path::Path) -> anyhow::Error {
+/// What could not run at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrunnable {
+    /// The agent's command.
+    Agent,
+    /// A command of the walk's: `checks`, `setup` or `review`.
+    Command(&'static str),
+}
+
+/// Whether a command's exit says it never ran: the shell's "cannot execute" (126) or "not
+/// found" (127).
+pub fn never_ran(exit: Option<crate::agent::process::Exit>) -> bool {
+    matches!(exit, Some(crate::agent::process::Exit::Code(126 | 127)))
+}
+
+/// The error that stops a walk whose agent's command (or checks, setup or review command)
+/// could not run at all. `confined`: it ran in the sandbox, where a program can be hidden.
+pub(super) fn cannot_run(
+    agent: &str,
+    what: Unrunnable,
+    said: &str,
+    log: &std::path::Path,
+    confined: bool,
+) -> anyhow::Error {
     let said = if said.is_empty() { "it exited at once, saying nothing".to_owned() } else { said.to_owned() };
-    let fix = if agent == "custom" {
-        "correct --agent-cmd".to_owned()
-    } else {
-        format!("correct the agent '{agent}' (loop.agent.{agent}.command) or install its program")
+    let (whose, fix) = match what {
+        Unrunnable::Agent if agent == "custom" => ("the agent's command".to_owned(), "correct --agent-cmd".to_owned()),
+        Unrunnable::Agent => (
+            "the agent's command".to_owned(),
+            format!("correct the agent '{agent}' (loop.agent.{agent}.command) or install its program"),
+        ),
+        Unrunnable::Command(name) => (format!("the {name} command"), format!("correct --{name} or loop.{name}")),
     };
-    crate::error::Refusal::new(crate::error::Class::AgentMissing, format!("the agent's command could not run: {said}"))
-        .hint(format!("{fix}; the task is released, not failed; the session's log is {}", log.display()))
+    let sandbox = if confined {
+        "; a program installed outside what a session sees can be made visible with git config --add loop.sandbox.readOnly <its directory>"
+    } else {
+        ""
+    };
+    crate::error::Refusal::new(crate::error::Class::AgentMissing, format!("{whose} could not run: {said}"))
+        .hint(format!("{fix}{sandbox}; the task is released, not failed; the output is in {}", log.display()))
         .into()
 }

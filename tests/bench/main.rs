@@ -378,21 +378,41 @@ done"#
 /// repositories (as `bench_loop`); and bubblewrap's own start, `bwrap … true` against `true`.
 fn bench_sandbox(s: &Scratch) -> Vec<Row> {
     let units = 60;
-    let walk = |round: usize, mode: &str| -> Duration {
+    // CPU time of finished child processes (every process of a walk is one): what a unit costs
+    // whatever else the machine is doing, beside the wall time a loaded machine inflates.
+    let cpu = || {
+        // SAFETY: getrusage fills the struct we own.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+        let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
+        t(usage.ru_utime) + t(usage.ru_stime)
+    };
+    let cpu_of = std::cell::RefCell::new(std::collections::HashMap::<&str, Vec<Duration>>::new());
+    let walk = |round: usize, mode: &'static str| -> Duration {
         let repo = s.repo(&format!("sandbox-{mode}-{round}"));
         let lines: String = (0..units).map(|i| format!("{{\"title\":\"unit {i}\"}}\n")).collect();
         let file = s.path(&format!("sandbox-{mode}-{round}.jsonl"));
         std::fs::write(&file, lines).expect("write");
         s.run(BIN, &repo, &["import", file.to_str().expect("utf-8")]);
         let agent = "git loop finish done";
-        let started = Instant::now();
+        let (started, before) = (Instant::now(), cpu());
         s.run(BIN, &repo, &["run", "--agent-cmd", agent, "--grace", "1", "--sandbox", mode]);
+        cpu_of.borrow_mut().entry(mode).or_default().push((cpu() - before) / units);
         started.elapsed() / units
     };
     let (a, b, c, d) = (walk(0, "off"), walk(0, "required"), walk(1, "required"), walk(1, "off"));
     eprintln!("  runs in order: off {}, confined {}, confined {}, off {}", ms(a), ms(b), ms(c), ms(d));
     let (off, on) = ((a + d) / 2, (b + c) / 2);
     eprintln!("  a confined unit costs {} more", ms(on.saturating_sub(off)));
+    let cpus = cpu_of.borrow();
+    let mean = |xs: &Vec<Duration>| xs.iter().sum::<Duration>() / xs.len().max(1) as u32;
+    let (cpu_on, cpu_off) = (mean(&cpus["required"]), mean(&cpus["off"]));
+    eprintln!(
+        "  CPU a unit: confined {}, unconfined {}, {} more",
+        ms(cpu_on),
+        ms(cpu_off),
+        ms(cpu_on.saturating_sub(cpu_off))
+    );
     let bare = |confined: bool| -> Duration {
         let mut xs = Vec::new();
         for _ in 0..30 {
@@ -420,6 +440,12 @@ fn bench_sandbox(s: &Scratch) -> Vec<Row> {
             "a walk's unit, confined vs unconfined (60 units, agent: finish done)",
             on,
             off,
+            "≤ 20 ms more a session; other: --sandbox off",
+        ),
+        row(
+            "CPU time of a walk's unit, confined vs unconfined",
+            cpu_on,
+            cpu_off,
             "≤ 20 ms more a session; other: --sandbox off",
         ),
         row("bubblewrap's start", bwrap, plain, "other: `true` unconfined"),

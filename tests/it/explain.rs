@@ -431,3 +431,25 @@ fn an_unreachable_remote_is_said_in_one_line_with_a_hint() {
     assert!(said.contains("cannot reach the remote 'origin' ("), "{said}");
     assert!(!said.contains("a budget ran out"), "{said}");
 }
+
+#[test]
+fn a_checks_command_that_is_not_there_stops_the_walk_at_once_and_gives_the_task_back() {
+    let env = crate::harness::TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Test it"]);
+    let agent = env.agent("doer", "echo work > work.txt\ngit loop finish done --message 'did it'");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--checks", "pytset -q", "--grace", "1"]).code(77);
+    let last: Vec<&str> = out.stderr.lines().rev().take(2).collect();
+    assert_eq!(last[1], "error: the checks command could not run: sh: 1: pytset: not found", "{}", out.stderr);
+    assert!(last[0].starts_with("hint: correct --checks or loop.checks"), "{}", out.stderr);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!((task["state"].as_str(), task["claim"].is_null()), (Some("open"), true), "given back: {task}");
+    assert_eq!(repo.session_records().len(), 1, "one session, not fifteen");
+    // The same for a setup command that is not there.
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--setup", "npm-ci-typo", "--grace", "1"]).code(77);
+    assert!(
+        out.stderr.contains("error: the setup command could not run: sh: 1: npm-ci-typo: not found"),
+        "{}",
+        out.stderr
+    );
+}

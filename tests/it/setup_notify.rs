@@ -135,3 +135,22 @@ fn a_failing_notify_command_is_a_warning_never_the_walks_failure() {
     );
     assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
 }
+
+#[test]
+fn the_setup_copies_from_the_checkout_and_what_it_copied_is_never_committed() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".env"), "SECRET=1\n").expect("the checkout's .env, not ignored");
+    let id = repo.add(&["A task"]);
+    let setup = "cp \"$GIT_LOOP_CHECKOUT/.env\" . && mkdir -p deps && echo lib > deps/lib.txt";
+    let agent = env.agent("worker", "test -f .env\necho work > work.txt\necho more >> .env\ngit loop finish done");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--setup", setup]).ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done", "{}", out.stdout);
+    let files = repo.git(&["ls-tree", "-r", "--name-only", &format!("loop/{id}")]);
+    assert_eq!(files, "README\nwork.txt", "the work, and nothing the setup copied in");
+    let log = std::fs::read_to_string(
+        repo.dir.join(".git/loop/sessions").join(repo.session_records()[0]["session"].as_str().expect("s")).join("log"),
+    )
+    .expect("log");
+    assert!(log.contains("git loop: never committed, as the setup's own: .env, deps"), "{log}");
+}
