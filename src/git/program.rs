@@ -243,6 +243,15 @@ pub fn moved_while_fetching(err: &anyhow::Error) -> bool {
         .any(|sign| text.contains(sign))
 }
 
+/// Whether a failed `fetch` died reading a linked worktree's registration that changed under it
+/// (git's connectivity check reads every worktree's `HEAD` through `.git/worktrees/<id>/`, and
+/// dies when one is removed between its listing and its reads, as a walk's workers do with
+/// their try worktrees all the time): worth trying again.
+pub fn worktree_changed_while_fetching(err: &anyhow::Error) -> bool {
+    let text = format!("{err:#}");
+    text.contains("/worktrees/") && ["failed to read", "Invalid path", "No such file"].iter().any(|s| text.contains(s))
+}
+
 /// `git ls-remote -- <remote> <prefix>*...`: the refs the remote holds under `prefixes`.
 pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String]) -> Result<Vec<(String, ObjectId)>> {
     let mut args = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
@@ -408,6 +417,21 @@ mod tests {
         assert_eq!(refs[0], ("refs/loop/claims/node/t1".into(), RefStatus::Ok));
         assert!(matches!(refs[1].1, RefStatus::Stale(_)));
         assert!(matches!(refs[2].1, RefStatus::Refused(_)));
+    }
+
+    #[test]
+    fn a_fetch_that_died_on_a_worktree_changing_under_it_is_told_apart() {
+        let died = |line: &str| anyhow::anyhow!("'git fetch --quiet -- origin' failed (exit status: 128): {line}");
+        for line in [
+            "fatal: failed to read .git/worktrees/t-4f2a-1/commondir: Success",
+            "fatal: Invalid path '/r/.git/worktrees/w-153': No such file or directory",
+            "fatal: failed to read .git/worktrees/w-262/commondir: No such file or directory",
+        ] {
+            assert!(worktree_changed_while_fetching(&died(line)), "{line}");
+        }
+        for line in ["fatal: Authentication failed for 'http://127.0.0.1/r.git/'", "fatal: bad object HEAD"] {
+            assert!(!worktree_changed_while_fetching(&died(line)), "{line}");
+        }
     }
 
     #[test]

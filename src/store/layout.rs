@@ -103,6 +103,13 @@ impl Layout {
         self.root.join("worktrees")
     }
 
+    /// Where a worktree's registration is made before it is renamed into `worktrees/` whole,
+    /// and where one is renamed to before it is deleted (`git::worktree`); used only under the
+    /// worktree lock.
+    pub fn worktree_staging(&self) -> PathBuf {
+        self.root.join("worktree-staging")
+    }
+
     /// Held while worktrees are added or removed.
     pub fn worktree_lock(&self) -> PathBuf {
         self.root.join("worktree.lock")

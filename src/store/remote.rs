@@ -491,7 +491,8 @@ fn fetch_with_gix(
 /// Smart HTTP is stateless: git lists the remote's refs in one request and asks for their
 /// objects in another, and a ref that moved in between (a claim refreshed, a task closed) can
 /// leave its listed object unreachable there — "did not send all necessary objects". That is
-/// a lost race, not a failure: list and fetch again. The values returned are the ones the
+/// a lost race, not a failure: list and fetch again. So is a fetch that died on one of this
+/// clone's worktrees changing under git's connectivity check. The values returned are the ones the
 /// fetch wrote into the mirrors, so their objects are here.
 fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[String]) -> Result<Fetched> {
     let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
@@ -501,6 +502,11 @@ fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[S
         match program::fetch(store.workdir(), remote, &prefixes, refspecs) {
             Ok(listed) => break listed,
             Err(err) if attempt < 6 && program::moved_while_fetching(&err) => {
+                std::thread::sleep(Duration::from_millis(10 * attempt));
+            }
+            // A worktree of this clone added or removed while git read it (see
+            // `program::worktree_changed_while_fetching`): nothing to do with the remote.
+            Err(err) if attempt < 6 && program::worktree_changed_while_fetching(&err) => {
                 std::thread::sleep(Duration::from_millis(10 * attempt));
             }
             Err(err) => return Err(err),
