@@ -649,6 +649,19 @@ impl Observer for Progress {
                 format!("synced: {changes} ref{} changed on the remote", if *changes == 1 { "" } else { "s" }),
             ),
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
+            Event::RemoteSilent { remote, why } => {
+                self.clear_live();
+                super::output::stderr_line(format!(
+                    "warning: remote '{remote}' does not answer ({why}): this walk goes on with the work it holds, claims nothing new and keeps asking; nothing is lost"
+                ));
+            }
+            Event::RemoteBack { remote, after } => self.say(
+                None,
+                format!(
+                    "remote '{remote}' answers again, after {} without an answer",
+                    super::human::span(chrono::Duration::from_std(*after).unwrap_or(chrono::Duration::MAX))
+                ),
+            ),
             Event::Warning { message } => {
                 self.clear_live();
                 let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
@@ -763,6 +776,10 @@ fn event_json(event: &Event) -> serde_json::Value {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })
         }
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
+        Event::RemoteSilent { remote, why } => json!({ "event": "remote_silent", "remote": remote, "reason": why }),
+        Event::RemoteBack { remote, after } => {
+            json!({ "event": "remote_back", "remote": remote, "silent_s": after.as_secs_f64() })
+        }
         Event::Finished { stop, tally } => {
             let mut value = json!({
                 "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),

@@ -112,12 +112,39 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 /// Read claim `key` as its arbiter has it now: with `loop.remote`, the remote's record is
 /// fetched into the local mirror first (a holder paused past its lease learns that it was
 /// taken over on another clone); without one, the local ref.
+///
+/// A remote that does not answer is asked again, after a growing backoff (at most
+/// [`CONFIRM_STEP`] apart), for up to [`CONFIRM_PATIENCE`] or until the process is
+/// interrupted: a walk cut off from its remote waits here, its session's work committed, to
+/// learn whether the claim is still its own before it closes the task (a claim lost meanwhile
+/// makes the work a kept try; one still held closes as it would have).
 pub fn read_confirmed(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     if let Some(remote_name) = arbiter_for(store, key) {
-        remote::refresh_mirror(store, &remote_name, &refs::claim(key))?;
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            match remote::refresh_mirror(store, &remote_name, &refs::claim(key)) {
+                Ok(_) => break,
+                Err(err)
+                    if remote::no_answer(&err).is_some()
+                        && started.elapsed() < CONFIRM_PATIENCE
+                        && !gix::interrupt::is_triggered() =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(remote::backoff(attempt).min(CONFIRM_STEP));
+                }
+                Err(err) => return Err(err),
+            }
+        }
     }
     read(store, key)
 }
+
+/// How long `read_confirmed` waits for a remote that does not answer.
+pub const CONFIRM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The longest wait between two of `read_confirmed`'s attempts.
+pub const CONFIRM_STEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
 /// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
