@@ -62,6 +62,11 @@ impl Layout {
         self.root.join("leases")
     }
 
+    /// The secret this clone's claim capabilities are made from (`store::claim`).
+    pub fn claim_secret(&self) -> PathBuf {
+        self.root.join("claim-secret")
+    }
+
     /// This clone's random id.
     pub fn clone_id(&self) -> PathBuf {
         self.root.join("clone-id")
