@@ -160,6 +160,21 @@ fn all_sources() -> Vec<String> {
         .collect()
 }
 
+/// The branch done work lands on (`loop.mergeInto`, else the main worktree's branch), as a
+/// full ref name, when it is a branch outside the loop's own.
+fn landing_target(store: &Store) -> Option<String> {
+    let named = match store.settings().merge_into() {
+        Some(name) if name.starts_with("refs/") => name,
+        Some(name) => format!("refs/heads/{name}"),
+        None => store.head_branch()?,
+    };
+    let loops = [refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES];
+    (named.starts_with("refs/heads/")
+        && !loops.iter().any(|p| named.starts_with(p))
+        && gix::refs::FullName::try_from(named.as_str()).is_ok())
+    .then_some(named)
+}
+
 /// The notes ref alone, as a scope.
 fn only_notes() -> Scope {
     Scope::Refs(BTreeSet::from([refs::NOTES.to_owned()]))
@@ -273,7 +288,10 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             std::thread::sleep(std::time::Duration::from_millis(10 * u64::from(round.min(8)) + jitter / 2));
         }
         let sources: Vec<String> = match &scope {
-            Scope::All => all_sources(),
+            // And the branch done work lands on, into its mirror only (never merged, never
+            // pushed): `show` and `status` say a task landed only when the target as this clone
+            // knows it holds its work, so the clone's view of it must be as fresh as its loop refs.
+            Scope::All => all_sources().into_iter().chain(landing_target(store)).collect(),
             Scope::Refs(names) => names.iter().chain(claim.as_ref().map(|c| &c.name)).cloned().collect(),
         };
         if sources.is_empty() {
