@@ -192,6 +192,15 @@ impl<'a> GitQueue<'a> {
         let key = ClaimKey::node(&unit.id());
         let opts = self.claim_options(format!("worked by {}", self.walker.key));
         let ctx = &self.walker.ctx;
+        // Refreshed less than a third of a lease ago (by this walk, confirmed by the remote
+        // after its session): two thirds of a lease are left before anyone could take it over,
+        // which the close needs no push of its own for.
+        if let Some(held) = claim::read(self.store, &key)? {
+            let age = ctx.now() - held.record.refreshed_at;
+            if held.record.holder == self.walker.key && age >= chrono::Duration::zero() && age < opts.ttl / 3 {
+                return Ok(None);
+            }
+        }
         let kept = |unit: &WorkUnit| {
             unit.try_
                 .as_ref()

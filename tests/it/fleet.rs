@@ -38,7 +38,29 @@ pub(crate) fn loop_run(repo: &Repo<'_>, args: &[&str]) -> Run {
 
 /// A remote with `tasks` open tasks on it, and `n` clones that follow it (`loop.remote`).
 fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e>> {
-    let seed = env.clone_of(url, "seed");
+    fleet_with(env, url, n, tasks, &[])
+}
+
+/// A clone of `url` at `<root>/<name>`, made with `git clone <args>` (a `--config` the clone
+/// keeps: how to reach the remote).
+fn clone_with<'e>(env: &'e TestEnv, url: &str, name: &str, args: &[&str]) -> Repo<'e> {
+    let dir = env.path(name);
+    let mut all = vec!["clone", "-q"];
+    all.extend_from_slice(args);
+    all.extend([url, dir.to_str().expect("utf-8 path")]);
+    env.git(env.root.path(), &all);
+    Repo { env, dir }
+}
+
+/// `fleet`, each clone made with `git clone <clone_args>`.
+pub(crate) fn fleet_with<'e>(
+    env: &'e TestEnv,
+    url: &str,
+    n: usize,
+    tasks: usize,
+    clone_args: &[&str],
+) -> Vec<Repo<'e>> {
+    let seed = clone_with(env, url, "seed", clone_args);
     loop_run(&seed, &["init", "--remote", "origin"]).ok();
     let lines: String = (0..tasks).map(|i| format!("{{\"title\": \"task {i:03}\"}}\n")).collect();
     let file = env.path("backlog.jsonl");
@@ -49,7 +71,7 @@ fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e
     loop_run(&seed, &["sync"]).ok();
     (0..n)
         .map(|i| {
-            let clone = env.clone_of(url, &format!("clone-{i}"));
+            let clone = clone_with(env, url, &format!("clone-{i}"), clone_args);
             loop_run(&clone, &["init", "--remote", "origin"]).ok();
             clone.git(&["config", "loop.syncEvery", "5s"]);
             loop_run(&clone, &["sync"]).ok();
@@ -205,7 +227,12 @@ pub(crate) fn finish(mut walk: Walk, what: &str) -> Run {
 /// (it did, now and then, while a sync's atomic push carried refs other clones change all the
 /// time — the notes ref, and every task and journal ref a wildcard refspec swept in).
 fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) {
-    let clones = fleet(env, url, 4, 200);
+    clones_do_every_task_once(env, fleet(env, url, 4, 200), bare, 200);
+}
+
+/// `clones` (of one remote holding `tasks` open tasks) each walk with two workers: every task
+/// is worked once, every sync gets through, and the clones converge on the remote.
+pub(crate) fn clones_do_every_task_once(env: &TestEnv, clones: Vec<Repo<'_>>, bare: &Path, tasks: usize) {
     let agent = one_shot_agent(env);
     let started = Instant::now();
     let walks: Vec<Walk> = clones.iter().map(|c| start_walk(c, &agent, &[])).collect();
@@ -221,10 +248,10 @@ fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) 
     let twice: Vec<_> = per_task.iter().filter(|(_, n)| **n > 1).collect();
     let sessions: usize = per_task.values().sum();
     assert!(twice.is_empty(), "no task is worked twice; worked more than once: {twice:?}");
-    assert_eq!((per_task.len(), sessions), (200, 200), "200 sessions for 200 tasks (in {elapsed:?})");
+    assert_eq!((per_task.len(), sessions), (tasks, tasks), "a session for each task (in {elapsed:?})");
     assert_converged(env, bare, &all);
     let done = board(&clones[0])["tasks"].as_array().expect("tasks").iter().filter(|t| t["state"] == "done").count();
-    assert_eq!(done, 200, "every task is done");
+    assert_eq!(done, tasks, "every task is done");
 }
 
 /// Through a remote guarded by git-loop's pre-receive hook (judging claims by the real

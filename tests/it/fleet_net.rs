@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -436,4 +437,304 @@ fn three_clones_ride_out_resets_a_stall_and_a_partition_doing_each_task_once() {
     // meanwhile is a kept try, on the remote, and its task was done once, by the other clone.
     assert_eq!(figures.kept_tries.len(), 1, "one kept try: {figures:?}");
     assert_eq!((figures.worked_twice, figures.sessions), (1, 13), "one task worked twice, the rest once: {figures:?}");
+}
+
+// ----- the same fleet over ssh and over nginx + fcgiwrap + git http-backend -----
+
+/// A free port on 127.0.0.1 (another process may take it before the server binds it: the
+/// servers below try again then).
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// Wait (bounded) until `child` listens on `port`; false if it exited or did not in 10 s.
+fn listening(child: &mut std::process::Child, port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().expect("poll a server").is_some() {
+            return false;
+        }
+        if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The PATH the servers run git and git-loop (the remote's hook) with: the tests' own, and the
+/// directory of the git-loop under test.
+fn server_path() -> String {
+    let bin = Path::new(crate::harness::bin()).parent().expect("a directory").display().to_string();
+    format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// An OpenSSH server on 127.0.0.1 that lets this test's user in with a key of its own (and
+/// nothing else), running git and the remote's hook on the real clock; stopped when dropped.
+pub struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    /// Where the clients' shared connections have their sockets.
+    dir: std::path::PathBuf,
+    /// What git runs as `ssh` to reach it (`core.sshCommand`).
+    pub command: String,
+}
+
+impl Sshd {
+    /// Start one, or `None` (the test is skipped) when sshd is not installed and `CI` is unset.
+    pub fn start(env: &TestEnv) -> Option<Sshd> {
+        let sshd = crate::harness::tool("sshd", "openssh-server")?;
+        let dir = env.path("sshd");
+        std::fs::create_dir_all(&dir).expect("the server's directory");
+        for (key, what) in [("host_key", "the host key"), ("client_key", "the client key")] {
+            let out = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "git-loop-test", "-f"])
+                .arg(dir.join(key))
+                .output()
+                .expect("run ssh-keygen");
+            assert!(out.status.success(), "ssh-keygen made {what}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let public = std::fs::read_to_string(dir.join("client_key.pub")).expect("the client's public key");
+        std::fs::write(
+            dir.join("authorized_keys"),
+            format!("environment=\"PATH={}\",environment=\"GIT_CONFIG_NOSYSTEM=1\" {public}", server_path()),
+        )
+        .expect("authorized_keys");
+        // sshd run by root needs its privilege separation directory.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        for _attempt in 0..5 {
+            let port = free_port();
+            let config = dir.join(format!("sshd-{port}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nPidFile {pid}\nAuthorizedKeysFile {keys}\n\
+                     PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     UsePAM no\nStrictModes no\nPermitUserEnvironment yes\nPermitRootLogin prohibit-password\n\
+                     MaxStartups 100:30:200\nLogLevel ERROR\n",
+                    host = dir.join("host_key").display(),
+                    pid = dir.join(format!("sshd-{port}.pid")).display(),
+                    keys = dir.join("authorized_keys").display(),
+                ),
+            )
+            .expect("sshd_config");
+            let log = std::fs::File::create(env.path(&format!("sshd-{port}.log"))).expect("sshd log");
+            let mut child = std::process::Command::new(&sshd)
+                .args(["-D", "-e", "-f"])
+                .arg(&config)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn sshd");
+            if listening(&mut child, port) {
+                // One connection shared by every git call (as people set ssh up for git): a key
+                // exchange per call would cost more than the calls. The shared connection ends
+                // with the server.
+                let command = format!(
+                    "ssh -F /dev/null -i {key} -o IdentitiesOnly=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes -o ControlMaster=auto -o ControlPath={dir}/cm-%C -o ControlPersist=30 -p {port}",
+                    key = dir.join("client_key").display(),
+                    dir = dir.display()
+                );
+                return Some(Sshd { child, port, dir, command });
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("sshd did not start listening on 127.0.0.1 within 5 attempts (see the sshd-*.log files)");
+    }
+
+    /// The URL of `bare` on this server, for this test's user.
+    pub fn url(&self, bare: &Path) -> String {
+        let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| {
+            // SAFETY: getpwuid returns a pointer into static storage or null; read at once.
+            unsafe {
+                let pw = libc::getpwuid(libc::geteuid());
+                assert!(!pw.is_null(), "this user has a passwd entry");
+                std::ffi::CStr::from_ptr((*pw).pw_name).to_string_lossy().into_owned()
+            }
+        });
+        format!("ssh://{user}@127.0.0.1:{}{}", self.port, bare.display())
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        // The clients' shared connections first (each lingers for its ControlPersist), which
+        // ends the server's session processes too; then the server.
+        for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with("cm-") {
+                let _ = std::process::Command::new("ssh")
+                    .args(["-F", "/dev/null", "-O", "exit", "-S"])
+                    .arg(entry.path())
+                    .arg("127.0.0.1")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// nginx on 127.0.0.1 passing every request to `git http-backend` through fcgiwrap, serving
+/// every bare repository under the test's root with pushes enabled, on the real clock;
+/// both stopped when dropped.
+pub struct Nginx {
+    nginx: std::process::Child,
+    fcgiwrap: std::process::Child,
+    port: u16,
+    root: std::path::PathBuf,
+}
+
+impl Nginx {
+    /// Start them, or `None` (the test is skipped) when either is missing and `CI` is unset.
+    pub fn start(env: &TestEnv) -> Option<Nginx> {
+        let nginx = crate::harness::tool("nginx", "nginx")?;
+        let fcgiwrap = crate::harness::tool("fcgiwrap", "fcgiwrap")?;
+        let backend = Path::new(&env.git(env.root.path(), &["--exec-path"])).join("git-http-backend");
+        let dir = env.path("nginx");
+        for sub in ["body", "fastcgi", "proxy", "uwsgi", "scgi", "logs"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("nginx's directories");
+        }
+        let socket = dir.join("fcgiwrap.sock");
+        let fcgi_log = std::fs::File::create(env.path("fcgiwrap.log")).expect("fcgiwrap log");
+        // In a process group of its own: it forks its children, which stop with the group.
+        let mut fcgiwrap = std::process::Command::new(&fcgiwrap)
+            .process_group(0)
+            .args(["-c", "4", "-s"])
+            .arg(format!("unix:{}", socket.display()))
+            .env_clear()
+            .env("PATH", server_path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(fcgi_log)
+            .spawn()
+            .expect("spawn fcgiwrap");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            if Instant::now() >= deadline || fcgiwrap.try_wait().expect("poll fcgiwrap").is_some() {
+                let _ = fcgiwrap.kill();
+                let _ = fcgiwrap.wait();
+                panic!("fcgiwrap did not start (see fcgiwrap.log)");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let root = env.root.path().to_owned();
+        let home = env.path("home");
+        let params: Vec<(&str, String)> = vec![
+            ("SCRIPT_FILENAME", backend.display().to_string()),
+            ("PATH_INFO", "$uri".into()),
+            ("QUERY_STRING", "$query_string".into()),
+            ("REQUEST_METHOD", "$request_method".into()),
+            ("CONTENT_TYPE", "$content_type".into()),
+            ("CONTENT_LENGTH", "$content_length".into()),
+            ("REMOTE_ADDR", "$remote_addr".into()),
+            ("GIT_PROJECT_ROOT", root.display().to_string()),
+            ("GIT_HTTP_EXPORT_ALL", String::new()),
+            ("GIT_CONFIG_NOSYSTEM", "1".into()),
+            ("GIT_CONFIG_GLOBAL", "/dev/null".into()),
+            ("GIT_CONFIG_COUNT", "1".into()),
+            ("GIT_CONFIG_KEY_0", "http.receivepack".into()),
+            ("GIT_CONFIG_VALUE_0", "true".into()),
+            ("HOME", home.display().to_string()),
+            ("PATH", server_path()),
+            ("LC_ALL", "C".into()),
+            ("TZ", "UTC".into()),
+        ];
+        let params: String = params.iter().map(|(k, v)| format!("            fastcgi_param {k} \"{v}\";\n")).collect();
+        for _attempt in 0..5 {
+            let port = free_port();
+            let config = dir.join(format!("nginx-{port}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "daemon off;\nmaster_process off;\nworker_processes 1;\npid {dir}/nginx-{port}.pid;\n\
+                     error_log {dir}/logs/error-{port}.log warn;\nevents {{ worker_connections 256; }}\n\
+                     http {{\n    access_log off;\n    client_body_temp_path {dir}/body;\n\
+                         fastcgi_temp_path {dir}/fastcgi;\n    proxy_temp_path {dir}/proxy;\n\
+                         uwsgi_temp_path {dir}/uwsgi;\n    scgi_temp_path {dir}/scgi;\n\
+                         client_max_body_size 0;\n    server {{\n        listen 127.0.0.1:{port};\n\
+                             location / {{\n            fastcgi_pass unix:{socket};\n\
+                     {params}            fastcgi_read_timeout 300s;\n        }}\n    }}\n}}\n",
+                    dir = dir.display(),
+                    socket = socket.display(),
+                ),
+            )
+            .expect("nginx.conf");
+            let log = std::fs::File::create(env.path(&format!("nginx-{port}.log"))).expect("nginx log");
+            let mut child = std::process::Command::new(&nginx)
+                .args(["-e"])
+                .arg(dir.join(format!("logs/error-{port}.log")))
+                .arg("-p")
+                .arg(&dir)
+                .arg("-c")
+                .arg(&config)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn nginx");
+            if listening(&mut child, port) {
+                return Some(Nginx { nginx: child, fcgiwrap, port, root });
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // SAFETY: killpg only sends a signal, to the group this test started fcgiwrap in.
+        unsafe {
+            libc::killpg(fcgiwrap.id() as libc::pid_t, libc::SIGKILL);
+        }
+        let _ = fcgiwrap.wait();
+        panic!("nginx did not start listening on 127.0.0.1 within 5 attempts (see the nginx-*.log files)");
+    }
+
+    pub fn url(&self, bare: &Path) -> String {
+        let rel = bare.strip_prefix(&self.root).expect("a repository under the served root");
+        format!("http://127.0.0.1:{}/{}", self.port, rel.display())
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.nginx.kill();
+        let _ = self.nginx.wait();
+        // SAFETY: killpg only sends a signal, to the group this test started fcgiwrap in.
+        unsafe {
+            libc::killpg(self.fcgiwrap.id() as libc::pid_t, libc::SIGKILL);
+        }
+        let _ = self.fcgiwrap.wait();
+    }
+}
+
+/// Three clones walking 6 tasks over ssh (sshd on 127.0.0.1, key auth), through a remote
+/// guarded by git-loop's hook: every task once, every sync through, converged. (Small for CI:
+/// every call through sshd costs a session of its own, 0.3–0.4 s on a small machine, and a
+/// unit makes a dozen calls; 3 × 12 tasks took 73 s.)
+#[test]
+fn three_clones_over_ssh_do_six_tasks_once_and_converge() {
+    let _one_at_a_time = crate::harness::heavy();
+    let env = TestEnv::new();
+    let Some(sshd) = Sshd::start(&env) else { return };
+    let bare = env.remote("fleet");
+    env.install_receive_hook(&bare);
+    let ssh = format!("core.sshCommand={}", sshd.command);
+    let clones = crate::fleet::fleet_with(&env, &sshd.url(&bare), 3, 6, &["--config", &ssh]);
+    crate::fleet::clones_do_every_task_once(&env, clones, &bare, 6);
+}
+
+/// The same over nginx, fcgiwrap and `git http-backend` (smart HTTP).
+#[test]
+fn three_clones_over_nginx_and_fcgiwrap_do_twelve_tasks_once_and_converge() {
+    let _one_at_a_time = crate::harness::heavy();
+    let env = TestEnv::new();
+    let Some(server) = Nginx::start(&env) else { return };
+    let bare = env.remote("fleet");
+    env.install_receive_hook(&bare);
+    let clones = crate::fleet::fleet_with(&env, &server.url(&bare), 3, 12, &[]);
+    crate::fleet::clones_do_every_task_once(&env, clones, &bare, 12);
 }
