@@ -587,7 +587,6 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
         "returned error: 429",
         "couldn't connect",
         "failed to connect",
-        "could not connect",
         "network is unreachable",
         "no route to host",
         "could not resolve host",
@@ -600,9 +599,10 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
         "kex_exchange_identification",
         "could not read from remote repository",
         "protocol error",
-        "connection failed",
     ];
-    if has(GONE) {
+    // git over http: "repository '<url>' not found".
+    let missing = lower.contains("repository '") && lower.contains("' not found");
+    if has(GONE) || missing {
         return Fault::Unhealable(
             Refusal::new(Class::Failure, format!("remote '{remote}' has no repository at its URL ({})", why()))
                 .hint(format!("check 'git remote get-url {remote}'; if it moved, 'git remote set-url {remote} <url>'")),
@@ -628,11 +628,13 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
 /// The gist of a failed call's error chain on one line: git's own words (from its first
 /// `fatal:` or `error:`), else the innermost cause.
 fn one_line(text: &str) -> String {
+    // Else gix's chain, without our own context in front ("could not fetch from remote 'x': ").
+    let ours = text.strip_prefix("could not ").and_then(|rest| rest.split_once("': ")).map(|(_, rest)| rest);
     let gist = ["fatal: ", "error: ", program::TIMED_OUT]
         .iter()
         .filter_map(|mark| text.find(mark).map(|at| &text[at..]))
         .next()
-        .unwrap_or_else(|| text.rsplit(": ").next().unwrap_or(text));
+        .unwrap_or_else(|| ours.unwrap_or(text));
     let gist = gist.split(": 'git ").next().unwrap_or(gist);
     let gist = gist.strip_prefix("fatal: ").or_else(|| gist.strip_prefix("error: ")).unwrap_or(gist);
     let mut line: String = gist.lines().next().unwrap_or(gist).chars().filter(|c| !c.is_control()).collect();
@@ -965,6 +967,58 @@ mod tests {
         let theirs = git(bare, &["commit-tree", &tree, "-p", "main", "-m", task]);
         git(bare, &["update-ref", &format!("refs/loop/tasks/{task}"), &theirs]);
         git(clone, &["rev-parse", "HEAD"])
+    }
+
+    /// What heals is tried again; what does not is said with what to do; the rest is left
+    /// alone — by what git and gix say of it.
+    #[test]
+    fn faults_are_told_apart_by_what_git_and_gix_say() {
+        let git =
+            |line: &str| anyhow::anyhow!("'git push --porcelain -- origin x:y' failed (exit status: 128): {line}");
+        let transient = [
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 502"),
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 429"),
+            git("fatal: the remote end hung up unexpectedly"),
+            git("error: RPC failed; curl 56 Recv failure: Connection reset by peer"),
+            git("kex_exchange_identification: Connection closed by remote host / fatal: Could not read from remote repository."),
+            anyhow::Error::from(program::TimedOut { argv: "push".into(), after: Duration::from_secs(2) }),
+            anyhow::anyhow!("Connection reset by peer (os error 104)").context("could not list the refs of remote 'origin'"),
+            anyhow::anyhow!("Resource temporarily unavailable (os error 11)").context("could not fetch from remote 'origin'"),
+        ];
+        for err in &transient {
+            assert!(matches!(fault("origin", err), Fault::Transient(_)), "{err:#}");
+        }
+        let gone = [
+            git("fatal: remote error: access denied or repository not exported: /x.git"),
+            git("fatal: repository 'http://h/x.git/' not found"),
+            git("fatal: '/srv/x.git' does not appear to be a git repository"),
+        ];
+        for err in &gone {
+            match fault("origin", err) {
+                Fault::Unhealable(r) => {
+                    assert!(r.message.starts_with("remote 'origin' has no repository at its URL"), "{}", r.message)
+                }
+                other => panic!("{err:#}: {other:?}"),
+            }
+        }
+        let denied = [
+            git("fatal: Authentication failed for 'http://h/r.git/'"),
+            git("git@h: Permission denied (publickey). / fatal: Could not read from remote repository."),
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 403"),
+        ];
+        for err in &denied {
+            match fault("origin", err) {
+                Fault::Unhealable(r) => {
+                    assert!(r.message.starts_with("remote 'origin' refused this clone ("), "{}", r.message);
+                    assert!(r.hint.as_deref().is_some_and(|h| h.contains("credentials")));
+                }
+                other => panic!("{err:#}: {other:?}"),
+            }
+        }
+        for err in [anyhow::anyhow!("could not lock 'refs/loop/x'"), anyhow::Error::from(crate::error::refused("held"))]
+        {
+            assert!(matches!(fault("origin", &err), Fault::Other), "{err:#}");
+        }
     }
 
     /// A repack beside a fetch — it packs the loose objects our refs point to and prunes them

@@ -1119,6 +1119,8 @@ fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
     match crate::store::sync::sync(store, &walker.ctx, &remote) {
         Ok(report) if report.incoming() > 0 => walker.observer.event(&Event::Synced { changes: report.incoming() }),
         Ok(_) => {}
+        // The walk's own error already says it.
+        Err(err) if stops_the_walk(&err) => {}
         Err(err) => {
             walker.observer.event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") })
         }

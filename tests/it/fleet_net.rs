@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::fleet::{assert_converged, finish, guarded, loop_run, sessions_per_task, start_walk, Walk};
-use crate::harness::{wait_for, Repo, TestEnv};
+use crate::harness::{Repo, TestEnv};
 
 /// What a proxy does with a connection it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +248,15 @@ fn try_branches(env: &TestEnv, dir: &Path) -> BTreeMap<String, String> {
     out.lines().filter_map(|l| l.split_once(' ')).map(|(n, id)| (n.to_owned(), id.to_owned())).collect()
 }
 
+/// Wait until `cond` holds, for up to 10 minutes (a phase of the full scenario takes minutes).
+fn wait_long(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Whether the repository at `dir` has branch `name` at `id` or past it.
 fn holds(env: &TestEnv, dir: &Path, name: &str, id: &str) -> bool {
     let mut cmd = std::process::Command::new("git");
@@ -304,7 +313,7 @@ pub fn ride_out(s: &Scenario) -> Figures {
         clones.iter().map(|c| start_walk(c, &agent, &["--parallel", "1", "--lease", s.lease])).collect();
 
     // Phase 1: resets, until some tasks are done.
-    wait_for("tasks done through the resets", || done_set(&env, &bare).len() >= s.reset_until_done);
+    wait_long("tasks done through the resets", || done_set(&env, &bare).len() >= s.reset_until_done);
     // Phase 2: every new connection stalls.
     for proxy in &proxies {
         proxy.set(Mode::Stall(s.stall));
@@ -319,7 +328,7 @@ pub fn ride_out(s: &Scenario) -> Figures {
     // Phase 3: the last clone is cut off in the middle of a session, holding its claim.
     let victim = &clones[2];
     let mid_session = || victim.session_records().iter().any(|r| r["ended_at"].is_null());
-    wait_for("the last clone to be mid-session", mid_session);
+    wait_long("the last clone to be mid-session", mid_session);
     proxies[2].set(Mode::Cut);
     let cut_at = Instant::now();
     while cut_at.elapsed() < s.cut_for {
@@ -737,4 +746,43 @@ fn three_clones_over_nginx_and_fcgiwrap_do_twelve_tasks_once_and_converge() {
     env.install_receive_hook(&bare);
     let clones = crate::fleet::fleet_with(&env, &server.url(&bare), 3, 12, &[]);
     crate::fleet::clones_do_every_task_once(&env, clones, &bare, 12);
+}
+
+/// A fault that cannot heal — here the remote's repository is gone from under the daemon while
+/// a walk works — stops the walk, in one line with what to do (not a walk that waits for ever).
+#[test]
+fn a_walk_stops_in_one_line_when_its_remote_has_no_repository_any_more() {
+    let env = TestEnv::new();
+    let (bare, daemon) = guarded(&env);
+    let clone = env.clone_of(&daemon.url(&bare), "a");
+    loop_run(&clone, &["init", "--remote", "origin"]).ok();
+    clone.git(&["config", "loop.syncEvery", "1s"]);
+    clone.add(&["One"]);
+    loop_run(&clone, &["sync"]).ok();
+    let started = env.path("home/started");
+    let go = env.path("home/go");
+    let agent = env.agent(
+        "waits",
+        &format!(
+            "touch '{}'\nwhile [ ! -f '{}' ]; do sleep 0.1; done\ngit loop finish done",
+            started.display(),
+            go.display()
+        ),
+    );
+    let walk = start_walk(&clone, &agent, &["--parallel", "1"]);
+    wait_long("the session to start", || started.exists());
+    std::fs::rename(&bare, env.path("moved.git")).expect("take the repository away");
+    std::fs::write(&go, "").expect("let the agent finish");
+    let out = finish(walk, "the walk");
+    assert_eq!(out.code, 1, "the walk stops:\n{}{}", out.stdout, out.stderr);
+    let errors: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("error:") || l.starts_with("hint:")).collect();
+    assert_eq!(errors.len(), 2, "one error line and its hint:\n{}", out.stderr);
+    assert!(
+        errors[0].starts_with("error: remote 'origin' has no repository at its URL (")
+            && errors[0].contains("access denied or repository not exported: /fleet.git)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(errors[1], "hint: check 'git remote get-url origin'; if it moved, 'git remote set-url origin <url>'");
+    assert!(!out.stderr.contains("does not answer"), "not said as an outage: {}", out.stderr);
 }
