@@ -114,6 +114,11 @@ impl<'a> GitQueue<'a> {
     /// Close the task in `state` (failed, needs-you, needs-decision), keep the claim (park
     /// exclusion), tidy the worktree.
     fn close_as(&mut self, unit: &mut WorkUnit, state: State, reason: &str) -> Result<bool> {
+        // A claim lost while the remote was silent: the verdict is not this walk's to record.
+        if let Some(why) = self.still_ours(unit)? {
+            engine::Queue::abandon(self, unit, &why)?;
+            return Ok(false);
+        }
         let ctx = self.session_ctx(unit);
         let mut transition = backlog::Transition::to(state, Some(reason.to_owned()));
         transition.from = vec![State::Open];
@@ -178,7 +183,7 @@ impl<'a> GitQueue<'a> {
         self.close_as(unit, State::NeedsYou, reason)
     }
 
-    /// Before a unit closes done with a shared remote: refresh its claim there (waiting while
+    /// Before a unit closes with a shared remote: refresh its claim there (waiting while
     /// the remote does not answer), so that no other clone can take the task over before the
     /// close's push — which carries the task's new state with the claim's release — has gone
     /// out, a lease from now. `Some(why)` when the claim is not ours any more (its lease ran
