@@ -130,6 +130,17 @@ pub(crate) fn start_walk_on(repo: &Repo<'_>, agent: &str, extra: &[&str], host: 
     Walk { child, out, err }
 }
 
+/// A walk still running when its test ends (a failed assertion) is stopped with it: it would
+/// otherwise go on asking a remote that is gone.
+impl Drop for Walk {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// How many sessions each task had, over every clone's session records.
