@@ -573,7 +573,7 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
 }
 
 /// The reason a claim kept on a closed task starts with (park exclusion).
-pub const HOLD_REASON: &str = "closed";
+pub use crate::store::claim::HOLD_REASON;
 
 /// Whether a claim only keeps a closed task away from the loop (park exclusion).
 pub fn is_hold(record: &claim::Record) -> bool {
@@ -614,7 +614,7 @@ pub fn open_after_claim(store: &Store, ctx: &Context, id: &TaskId) -> Result<Opt
 }
 
 /// Claim holders that are people (`take-over`) start with this.
-pub const PERSON_PREFIX: &str = "person:";
+pub use crate::store::claim::PERSON_PREFIX;
 
 /// The claim holder name of the person running this command.
 pub fn person(store: &Store) -> String {
@@ -681,9 +681,15 @@ impl Board {
         let mut watcher = lease::Watcher::load(store, ctx);
         let mut leases = HashMap::new();
         let mut watched = std::collections::HashSet::new();
-        for row in loaded.claims.iter().filter(|c| !c.is_released()) {
+        for row in loaded.claims.iter() {
             let Ok(held) = row.held() else { continue };
             let key = ClaimKey::new("node", row.task_id()).expect("the index holds valid claim refs only");
+            // A release this clone does not believe (made without the holder's capability)
+            // leaves the claim held by the record seen before it (`claim::vouch`).
+            let held = if row.is_released() { claim::vouch(store, &key, held) } else { held };
+            if held.record.is_released() {
+                continue;
+            }
             leases.insert(row.task_id().to_owned(), watcher.judge(&key, &held));
             watched.insert(refs::claim(&key));
         }

@@ -34,7 +34,7 @@ fn unreachable(dir: &std::path::Path, remote: &str) -> Option<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (dir, name) = (dir.to_owned(), remote.to_owned());
     std::thread::spawn(move || {
-        let _ = tx.send(git_loop::git::program::ls_remote(&dir, &name, &["refs/loop/".to_owned()]));
+        let _ = tx.send(git_loop::git::program::ls_remote(&dir, &name, &["refs/loop/".to_owned()], REACH_TIMEOUT));
     });
     match rx.recv_timeout(REACH_TIMEOUT) {
         Ok(Ok(_)) => None,

@@ -28,8 +28,10 @@ use git_loop::walk;
 /// summarizer session writes each landing commit's message. One lander per target across
 /// clones (claim lander:<branch>).
 ///
-/// Exit codes: 0 everything queued landed (or nothing was queued), 1 a landing failed or the
-/// target is checked out with changes, 2 usage, 3 another lander holds the target.
+/// Exit codes: 0 every task asked for by id is on the target now (without ids: something
+/// landed, or nothing was left to land); 1 a landing failed, a task asked for is not on the
+/// target (it waits for a dependency), nothing landed of what was queued, or the target is
+/// checked out with changes; 2 usage, 3 another lander holds the target.
 ///
 /// Example: git loop land --checks "cargo test" --batch 4
 #[derive(Args)]
@@ -158,7 +160,13 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
             .into());
         }
     };
-    let code = if report.failed.is_empty() { exit::OK } else { exit::FAILED };
+    // A landing failed; or asked for tasks by id, one is not on the target now (the queue left
+    // out only what the target holds already); or asked for every done task, it landed none of
+    // those left in the queue.
+    let unlanded = !report.failed.is_empty()
+        || (!args.ids.is_empty() && !report.waiting.is_empty())
+        || (report.landed.is_empty() && !report.waiting.is_empty());
+    let code = if unlanded { exit::FAILED } else { exit::OK };
     let mut out = super::output::Out::new();
     if args.json {
         out.json(&json!({ "landing": report }))?;
@@ -184,6 +192,16 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     }
     if report.landed.is_empty() && report.failed.is_empty() && report.waiting.is_empty() {
         out.line(format!("nothing to land on {}", report.into))?;
+    }
+    if unlanded {
+        let left = report.failed.len() + report.waiting.len();
+        super::output::stderr_line(format!(
+            "error: {left} task{} asked to land {} not on {}",
+            if left == 1 { "" } else { "s" },
+            if left == 1 { "is" } else { "are" },
+            report.into
+        ));
+        super::output::stderr_line("hint: 'git loop show <id>' says why; land its dependencies first, or answer it");
     }
     Ok(code)
 }

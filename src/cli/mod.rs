@@ -491,6 +491,13 @@ fn print_error(level: &str, err: &anyhow::Error) {
                 output::stderr_line(format!("hint: {hint}"));
             }
         }
+        None if git_loop::store::remote::no_answer(err).is_some() => {
+            let silent = git_loop::store::remote::no_answer(err).expect("checked");
+            output::stderr_line(format!("{level}: {silent}"));
+            output::stderr_line(
+                "hint: run it again once the remote answers; what this clone holds stays here, and 'git loop sync' publishes it",
+            );
+        }
         None => {
             let whole = format!("{err:#}");
             match remote_error::summarize(&whole) {

@@ -705,6 +705,19 @@ impl Observer for Progress {
                     super::output::stderr_line(format!("warning: {line}"));
                 }
             }
+            Event::RemoteSilent { remote, why } => {
+                self.clear_live();
+                super::output::stderr_line(format!(
+                    "warning: remote '{remote}' does not answer ({why}): this walk goes on with the work it holds, claims nothing new and keeps asking; nothing is lost"
+                ));
+            }
+            Event::RemoteBack { remote, after } => self.say(
+                None,
+                format!(
+                    "remote '{remote}' answers again, after {} without an answer",
+                    super::human::span(chrono::Duration::from_std(*after).unwrap_or(chrono::Duration::MAX))
+                ),
+            ),
             Event::Warning { message } => {
                 self.clear_live();
                 let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
@@ -822,6 +835,10 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
         Event::SettingsChanged { changes, during, obeyed } => {
             json!({ "event": "settings_changed", "changes": changes, "during": during, "obeyed": obeyed })
+        }
+        Event::RemoteSilent { remote, why } => json!({ "event": "remote_silent", "remote": remote, "reason": why }),
+        Event::RemoteBack { remote, after } => {
+            json!({ "event": "remote_back", "remote": remote, "silent_s": after.as_secs_f64() })
         }
         Event::Finished { stop, tally } => {
             let mut value = json!({

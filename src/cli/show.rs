@@ -182,12 +182,23 @@ fn landing_of(
         serde_json::json!({ "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log })
     });
     let position = view.queue.iter().position(|q| q.task == id.as_str());
+    // "Landed" only when the target as this clone knows it holds the completing commit (else the
+    // task branch's head): a completion note that says it landed is not enough — it may name a
+    // target this clone has not fetched since, or a landing that never reached it.
+    let completing = task.completion.as_ref().and_then(|c| c.commit.as_deref()).and_then(|c| c.parse().ok());
     let landed = match view.tip {
-        Some(tip) if store.is_ancestor(head, tip)? => true,
-        _ => git_loop::landing::noted_landed(store, task, &view.into)?,
+        Some(tip) => store.is_ancestor(completing.unwrap_or(head), tip)?,
+        None => false,
     };
+    let noted = !landed && git_loop::landing::noted_landed(store, task, &view.into)?;
     let (state, line) = match (landed, position) {
         (true, _) => ("landed", format!("on {into}")),
+        (false, _) if noted => (
+            "noted",
+            format!(
+                "its note says it landed on {into}, but {into} as this clone knows it does not hold its work (fetch {into}, then look again)"
+            ),
+        ),
         (false, Some(n)) if view.queue[n].waiting_for.is_empty() => {
             ("queued", format!("number {} in the queue to {into}", n + 1))
         }

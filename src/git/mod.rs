@@ -4,6 +4,7 @@
 
 pub mod packed;
 pub mod program;
+pub mod worktree;
 
 use std::path::Path;
 
@@ -197,12 +198,17 @@ where
 fn vanished(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(err);
     while let Some(err) = cause {
-        if err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
+        if is_not_found(err) {
             return true;
         }
         cause = err.source();
     }
     false
+}
+
+/// Whether `err` itself is an I/O "not found" (a file or directory vanished under a writer).
+pub fn is_not_found(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Objects up to this size are written as one stored (uncompressed) deflate block.

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
@@ -98,8 +99,13 @@ pub struct RemoteRefusal {
 
 /// Run the git program in `dir` with hooks and fsmonitor off, no prompts, C locale.
 fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
-    Command::new("git")
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+    command(dir, args).output().with_context(|| format!("could not run 'git {}'", args.join(" ")))
+}
+
+/// The git program as every call here runs it (see `git`).
+fn command(dir: &Path, args: &[String]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
         // git's own upkeep after a fetch (`gc --auto`, `maintenance run --auto`, a commit
         // graph) would repack and prune beside other git-loop processes reading and fetching:
         // git-loop consolidates at moments of its own choosing instead.
@@ -113,9 +119,76 @@ fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
         .env_remove("GIT_INDEX_FILE")
         .stdin(Stdio::null())
         .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .output()
-        .with_context(|| format!("could not run 'git {}'", args.join(" ")))
+        .env("LC_ALL", "C");
+    cmd
+}
+
+/// What this module says of a call to a remote that `timeout` cut off: the last line of the
+/// error it returns (see `TimedOut`).
+pub const TIMED_OUT: &str = "no answer within the transfer timeout";
+
+/// A call to a remote that was stopped because it did not finish within its transfer timeout
+/// (`loop.transferTimeout`): a stalled connection, a server that stopped answering.
+#[derive(Debug)]
+pub struct TimedOut {
+    pub argv: String,
+    pub after: Duration,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'git {}' was stopped: {TIMED_OUT} ({} s)", self.argv, self.after.as_secs())
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// Run a git call that talks to a remote, stopping it (its whole process group: git's
+/// transport helpers, `ssh`, `pack-objects`) once it has run for `timeout`: git has no
+/// timeout of its own for a connection that stalls (`git://`, and `ssh` without keep-alives),
+/// and a walk must never hang on one. A call stopped so is a [`TimedOut`] error: an unknown
+/// outcome for a push, whose caller reads the remote back.
+fn git_within(dir: &Path, args: &[String], timeout: Duration) -> Result<std::process::Output> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = command(dir, args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = cmd.spawn().with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) =
+            child.try_wait().with_context(|| format!("could not wait for 'git {}'", args.join(" ")))?
+        {
+            break status;
+        }
+        if started.elapsed() >= timeout {
+            let group = child.id() as libc::pid_t;
+            // SAFETY: killpg only sends a signal; the group is the one this call started.
+            unsafe {
+                libc::killpg(group, libc::SIGKILL);
+            }
+            let _ = child.wait();
+            let _ = (stdout.join(), stderr.join());
+            return Err(TimedOut { argv: args.join(" "), after: timeout }.into());
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    Ok(std::process::Output { status, stdout, stderr })
 }
 
 /// `git push --porcelain --atomic --force-with-lease=... <remote> <src>:<dst>... <pattern>...`,
@@ -127,7 +200,13 @@ fn git(dir: &Path, args: &[String]) -> Result<std::process::Output> {
 ///
 /// Returns the per-ref report when git gave one. An error means the outcome is unknown (the
 /// remote may or may not have applied the push): callers must read the remote back.
-pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String]) -> Result<PushReport> {
+pub fn push(
+    dir: &Path,
+    remote: &str,
+    updates: &[PushUpdate],
+    patterns: &[String],
+    timeout: Duration,
+) -> Result<PushReport> {
     let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--atomic".into(), "--no-verify".into()];
     for update in updates {
         if let Some(expect) = &update.expect {
@@ -142,7 +221,7 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String
         args.push(format!("{src}:{}", update.dst));
     }
     args.extend(patterns.iter().cloned());
-    let output = git(dir, &args)?;
+    let output = git_within(dir, &args, timeout)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if stderr.contains("does not support --atomic") {
@@ -157,12 +236,7 @@ pub fn push(dir: &Path, remote: &str, updates: &[PushUpdate], patterns: &[String
     let remote_lines =
         stderr.lines().filter_map(|l| l.strip_prefix("remote: ")).map(|l| printable(l.trim_end())).collect();
     if refs.is_empty() {
-        anyhow::bail!(
-            "'git {}' failed ({}): {}",
-            args.join(" "),
-            output.status,
-            stderr.trim().lines().last().unwrap_or("no output")
-        );
+        anyhow::bail!("'git {}' failed ({}): {}", args.join(" "), output.status, said(&output.stderr));
     }
     Ok(PushReport { refs, remote_lines })
 }
@@ -205,8 +279,14 @@ fn parse_porcelain(stdout: &str) -> Vec<(String, RefStatus)> {
 /// https: gix would need libcurl or a TLS stack; git brings the user's credential helpers).
 /// Lists the remote's refs matching `prefixes` first (`git ls-remote`, the truth about what
 /// it holds, deletions included), then fetches `refspecs` if anything matched.
-pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String]) -> Result<Vec<(String, ObjectId)>> {
-    let refs = ls_remote(dir, remote, prefixes)?;
+pub fn fetch(
+    dir: &Path,
+    remote: &str,
+    prefixes: &[String],
+    refspecs: &[String],
+    timeout: Duration,
+) -> Result<Vec<(String, ObjectId)>> {
+    let refs = ls_remote(dir, remote, prefixes, timeout)?;
     // git fails the whole fetch when an exact refspec (refs/notes/loop) names a ref the
     // remote lacks: ask only for what the listing found.
     let listed_source = |spec: &&String| {
@@ -228,7 +308,7 @@ pub fn fetch(dir: &Path, remote: &str, prefixes: &[String], refspecs: &[String])
             remote.to_owned(),
         ];
         args.extend(wanted.into_iter().cloned());
-        run(dir, &args)?;
+        run_within(dir, &args, timeout)?;
     }
     Ok(refs)
 }
@@ -243,11 +323,20 @@ pub fn moved_while_fetching(err: &anyhow::Error) -> bool {
         .any(|sign| text.contains(sign))
 }
 
+/// Whether a failed `fetch` died reading a linked worktree's registration that changed under it
+/// (git's connectivity check reads every worktree's `HEAD` through `.git/worktrees/<id>/`, and
+/// dies when one is removed between its listing and its reads, as a walk's workers do with
+/// their try worktrees all the time): worth trying again.
+pub fn worktree_changed_while_fetching(err: &anyhow::Error) -> bool {
+    let text = format!("{err:#}");
+    text.contains("/worktrees/") && ["failed to read", "Invalid path", "No such file"].iter().any(|s| text.contains(s))
+}
+
 /// `git ls-remote -- <remote> <prefix>*...`: the refs the remote holds under `prefixes`.
-pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String]) -> Result<Vec<(String, ObjectId)>> {
+pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String], timeout: Duration) -> Result<Vec<(String, ObjectId)>> {
     let mut args = vec!["ls-remote".to_owned(), "--".to_owned(), remote.to_owned()];
     args.extend(prefixes.iter().map(|p| format!("{p}*")));
-    let listed = run(dir, &args)?;
+    let listed = run_within(dir, &args, timeout)?;
     Ok(listed
         .lines()
         .filter_map(|line| {
@@ -261,16 +350,38 @@ pub fn ls_remote(dir: &Path, remote: &str, prefixes: &[String]) -> Result<Vec<(S
 /// Run git in `dir` and return its stdout; an error names the argv, the exit status and the
 /// last line of stderr.
 fn run(dir: &Path, args: &[String]) -> Result<String> {
-    let output = git(dir, args)?;
+    checked(args, git(dir, args)?)
+}
+
+/// `run` for a call to a remote, stopped after `timeout` (see `git_within`).
+fn run_within(dir: &Path, args: &[String], timeout: Duration) -> Result<String> {
+    checked(args, git_within(dir, args, timeout)?)
+}
+
+/// The stdout of a call that succeeded, else an error naming the argv, the exit status and
+/// the last line of stderr.
+fn checked(args: &[String], output: std::process::Output) -> Result<String> {
     if !output.status.success() {
-        anyhow::bail!(
-            "'git {}' failed ({}): {}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
-        );
+        anyhow::bail!("'git {}' failed ({}): {}", args.join(" "), output.status, said(&output.stderr));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// What a failed git said, on one line: its `fatal:` and `error:` lines and any line that says
+/// access was denied (ssh's reason comes before git's `fatal:`), else its last line.
+fn said(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let telling: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("fatal:") || l.starts_with("error:") || l.contains("denied"))
+        .collect();
+    match (telling.is_empty(), lines.last()) {
+        (false, _) => telling.join(" / "),
+        (true, Some(last)) => (*last).to_owned(),
+        (true, None) => "no output".to_owned(),
+    }
 }
 
 /// `git read-tree -m -u <old> <new>` in the worktree `dir`: its index and files go from commit
@@ -408,6 +519,21 @@ mod tests {
         assert_eq!(refs[0], ("refs/loop/claims/node/t1".into(), RefStatus::Ok));
         assert!(matches!(refs[1].1, RefStatus::Stale(_)));
         assert!(matches!(refs[2].1, RefStatus::Refused(_)));
+    }
+
+    #[test]
+    fn a_fetch_that_died_on_a_worktree_changing_under_it_is_told_apart() {
+        let died = |line: &str| anyhow::anyhow!("'git fetch --quiet -- origin' failed (exit status: 128): {line}");
+        for line in [
+            "fatal: failed to read .git/worktrees/t-4f2a-1/commondir: Success",
+            "fatal: Invalid path '/r/.git/worktrees/w-153': No such file or directory",
+            "fatal: failed to read .git/worktrees/w-262/commondir: No such file or directory",
+        ] {
+            assert!(worktree_changed_while_fetching(&died(line)), "{line}");
+        }
+        for line in ["fatal: Authentication failed for 'http://127.0.0.1/r.git/'", "fatal: bad object HEAD"] {
+            assert!(!worktree_changed_while_fetching(&died(line)), "{line}");
+        }
     }
 
     #[test]

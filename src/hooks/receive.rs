@@ -12,7 +12,8 @@
 //!   has not expired and does not expire beyond that lease from now (both by the server's
 //!   clock, give or take [`CLOCK_TOLERANCE`]); the update
 //!   is one of: create-if-absent; replacing a tombstone (a released claim is free); a refresh
-//!   or release by the same holder (a tombstone keeps the holder's name); a takeover of a record
+//!   or release by the same holder (a tombstone keeps the holder's name), carrying the holder's
+//!   capability while the record it replaces is live and locked (`claim::proves`); a takeover of a record
 //!   that has expired by the server's clock; a tombstone over a record that cannot be read or
 //!   that this policy would refuse today (`claim release --force`). Deleting a claim ref is
 //!   refused: a delete racing `git pack-refs` can resurrect a claim. With `loop.bindHolders`,
@@ -356,6 +357,8 @@ const CLAIM_HINT: &str =
 const HELD_HINT: &str =
     "wait until it expires, or ask its holder to release it ('git loop claim list' shows who holds what)";
 
+const CAPABILITY_HINT: &str = "only the clone that took a claim can refresh or release it while it is live; take it over once it expires, or ask its holder ('git loop claim list' shows who holds what)";
+
 fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
     let target = match classify(&u.name) {
         Ok(Some(target)) => target,
@@ -527,6 +530,20 @@ fn check_claim(server: &Server, opts: &Options, u: &Update, key: &ClaimKey) -> O
     if current.is_released() || now >= current.expires_at {
         return None;
     }
+    // A refresh, release or rewrite in the live holder's name must carry its capability: the
+    // holder's name is public (it is in the record), the capability's next token is not.
+    if current.holder == record.holder {
+        if let Err(why) = claim::proves(&current, &record) {
+            return Some(
+                refused(format!(
+                    "'{key}' is held by '{}' until {}; this change in its name is refused: {why}",
+                    current.holder.escape_debug(),
+                    time(current.expires_at)
+                ))
+                .hint(CAPABILITY_HINT),
+            );
+        }
+    }
     // A person's take-over (`git loop take-over`) passes a live claim from whoever works the
     // task to the person, who names whom they took it from; the walk sees it and stops. The
     // hook cannot tell people from impostors unless the server binds holders to users (then
@@ -687,6 +704,7 @@ mod tests {
             released_at: None,
             lamport: None,
             user: user.map(Into::into),
+            capability: None,
         }
     }
 

@@ -26,13 +26,8 @@ pub fn prepare(store: &Store, target: &str, candidate: ObjectId, made: &mut Opti
             // A leftover of a landing that died: its registration may be gone with it.
             let _ = std::fs::remove_dir_all(&dir);
         }
-        tries::prune_missing(store)?;
-        if let Some(parent) = dir.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        store.add_detached_worktree(&dir, candidate, &|| {
-            let _ = std::fs::remove_dir_all(&dir);
-        })?;
+        // Under the clone's worktree lock, as every worktree change.
+        tries::add_detached_worktree(store, &dir, candidate)?;
     } else {
         program::checkout_detached(&dir, candidate)?;
         program::clean_untracked(&dir)?;

@@ -4,7 +4,8 @@
 //! Inside the sandbox, the worktree's `.git` file says `gitdir: <box>/git`. That directory
 //! holds only what committing on the try's own branch needs: `HEAD` on that branch, its tip,
 //! the task branch and the target as read-only context (in `packed-refs`), a copy of the index
-//! (so `git status` is fast and right), the repository's `info/exclude` and `shallow`, a
+//! (so `git status` is fast and right) and of a merge in progress (`MERGE_HEAD`, `MERGE_MSG`),
+//! the repository's `info/exclude` and `shallow`, a
 //! configuration naming the agent as the author, and `objects/` whose alternates are the real
 //! object database — read-only inside the sandbox, so nothing the agent does can change an
 //! existing object. Its commits land in `<box>/git/objects`. No other branch, no `refs/loop`,
@@ -113,10 +114,15 @@ pub fn make(
     write(MARKER, b"the git directory of a confined git-loop session: its own branch, the real objects read-only\n")?;
     // What makes `git status` right and fast: the index as it is, the repository's own
     // excludes, and where a shallow clone's history ends.
+    // And a merge in progress (a conflict resolver's try): the agent's own `git commit` then
+    // makes the merge of both sides.
     for (from, to) in [
         (admin.join("index"), "index"),
         (store.common_dir().join("info/exclude"), "info/exclude"),
         (store.common_dir().join("shallow"), "shallow"),
+        (admin.join("MERGE_HEAD"), "MERGE_HEAD"),
+        (admin.join("MERGE_MSG"), "MERGE_MSG"),
+        (admin.join("MERGE_MODE"), "MERGE_MODE"),
     ] {
         if from.is_file() {
             std::fs::copy(&from, dir.join(to)).with_context(|| format!("could not copy '{}'", from.display()))?;

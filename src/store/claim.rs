@@ -29,8 +29,8 @@ use gix::ObjectId;
 
 use super::cas::{Cas, Expect};
 pub use super::claim_record::{
-    check_holder, corrupt_claim, decode, parse, symbolic, Held, Record, CLAIM_VERSION, LOCAL_KIND, MAX_HOLDER,
-    TASK_KIND,
+    check_holder, corrupt_claim, decode, parse, proves, symbolic, Capability, Held, Link, Record, CHAIN, CLAIM_VERSION,
+    HOLD_REASON, LOCAL_KIND, MAX_HOLDER, PERSON_PREFIX, TASK_KIND,
 };
 use super::{lamport, lease, remote, Store};
 use crate::context::Context;
@@ -112,12 +112,39 @@ pub fn read(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
 /// Read claim `key` as its arbiter has it now: with `loop.remote`, the remote's record is
 /// fetched into the local mirror first (a holder paused past its lease learns that it was
 /// taken over on another clone); without one, the local ref.
+///
+/// A remote that does not answer is asked again, after a growing backoff (at most
+/// [`CONFIRM_STEP`] apart), for up to [`CONFIRM_PATIENCE`] or until the process is
+/// interrupted: a walk cut off from its remote waits here, its session's work committed, to
+/// learn whether the claim is still its own before it closes the task (a claim lost meanwhile
+/// makes the work a kept try; one still held closes as it would have).
 pub fn read_confirmed(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     if let Some(remote_name) = arbiter_for(store, key) {
-        remote::refresh_mirror(store, &remote_name, &refs::claim(key))?;
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            match remote::refresh_mirror(store, &remote_name, &refs::claim(key)) {
+                Ok(_) => break,
+                Err(err)
+                    if remote::no_answer(&err).is_some()
+                        && started.elapsed() < CONFIRM_PATIENCE
+                        && !gix::interrupt::is_triggered() =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(remote::backoff(attempt).min(CONFIRM_STEP));
+                }
+                Err(err) => return Err(err),
+            }
+        }
     }
     read(store, key)
 }
+
+/// How long `read_confirmed` waits for a remote that does not answer.
+pub const CONFIRM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The longest wait between two of `read_confirmed`'s attempts.
+pub const CONFIRM_STEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Read claim `key`'s record as it is, tombstones included (what a compare-and-swap expects).
 /// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
@@ -134,11 +161,127 @@ pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     match target {
         None => Ok(None),
         Some(oid) => {
-            let held = read_at(store, key, oid)?;
+            let held = vouch(store, key, read_at(store, key, oid)?);
             lamport::witness(store, held.record.lamport.unwrap_or(0))?;
             Ok(Some(held))
         }
     }
+}
+
+/// The record that counts at claim `key` when its ref holds `raw`: `raw` itself, unless this
+/// clone last saw a live, locked record of the same holder there (`lease::last_seen`) that
+/// `raw` — a change in that holder's name — does not prove (`proves`): a change made without
+/// the holder's capability, which a remote without git-loop's hook let through. The record seen
+/// then stands, as live as this clone's watch of it says (its takeover waits a lease from when
+/// it was first seen, as any), with the ref's real value to compare-and-swap against.
+pub fn vouch(store: &Store, key: &ClaimKey, raw: Held) -> Held {
+    let Some(seen) = lease::last_seen(store, key).filter(|seen| *seen != raw.oid) else { return raw };
+    let Ok(before) = read_at(store, key, seen) else { return raw };
+    if before.record.holder != raw.record.holder || proves(&before.record, &raw.record).is_ok() {
+        return raw;
+    }
+    Held { record: before.record, oid: raw.oid, watched: before.oid }
+}
+
+/// The clone's claim secret (`.git/loop/claim-secret`: 64 hex digits, made on first use,
+/// never in a session's directory or a worktree): what only this clone's holders can make
+/// capability tokens from.
+fn secret(store: &Store) -> Result<String> {
+    let path = store.layout()?.claim_secret();
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if text.trim().len() == 64 {
+            return Ok(text.trim().to_owned());
+        }
+    }
+    let made: String = crate::ids::random_bytes(32).iter().map(|b| format!("{b:02x}")).collect();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+    }
+    let aside = path.with_extension(format!("tmp-{}", random_base32(8)));
+    {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&aside)
+            .with_context(|| format!("could not create '{}'", aside.display()))?;
+        writeln!(file, "{made}").with_context(|| format!("could not write '{}'", aside.display()))?;
+    }
+    // Never over another process's: the first one made is the clone's.
+    let linked = std::fs::hard_link(&aside, &path);
+    let _ = std::fs::remove_file(&aside);
+    match linked {
+        Ok(()) => Ok(made),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            let text =
+                std::fs::read_to_string(&path).with_context(|| format!("could not read '{}'", path.display()))?;
+            Ok(text.trim().to_owned())
+        }
+        Err(err) => Err(err).with_context(|| format!("could not write '{}'", path.display())),
+    }
+}
+
+/// The token of `round` on `holder`'s chain `chain` of claim `key`, made from this clone's
+/// secret (see `Capability`).
+fn token(secret: &str, key: &ClaimKey, holder: &str, chain: &str, round: u32) -> String {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(format!("git-loop claim capability v1\n{secret}\n{key}\n{holder}\n{chain}\n").as_bytes());
+    let mut token = hasher.try_finalize().expect("SHA-1 is always computed");
+    for _ in round..CHAIN {
+        token = super::claim_record::hash_token(&token);
+    }
+    token.to_hex().to_string()
+}
+
+/// A claim record of `holder` that this clone did not make cannot be changed in its name here.
+#[derive(Debug)]
+struct NotOurs;
+
+/// The capability of a new record of `holder` at `key` replacing `previous` (as read, a
+/// tombstone included; `None`: the claim was never taken). `open`: it locks nothing further (a
+/// tombstone, a hold, a person's claim). A record of the same holder that `previous` locks
+/// continues its chain (a new chain once one is spent), which only the clone that made the chain
+/// can do (`NotOurs` otherwise); any other starts a chain, naming the last link of `previous`'s
+/// (`from`), so a clone that saw an earlier record of the chain can tell that it was released.
+fn successor(
+    store: &Store,
+    key: &ClaimKey,
+    holder: &str,
+    previous: Option<&Record>,
+    open: bool,
+) -> Result<std::result::Result<Capability, NotOurs>> {
+    let secret = secret(store)?;
+    let start = |from: Option<Link>| {
+        let chain = random_base32(12);
+        let token = token(&secret, key, holder, &chain, 0);
+        Capability { chain, round: 0, token, open, from }
+    };
+    let link = |c: &Capability| Link { chain: c.chain.clone(), round: c.round, token: c.token.clone() };
+    let Some(previous) = previous else { return Ok(Ok(start(None))) };
+    let lock = match &previous.capability {
+        Some(lock) if previous.locks() && previous.holder == holder => lock,
+        other => return Ok(Ok(start(other.as_ref().map(link)))),
+    };
+    if token(&secret, key, holder, &lock.chain, lock.round) != lock.token {
+        return Ok(Err(NotOurs));
+    }
+    let next = lock.round + 1;
+    if open || next < CHAIN {
+        let token = token(&secret, key, holder, &lock.chain, next);
+        return Ok(Ok(Capability { chain: lock.chain.clone(), round: next, token, open, from: None }));
+    }
+    // The chain is spent: its last link opens a new one.
+    let last = Link { chain: lock.chain.clone(), round: CHAIN, token: token(&secret, key, holder, &lock.chain, CHAIN) };
+    Ok(Ok(start(Some(last))))
+}
+
+/// Whether a record of `holder` with `reason` locks nothing further: a person's claim (a
+/// take-over, released by whoever reopens the task) or a hold on a closed task (park
+/// exclusion, released by a reopen on any clone).
+fn opens(holder: &str, reason: Option<&str>) -> bool {
+    holder.starts_with(PERSON_PREFIX) || reason.is_some_and(|r| r.starts_with(HOLD_REASON))
 }
 
 /// Take claim `key` for `opts.holder`: create it, refresh our own, or take over one this clone
@@ -172,6 +315,7 @@ pub fn acquire_with(
         let raw = read_record(store, key)?;
         let expect = Expect::from_current(raw.as_ref().map(|h| h.oid));
         let seen = raw.as_ref().and_then(|h| h.record.lamport).unwrap_or(0);
+        let raw_record = raw.as_ref().map(|h| h.record.clone());
         let current = raw.filter(|h| !h.record.is_released());
         let now = ctx.now();
         let (acquired_at, previous) = match &current {
@@ -185,15 +329,21 @@ pub fn acquire_with(
             }
             Some(held) => return Ok(Some(Acquire::HeldByOther(held.clone()))),
         };
+        // A refresh without a reason keeps the one given when the claim was taken.
+        let reason = opts.reason.clone().or_else(|| {
+            current.as_ref().filter(|h| h.record.holder == opts.holder).and_then(|h| h.record.reason.clone())
+        });
+        let replaced = raw_record.as_ref();
+        let capability = match successor(store, key, &opts.holder, replaced, opens(&opts.holder, reason.as_deref()))? {
+            Ok(capability) => capability,
+            Err(NotOurs) => return Err(not_ours(key, &opts.holder).into()),
+        };
         let record = Record {
             version: CLAIM_VERSION,
             key: key.to_string(),
             holder: opts.holder.clone(),
             session: opts.session.clone(),
-            // A refresh without a reason keeps the one given when the claim was taken.
-            reason: opts.reason.clone().or_else(|| {
-                current.as_ref().filter(|h| h.record.holder == opts.holder).and_then(|h| h.record.reason.clone())
-            }),
+            reason,
             host: ctx.host.clone(),
             pid: ctx.pid,
             boot_id: ctx.boot_id.clone(),
@@ -205,6 +355,7 @@ pub fn acquire_with(
             released_at: None,
             lamport: Some(lamport::tick(store, seen)?),
             user: writer_user(store),
+            capability: Some(capability),
         };
         let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
         // Taking a task's claim through the remote: lease the push on the task's record as our
@@ -239,7 +390,7 @@ pub fn acquire_with(
                 }
                 // This clone has seen our record since it was written.
                 watcher.saw(key, oid);
-                let held = Held { record, oid };
+                let held = Held { record, oid, watched: oid };
                 Ok(Some(match (current, previous) {
                     (None, _) => Acquire::Acquired(held),
                     (Some(_), Some(previous)) => Acquire::TookOver { held, previous: Box::new(previous) },
@@ -347,6 +498,11 @@ pub fn arbiter_for(store: &Store, key: &ClaimKey) -> Option<String> {
 pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts: &AcquireOptions) -> Result<Acquire> {
     let now = ctx.now();
     let lamport = lamport::tick(store, held.record.lamport.unwrap_or(0))?;
+    let open = opens(&opts.holder, opts.reason.as_deref());
+    let capability = match successor(store, key, &opts.holder, Some(&held.record), open)? {
+        Ok(capability) => capability,
+        Err(NotOurs) => return Err(not_ours(key, &opts.holder).into()),
+    };
     let record = Record {
         version: CLAIM_VERSION,
         key: key.to_string(),
@@ -364,6 +520,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
         released_at: None,
         lamport: Some(lamport),
         user: writer_user(store),
+        capability: Some(capability),
     };
     let oid = git::write_blob(&store.repo, &serde_json::to_vec(&record)?)?;
     let name = refs::claim(key);
@@ -373,7 +530,7 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
             let mut watcher = lease::Watcher::load(store, ctx);
             watcher.saw(key, oid);
             watcher.save();
-            Ok(Acquire::TookOver { held: Held { record, oid }, previous: Box::new(held.record.clone()) })
+            Ok(Acquire::TookOver { held: Held { record, oid, watched: oid }, previous: Box::new(held.record.clone()) })
         }
         Cas::Lost { .. } => match read(store, key)? {
             Some(now_held) => Ok(Acquire::HeldByOther(now_held)),
@@ -385,6 +542,21 @@ pub fn take_over(store: &Store, ctx: &Context, key: &ClaimKey, held: &Held, opts
 /// Write the tombstone that releases `key` (held by `holder`, as recorded in `was`).
 fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Option<&Record>) -> Result<ObjectId> {
     let now = ctx.now();
+    // Proving the record it ends when this clone holds its chain; else (a stale claim of
+    // another clone's, released by force) only naming it, which a remote's hook lets through
+    // once the claim has expired, and no clone takes for a release before it has gone stale.
+    let capability = match successor(store, key, holder, was, true)? {
+        Ok(capability) => capability,
+        Err(NotOurs) => {
+            let from = was.and_then(|r| r.capability.as_ref()).map(|c| Link {
+                chain: c.chain.clone(),
+                round: c.round,
+                token: c.token.clone(),
+            });
+            let chain = random_base32(12);
+            Capability { token: token(&secret(store)?, key, holder, &chain, 0), chain, round: 0, open: true, from }
+        }
+    };
     let record = Record {
         version: CLAIM_VERSION,
         key: key.to_string(),
@@ -402,8 +574,17 @@ fn tombstone(store: &Store, ctx: &Context, key: &ClaimKey, holder: &str, was: Op
         released_at: Some(now),
         lamport: Some(lamport::tick(store, was.and_then(|r| r.lamport).unwrap_or(0))?),
         user: writer_user(store),
+        capability: Some(capability),
     };
     git::write_blob(&store.repo, &serde_json::to_vec(&record)?)
+}
+
+/// A live claim of `holder` that another clone took (its capability is that clone's).
+fn not_ours(key: &ClaimKey, holder: &str) -> Refusal {
+    crate::error::refused(format!(
+        "claim '{key}' is held by '{holder}' in another clone: only the clone that took it can refresh or release it"
+    ))
+    .hint(format!("release it there, or once it is stale here take it over ('git loop claim release {key} --force')"))
 }
 
 /// The name this clone's writer has on the shared remote (`loop.user`), for its records.
@@ -609,6 +790,84 @@ mod tests {
             .expect("write");
         let lease = judge(&store, &at(&ctx, "2026-03-01T13:00:00Z"), &key, &held);
         assert_eq!(lease.unchanged_for, Duration::ZERO, "seen on another clock: first sight now");
+    }
+
+    /// Every change of a live claim in its holder's name proves the record before it: a
+    /// refresh continues its capability's chain, a release ends it; a spent chain starts a new
+    /// one from its last link.
+    #[test]
+    fn refreshes_and_releases_carry_the_holders_capability() {
+        let (_dir, store) = repo();
+        let ctx = Context::for_tests();
+        let key: ClaimKey = "node:t-cap".parse().expect("key");
+        let first = match claim::acquire(&store, &ctx, &key, &opts("h", 30)).expect("acquire") {
+            claim::Acquire::Acquired(held) => held.record,
+            other => panic!("free: {other:?}"),
+        };
+        let cap = first.capability.clone().expect("a new claim has a capability");
+        assert_eq!((cap.round, cap.open, first.locks()), (0, false, true));
+        let refreshed = match claim::acquire(&store, &ctx, &key, &opts("h", 30)).expect("refresh") {
+            claim::Acquire::Refreshed(held) => held.record,
+            other => panic!("ours: {other:?}"),
+        };
+        assert_eq!(proves(&first, &refreshed), Ok(()), "a refresh proves the record it replaces");
+        assert_eq!(refreshed.capability.as_ref().map(|c| (c.chain.as_str(), c.round)), Some((cap.chain.as_str(), 1)));
+        claim::release(&store, &ctx, &key, "h", false).expect("release");
+        let tombstone = claim::read_record(&store, &key).expect("read").expect("a tombstone");
+        assert_eq!(proves(&refreshed, &tombstone.record), Ok(()), "a release proves it too");
+        assert!(!tombstone.record.locks());
+
+        // Near the end of a chain: the next refresh starts another, linked to the last.
+        let near = {
+            let mut record = refreshed.clone();
+            let c = record.capability.as_mut().expect("a capability");
+            c.round = CHAIN - 1;
+            c.token = token(&secret(&store).expect("secret"), &key, "h", &c.chain, CHAIN - 1);
+            record
+        };
+        let next = successor(&store, &key, "h", Some(&near), false).expect("successor").expect("ours");
+        assert_ne!(next.chain, near.capability.as_ref().expect("a capability").chain);
+        let mut later = near.clone();
+        later.capability = Some(next);
+        assert_eq!(proves(&near, &later), Ok(()));
+        // Another clone (another secret) cannot continue this clone's chain.
+        let (_other_dir, other) = repo();
+        assert!(successor(&other, &key, "h", Some(&near), false).expect("successor").is_err());
+    }
+
+    /// A release in the holder's name that does not prove its record — pushed by someone who
+    /// knew only the holder's name — is not believed: the record seen before it stands, and its
+    /// holder's next refresh restores the claim.
+    #[test]
+    fn a_forged_release_is_not_believed_and_the_holders_refresh_restores_the_claim() {
+        let (_dir, store) = repo();
+        let ctx = Context::for_tests();
+        let key: ClaimKey = "node:t-forged".parse().expect("key");
+        claim::acquire(&store, &ctx, &key, &opts("w-holder", 30)).expect("acquire");
+        let live = claim::read(&store, &key).expect("read").expect("held");
+        let mut forged = live.record.clone();
+        forged.released_at = Some(forged.refreshed_at);
+        forged.nonce = "forged".into();
+        forged.capability = None;
+        let forged_id = git::write_blob(&store.repo, &serde_json::to_vec(&forged).expect("json")).expect("blob");
+        let name = refs::claim(&key);
+        let applied = super::super::cas::update(&store, &name, Expect::Is(live.oid), forged_id, "forge").expect("cas");
+        assert_eq!(applied, Cas::Applied);
+        let read = claim::read(&store, &key).expect("read").expect("still held");
+        assert_eq!(
+            (read.record.nonce.as_str(), read.oid, read.watched),
+            (live.record.nonce.as_str(), forged_id, live.oid)
+        );
+        // Nobody else takes it...
+        assert!(matches!(
+            claim::acquire(&store, &Context { pid: 2, ..ctx.clone() }, &key, &opts("w-other", 30)).expect("acquire"),
+            claim::Acquire::HeldByOther(_)
+        ));
+        // ... and its holder's refresh replaces the forgery with a record that proves the last.
+        match claim::acquire(&store, &ctx, &key, &opts("w-holder", 30)).expect("refresh") {
+            claim::Acquire::Refreshed(held) => assert_eq!(proves(&live.record, &held.record), Ok(())),
+            other => panic!("still ours: {other:?}"),
+        }
     }
 
     /// A claim record carries its writer's clock (a tombstone, its releaser's): whoever reads

@@ -277,7 +277,11 @@ impl ClaimRow {
     /// The full claim.
     pub fn held(&self) -> Result<Held> {
         let key: ClaimKey = format!("node:{}", self.task_id()).parse()?;
-        Ok(Held { record: claim::parse(&key, &self.text.bytes()[self.json.clone()])?, oid: self.oid })
+        Ok(Held {
+            record: claim::parse(&key, &self.text.bytes()[self.json.clone()])?,
+            oid: self.oid,
+            watched: self.oid,
+        })
     }
 
     fn fresh(key: &ClaimKey, held: &Held) -> Result<ClaimRow> {

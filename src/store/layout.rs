@@ -70,6 +70,11 @@ impl Layout {
         self.root.join("leases")
     }
 
+    /// The secret this clone's claim capabilities are made from (`store::claim`).
+    pub fn claim_secret(&self) -> PathBuf {
+        self.root.join("claim-secret")
+    }
+
     /// This clone's random id.
     pub fn clone_id(&self) -> PathBuf {
         self.root.join("clone-id")
@@ -115,6 +120,13 @@ impl Layout {
     /// The default root of try worktrees (`loop.worktrees` overrides it).
     pub fn worktrees(&self) -> PathBuf {
         self.root.join("worktrees")
+    }
+
+    /// Where a worktree's registration is made before it is renamed into `worktrees/` whole,
+    /// and where one is renamed to before it is deleted (`git::worktree`); used only under the
+    /// worktree lock.
+    pub fn worktree_staging(&self) -> PathBuf {
+        self.root.join("worktree-staging")
     }
 
     /// Held while worktrees are added or removed.

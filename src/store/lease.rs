@@ -117,9 +117,9 @@ impl Watcher {
         let now = self.ctx.tick();
         let name = refs::claim(key);
         let unchanged_for = match self.seen.get(&name) {
-            Some(seen) if seen.oid == held.oid && seen.source == now.source => now.at.saturating_sub(seen.at),
+            Some(seen) if seen.oid == held.watched && seen.source == now.source => now.at.saturating_sub(seen.at),
             _ => {
-                self.note(name, held.oid, now);
+                self.note(name, held.watched, now);
                 Duration::ZERO
             }
         };
@@ -173,6 +173,22 @@ impl Watcher {
             let _ = std::fs::remove_file(&aside);
         }
     }
+}
+
+/// The record this clone last saw at claim `key` (the object id), if it watches one: what a
+/// change there must prove to be believed (`claim::vouch`). Read without a clock.
+pub fn last_seen(store: &Store, key: &ClaimKey) -> Option<ObjectId> {
+    let path = super::layout::Layout::of(store.repo.common_dir()).leases();
+    let text = std::fs::read_to_string(path).ok()?;
+    let name = refs::claim(key);
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return None;
+    }
+    lines.find_map(|line| {
+        let (ref_name, rest) = line.split_once('\t')?;
+        (ref_name == name).then(|| rest.split('\t').next().and_then(|oid| ObjectId::from_hex(oid.as_bytes()).ok()))?
+    })
 }
 
 /// Judge one claim's lease (see [`Watcher::judge`]), saving what was seen.

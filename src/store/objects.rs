@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context as _, Result};
 use gix::ObjectId;
@@ -306,33 +305,40 @@ impl Store {
     }
 
     /// Add a linked worktree at `path` with `branch` (a full ref name, which must exist)
-    /// checked out, through a handle with every `filter.<driver>` removed (see `git::harden`).
-    /// When a file or directory it made vanished under it, `undo` is called and it is tried
-    /// again (see `git::retry_vanished`).
+    /// checked out, through handles with every `filter.<driver>` removed (see `git::harden`),
+    /// its registration renamed into place whole (see `git::worktree`). When a file or
+    /// directory it made vanished under it, `undo` is called and it is tried again (see
+    /// `git::retry_vanished`). Callers hold the clone's worktree lock.
     pub fn add_worktree(&self, path: &Path, branch: &str, undo: &dyn Fn()) -> Result<()> {
-        let branch: gix::refs::FullName = branch.try_into().context("invalid try branch name")?;
-        self.add_worktree_at(path, gix::worktree::add::Head::Attached(branch), undo)
+        self.add_worktree_at(path, git::worktree::Head::Attached(branch.to_owned()), undo)
     }
 
     /// Add a linked worktree at `path` with `commit` checked out on a detached HEAD (the landing
     /// queue's worktree, a reviewer's checkout: no branch follows them), as `add_worktree` does.
     pub fn add_detached_worktree(&self, path: &Path, commit: ObjectId, undo: &dyn Fn()) -> Result<()> {
-        self.add_worktree_at(path, gix::worktree::add::Head::Detached(commit), undo)
+        self.add_worktree_at(path, git::worktree::Head::Detached(commit), undo)
     }
 
-    fn add_worktree_at(&self, path: &Path, head: gix::worktree::add::Head, undo: &dyn Fn()) -> Result<()> {
-        let interrupt = AtomicBool::new(false);
+    fn add_worktree_at(&self, path: &Path, head: git::worktree::Head, undo: &dyn Fn()) -> Result<()> {
         let mut repo = self.repo.clone();
         git::harden(&mut repo)?;
+        let staging = self.layout()?.worktree_staging();
+        git::worktree::clear_staging(&staging);
         crate::failpoint::write_point();
-        git::retry_vanished(|| {
-            let added = repo.add_worktree(path, head.clone(), gix::progress::Discard, &interrupt);
-            if added.is_err() {
-                undo();
+        let mut tries = 0;
+        loop {
+            match git::worktree::add(&repo, path, &head, &staging) {
+                Ok(()) => break,
+                Err(err) => {
+                    undo();
+                    if tries < 10 && err.chain().any(git::is_not_found) {
+                        tries += 1;
+                        continue;
+                    }
+                    return Err(err.context(format!("could not add the worktree '{}'", path.display())));
+                }
             }
-            added
-        })
-        .with_context(|| format!("could not add the worktree '{}'", path.display()))?;
+        }
         crate::failpoint::write_point();
         Ok(())
     }
@@ -405,6 +411,14 @@ impl Store {
             anyhow::ensure!(copied <= MAX_OBJECTS, "more than {MAX_OBJECTS} new objects: the copy stops");
         }
         Ok(copied)
+    }
+
+    /// Take the worktree registration `admin` (a directory under `worktree_registrations`) away
+    /// whole (see `git::worktree::retire`). Callers hold the clone's worktree lock.
+    pub fn retire_worktree_registration(&self, admin: &Path) -> Result<()> {
+        let staging = self.layout()?.worktree_staging();
+        git::worktree::retire(admin, &staging)
+            .with_context(|| format!("could not remove the registration '{}'", admin.display()))
     }
 
     /// Where the repository's packed-refs file is.

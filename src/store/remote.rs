@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
+use gix::protocol::transport::client::blocking_io::Transport;
 use gix::ObjectId;
 
 use super::cas::{self, Cas, Expect};
@@ -125,9 +126,13 @@ fn swap_with(
         expect: Some(Some(*id)),
     }));
     let pushed_at = Instant::now();
+    let timeout = store.settings().transfer_timeout()?;
     crate::failpoint::write_point();
-    let pushed = program::push(store.workdir(), remote, &updates, &[]);
+    let pushed = program::push(store.workdir(), remote, &updates, &[], timeout);
     crate::failpoint::write_point();
+    if pushed.is_ok() {
+        note_answer(remote);
+    }
     match pushed {
         Ok(report) if report.all_ok() => {
             match mirror {
@@ -173,7 +178,11 @@ fn swap_with(
             if crate::error::find_refusal(&err).is_some() {
                 return Err(err);
             }
-            // Unknown outcome: the server is the judge.
+            if let Fault::Unhealable(refusal) = fault(remote, &err) {
+                return Err(unhealable(remote, refusal, err));
+            }
+            // Unknown outcome (the connection reset, the push cut by the transfer timeout): the
+            // server is the judge.
             let actual = read_back(store).with_context(|| {
                 format!("the push to '{remote}' failed and the remote could not be read back: {err:#}")
             })?;
@@ -277,31 +286,78 @@ fn find_remote_in<'r>(repo: &'r gix::Repository, name: &str) -> Result<gix::Remo
 }
 
 /// Whether this build of gix cannot talk to `handle` (http and https: gix would need libcurl or
-/// a TLS stack), so that the git program must (see `program::fetch`).
+/// a TLS stack), or should not (ssh), so that the git program must (see `program::fetch`).
 fn needs_git_program(handle: &gix::Remote<'_>) -> bool {
     let scheme = handle.url(gix::remote::Direction::Fetch).map(|u| u.scheme.clone());
-    matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https))
+    // ssh too: gix runs `ssh` itself and would wait for a stalled one for ever; the git
+    // program's calls are stopped after the transfer timeout.
+    matches!(scheme, Some(gix::url::Scheme::Http) | Some(gix::url::Scheme::Https) | Some(gix::url::Scheme::Ssh))
 }
 
 /// The refs `remote` holds under `prefix` (e.g. `refs/loop/claims/`), without fetching
-/// anything.
+/// anything. A transient fault is tried again (see `answered`).
 pub fn list(store: &Store, remote: &str, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-    let handle = find_remote(store, remote)?;
-    if needs_git_program(&handle) {
-        return program::ls_remote(store.workdir(), remote, &[prefix.to_owned()]);
-    }
-    let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
-    handle
-        .replace_refspecs([format!("+{prefix}*:{prefix}*").as_str()], gix::remote::Direction::Fetch)
-        .context("invalid fetch refspec")?;
-    let connection = handle
-        .connect(gix::remote::Direction::Fetch)
-        .with_context(|| format!("could not connect to remote '{remote}'"))?;
-    let (ref_map, _) = connection
-        .ref_map(gix::progress::Discard, gix::remote::ref_map::Options::default())
-        .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
-    Ok(advertised(&ref_map))
+    let timeout = store.settings().transfer_timeout()?;
+    answered(store, remote, || {
+        let handle = find_remote(store, remote)?;
+        if needs_git_program(&handle) {
+            return program::ls_remote(store.workdir(), remote, &[prefix.to_owned()], timeout);
+        }
+        let mut handle = handle.with_fetch_tags(gix::remote::fetch::Tags::None);
+        handle
+            .replace_refspecs([format!("+{prefix}*:{prefix}*").as_str()], gix::remote::Direction::Fetch)
+            .context("invalid fetch refspec")?;
+        let connection = connect(&handle, remote, timeout)?;
+        let (ref_map, _) = connection
+            .ref_map(gix::progress::Discard, gix::remote::ref_map::Options::default())
+            .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
+        Ok(advertised(&ref_map))
+    })
 }
+
+/// A connection to `handle` for fetching. Over `git://` the socket is gix's own but made here,
+/// with `timeout` on every read and write: gix's daemon transport sets none, so a connection
+/// that stalls would hang its fetch for ever. (Other transports: `file://` has no network, and
+/// http, https and ssh go through the git program, which `program` stops after its timeout.)
+fn connect<'a, 'repo>(
+    handle: &'a gix::Remote<'repo>,
+    remote: &str,
+    timeout: Duration,
+) -> Result<gix::remote::Connection<'a, 'static, 'repo, Box<dyn Transport + Send>>> {
+    use gix::protocol::transport::client::git;
+    let (url, version) = handle
+        .sanitized_url_and_version(gix::remote::Direction::Fetch)
+        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    if url.scheme != gix::url::Scheme::Git {
+        return handle
+            .connect(gix::remote::Direction::Fetch)
+            .with_context(|| format!("could not connect to remote '{remote}'"));
+    }
+    let host = url.host().with_context(|| format!("remote '{remote}' has a git:// URL without a host"))?.to_owned();
+    let port = url.port.unwrap_or(9418);
+    let address = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+        .with_context(|| format!("could not connect to remote '{remote}': cannot resolve '{host}'"))?
+        .next()
+        .with_context(|| format!("could not connect to remote '{remote}': '{host}' has no address"))?;
+    let stream = std::net::TcpStream::connect_timeout(&address, timeout.min(CONNECT_TIMEOUT))
+        .with_context(|| format!("could not connect to remote '{remote}' ({address})"))?;
+    stream.set_read_timeout(Some(timeout)).context("could not set the connection's timeout")?;
+    stream.set_write_timeout(Some(timeout)).context("could not set the connection's timeout")?;
+    let write = stream.try_clone().context("could not use the connection")?;
+    let connection = git::blocking_io::Connection::new(
+        stream,
+        write,
+        version,
+        url.path.clone(),
+        Some((host, url.port)),
+        git::ConnectMode::Daemon,
+        false,
+    );
+    Ok(handle.to_connection_with_transport(Box::new(connection) as Box<dyn Transport + Send>))
+}
+
+/// How long connecting to a `git://` remote may take (or the transfer timeout, if shorter).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The refs a ref map says the remote advertised, with the objects they point to.
 fn advertised(ref_map: &gix::remote::fetch::RefMap) -> Vec<(String, ObjectId)> {
@@ -342,21 +398,297 @@ const UNPACK_LIMIT: u32 = 100;
 /// `store`'s handle (see `UNPACK_LIMIT`). Opening costs about a millisecond. A repack during
 /// the fetch has the same effect on its handle: the fetch is then tried again in a new one.
 pub fn fetch(store: &Store, remote: &str, sources: &[String]) -> Result<Fetched> {
-    let _one_at_a_time =
-        super::flock::FileLock::exclusive(&store.layout()?.fetch_lock(), "fetching", Duration::from_secs(120))?;
-    let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", refs::mirror(remote, s))).collect();
-    let handle = find_remote(store, remote)?;
-    let fetched = if needs_git_program(&handle) {
-        fetch_with_git(store, remote, sources, &refspecs)?
-    } else {
-        // Claim records are blobs: there is no history to negotiate, and offering every local
-        // commit as a "have" costs more than the records themselves.
-        let blobs_only = sources.iter().all(|s| s.starts_with(refs::CLAIMS));
-        fetch_gix_retrying(store, remote, &refspecs, blobs_only, &mut |_, _| {})?
-    };
-    prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
-    Ok(fetched)
+    let timeout = store.settings().transfer_timeout()?;
+    answered(store, remote, || {
+        // Taken for each attempt, not across the waits between them: the other threads and
+        // processes of this clone fetch in between. A holder keeps it for at most a transfer
+        // timeout per attempt.
+        let wait = Duration::from_secs(120) + timeout * ATTEMPTS;
+        let _one_at_a_time = super::flock::FileLock::exclusive(&store.layout()?.fetch_lock(), "fetching", wait)?;
+        let refspecs: Vec<String> = sources.iter().map(|s| format!("+{s}:{}", refs::mirror(remote, s))).collect();
+        let handle = find_remote(store, remote)?;
+        let fetched = if needs_git_program(&handle) {
+            fetch_with_git(store, remote, sources, &refspecs, timeout)?
+        } else {
+            // Claim records are blobs: there is no history to negotiate, and offering every local
+            // commit as a "have" costs more than the records themselves.
+            let blobs_only = sources.iter().all(|s| s.starts_with(refs::CLAIMS));
+            fetch_gix_retrying(store, remote, &refspecs, blobs_only, &mut |_, _| {})?
+        };
+        prune_mirrors(store, remote, sources, &fetched.remote_refs)?;
+        Ok(fetched)
+    })
 }
+
+/// How many times one call to a remote is made when it meets a transient fault (see `answered`).
+pub const ATTEMPTS: u32 = 4;
+
+/// Run `call`, a call to `remote`, again when it fails on a fault that may heal — a connection
+/// reset or refused, a timeout or a stall cut by the transfer timeout, an HTTP 5xx or 429 —
+/// after a jittered backoff (0.2, 0.6, 1.8 s, each ± half), [`ATTEMPTS`] times in all; then
+/// the error says the remote did not answer ([`NoAnswer`]). A fault that cannot heal (the
+/// remote refuses our credentials, has no repository there) is a refusal at once, with a
+/// hint. Every outcome is noted for [`health`].
+pub fn answered<T>(store: &Store, remote: &str, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let _ = store;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match call() {
+            Ok(value) => {
+                note_answer(remote);
+                return Ok(value);
+            }
+            Err(err) => match fault(remote, &err) {
+                Fault::Transient(why) if attempt < ATTEMPTS => {
+                    note_silence(remote, &why, false);
+                    std::thread::sleep(backoff(attempt));
+                }
+                Fault::Transient(why) => return Err(gave_up(remote, why, err)),
+                Fault::Unhealable(refusal) => return Err(unhealable(remote, refusal, err)),
+                Fault::Other => return Err(err),
+            },
+        }
+    }
+}
+
+/// The wait before attempt `attempt + 1`: 0.2 s × 3^(attempt − 1), ± half, at most 10 s.
+pub fn backoff(attempt: u32) -> Duration {
+    let base = 200u64.saturating_mul(3u64.saturating_pow(attempt.saturating_sub(1))).min(10_000);
+    let bytes = crate::ids::random_bytes(2);
+    let jitter = u64::from(u16::from_le_bytes([bytes[0], bytes[1]]));
+    Duration::from_millis(base / 2 + jitter % base.max(1))
+}
+
+/// A remote that did not answer, however often it was asked: a fault that may heal (the
+/// network, the server's load), after [`ATTEMPTS`] calls. Callers that can wait (a walk) wait
+/// and ask again; a command run by hand stops with it. Its cause is the last attempt's error.
+#[derive(Debug)]
+pub struct NoAnswer {
+    pub remote: String,
+    /// What the last attempt met, on one line.
+    pub why: String,
+    cause: anyhow::Error,
+}
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "remote '{}' {NO_ANSWER} ({}); nothing was lost", self.remote, self.why)
+    }
+}
+
+impl std::error::Error for NoAnswer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause.as_ref())
+    }
+}
+
+/// `err`, a call to `remote` that met `why` once too often, as a [`NoAnswer`] (noted for
+/// [`health`]).
+pub fn gave_up(remote: &str, why: String, err: anyhow::Error) -> anyhow::Error {
+    note_silence(remote, &why, true);
+    NoAnswer { remote: remote.to_owned(), why, cause: err }.into()
+}
+
+/// A refusal for a call to `remote` that met a fault which will not heal by itself, marked
+/// [`CannotHeal`]. (`err`, git's own words, is in the refusal's message already.)
+pub fn unhealable(remote: &str, refusal: Refusal, err: anyhow::Error) -> anyhow::Error {
+    drop(err);
+    CannotHeal { remote: remote.to_owned(), refusal }.into()
+}
+
+/// A fault of the shared remote that will not heal by itself — it refuses this clone's
+/// credentials, has no repository at its URL, or its hook refuses what this clone publishes:
+/// a walk stops on it. Its cause is the refusal that says what to do (so the command line finds
+/// and shows it as any refusal).
+#[derive(Debug, Clone)]
+pub struct CannotHeal {
+    pub remote: String,
+    pub refusal: Refusal,
+}
+
+impl std::fmt::Display for CannotHeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "remote '{}' cannot be worked with until a person acts", self.remote)
+    }
+}
+
+impl std::error::Error for CannotHeal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.refusal)
+    }
+}
+
+/// Whether `err` is a fault of a remote that will not heal by itself ([`CannotHeal`]).
+pub fn cannot_heal(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.downcast_ref::<CannotHeal>().is_some())
+}
+
+/// Whether `err` says a remote did not answer ([`NoAnswer`]): worth waiting for.
+pub fn no_answer(err: &anyhow::Error) -> Option<&NoAnswer> {
+    err.chain().find_map(|cause| cause.downcast_ref::<NoAnswer>())
+}
+
+/// What a failed call to a remote met.
+#[derive(Debug)]
+pub enum Fault {
+    /// A fault that may heal by itself; what it was, on one line.
+    Transient(String),
+    /// One that will not: the remote refuses us, or is not there. Said with what to do.
+    Unhealable(Refusal),
+    /// Not the network's doing (a refusal of ours, a local error).
+    Other,
+}
+
+/// Tell what `err`, a failed call to `remote`, met — by what git and gix say, which is all
+/// either reports of a transport's failure.
+pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
+    if no_answer(err).is_some() {
+        return Fault::Transient(no_answer(err).map(|n| n.why.clone()).unwrap_or_default());
+    }
+    if crate::error::find_refusal(err).is_some() {
+        return Fault::Other;
+    }
+    let text = format!("{err:#}");
+    let lower = text.to_ascii_lowercase();
+    let has = |signs: &[&str]| signs.iter().any(|sign| lower.contains(sign));
+    let why = || one_line(&text);
+    const DENIED: &[&str] = &[
+        "authentication failed",
+        "permission denied",
+        "returned error: 401",
+        "returned error: 403",
+        "could not read username",
+        "could not read password",
+        "terminal prompts disabled",
+        "host key verification failed",
+        "access denied",
+    ];
+    const GONE: &[&str] = &[
+        "repository not found",
+        "does not appear to be a git repository",
+        "returned error: 404",
+        "not exported",
+        "no such repository",
+    ];
+    const TRANSIENT: &[&str] = &[
+        "connection reset",
+        "connection refused",
+        "connection closed",
+        "connection timed out",
+        "timed out",
+        program::TIMED_OUT,
+        "broken pipe",
+        "early eof",
+        "unexpected disconnect",
+        "hung up",
+        "rpc failed",
+        "returned error: 5",
+        "returned error: 429",
+        "couldn't connect",
+        "failed to connect",
+        "network is unreachable",
+        "no route to host",
+        "could not resolve host",
+        "temporary failure",
+        "resource temporarily unavailable",
+        "would block",
+        "failed to fill whole buffer",
+        "unexpected end of file",
+        "end of file",
+        "kex_exchange_identification",
+        "could not read from remote repository",
+        "protocol error",
+    ];
+    // git over http: "repository '<url>' not found".
+    let missing = lower.contains("repository '") && lower.contains("' not found");
+    if has(GONE) || missing {
+        return Fault::Unhealable(
+            Refusal::new(Class::Failure, format!("remote '{remote}' has no repository at its URL ({})", why()))
+                .hint(format!("check 'git remote get-url {remote}'; if it moved, 'git remote set-url {remote} <url>'")),
+        );
+    }
+    if has(DENIED) {
+        return Fault::Unhealable(
+            Refusal::new(Class::Failure, format!("remote '{remote}' refused this clone ({})", why())).hint(format!(
+                "check the credentials git uses for '{remote}' (ssh keys, a credential helper, 'git remote get-url {remote}'), then run 'git loop sync'"
+            )),
+        );
+    }
+    if has(&["resource temporarily unavailable", "would block"]) {
+        // What a socket's read timeout reads as.
+        return Fault::Transient(format!("{} (a read timed out)", program::TIMED_OUT));
+    }
+    if has(TRANSIENT) {
+        return Fault::Transient(why());
+    }
+    Fault::Other
+}
+
+/// The gist of a failed call's error chain on one line: git's own words (from its first
+/// `fatal:` or `error:`), else the innermost cause.
+fn one_line(text: &str) -> String {
+    // Else gix's chain, without our own context in front ("could not fetch from remote 'x': ").
+    let ours = text.strip_prefix("could not ").and_then(|rest| rest.split_once("': ")).map(|(_, rest)| rest);
+    let gist = ["fatal: ", "error: ", program::TIMED_OUT]
+        .iter()
+        .filter_map(|mark| text.find(mark).map(|at| &text[at..]))
+        .next()
+        .unwrap_or_else(|| ours.unwrap_or(text));
+    let gist = gist.split(": 'git ").next().unwrap_or(gist);
+    let gist = gist.strip_prefix("fatal: ").or_else(|| gist.strip_prefix("error: ")).unwrap_or(gist);
+    let mut line: String = gist.lines().next().unwrap_or(gist).chars().filter(|c| !c.is_control()).collect();
+    if line.len() > 200 {
+        let cut = (0..=200).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+/// Whether a remote answers, as this process last found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Its last call was answered (or none was made).
+    Answering,
+    /// Calls to it have failed since `since` on faults that may heal; the last met `why`.
+    Silent { since: std::time::Instant, why: String },
+}
+
+/// Per remote: since when its calls have failed, what the last met, and whether one gave up.
+type Silences = HashMap<String, (Instant, String, bool)>;
+
+fn silences() -> &'static std::sync::Mutex<Silences> {
+    static SILENCES: std::sync::OnceLock<std::sync::Mutex<Silences>> = std::sync::OnceLock::new();
+    SILENCES.get_or_init(Default::default)
+}
+
+/// A call to `remote` met a fault that may heal; `gave_up`: it was the last attempt.
+fn note_silence(remote: &str, why: &str, gave_up: bool) {
+    let mut silences = silences().lock().unwrap_or_else(|e| e.into_inner());
+    let entry = silences.entry(remote.to_owned()).or_insert_with(|| (Instant::now(), String::new(), false));
+    entry.1 = why.to_owned();
+    entry.2 |= gave_up;
+}
+
+fn note_answer(remote: &str) {
+    silences().lock().unwrap_or_else(|e| e.into_inner()).remove(remote);
+}
+
+/// Whether `remote` answers, as this process's calls to it found it last (every thread of a
+/// walk shares this): an outage begins with the first call that met a fault which may heal —
+/// it counts once some call gave up on it (a reset that the next attempt gets past is no
+/// outage) — and ends with the next call answered.
+pub fn health(remote: &str) -> Health {
+    match silences().lock().unwrap_or_else(|e| e.into_inner()).get(remote) {
+        Some((since, why, true)) => Health::Silent { since: *since, why: why.clone() },
+        _ => Health::Answering,
+    }
+}
+
+/// What [`NoAnswer`] always says, for readers of its message (a walk's warnings): one outage
+/// is said once, however many calls meet it.
+pub const NO_ANSWER: &str = "did not answer";
 
 /// `fetch_with_gix`, tried again while it finds one of our objects missing; `before_receive`
 /// is told the attempt (from 1) and shown each handle (see `fetch_with_gix`).
@@ -454,6 +786,7 @@ fn fetch_with_gix(
     blobs_only: bool,
     before_receive: impl FnOnce(&gix::Repository),
 ) -> Result<Fetched> {
+    let timeout = store.settings().transfer_timeout()?;
     let mut options = store.repo.open_options().clone();
     if blobs_only {
         options = options.cli_overrides(["fetch.negotiationAlgorithm=noop"]);
@@ -463,9 +796,7 @@ fn fetch_with_gix(
     handle
         .replace_refspecs(refspecs.iter().map(String::as_str), gix::remote::Direction::Fetch)
         .context("invalid fetch refspec")?;
-    let connection = handle
-        .connect(gix::remote::Direction::Fetch)
-        .with_context(|| format!("could not connect to remote '{remote}'"))?;
+    let connection = connect(&handle, remote, timeout)?;
     let prepare = connection
         .prepare_fetch(gix::progress::Discard, gix::remote::ref_map::Options::default())
         .with_context(|| format!("could not list the refs of remote '{remote}'"))?;
@@ -491,16 +822,28 @@ fn fetch_with_gix(
 /// Smart HTTP is stateless: git lists the remote's refs in one request and asks for their
 /// objects in another, and a ref that moved in between (a claim refreshed, a task closed) can
 /// leave its listed object unreachable there — "did not send all necessary objects". That is
-/// a lost race, not a failure: list and fetch again. The values returned are the ones the
+/// a lost race, not a failure: list and fetch again. So is a fetch that died on one of this
+/// clone's worktrees changing under git's connectivity check. The values returned are the ones the
 /// fetch wrote into the mirrors, so their objects are here.
-fn fetch_with_git(store: &Store, remote: &str, sources: &[String], refspecs: &[String]) -> Result<Fetched> {
+fn fetch_with_git(
+    store: &Store,
+    remote: &str,
+    sources: &[String],
+    refspecs: &[String],
+    timeout: Duration,
+) -> Result<Fetched> {
     let prefixes: Vec<String> = sources.iter().map(|s| s.trim_end_matches('*').to_owned()).collect();
     let mut attempt = 0;
     let listed = loop {
         attempt += 1;
-        match program::fetch(store.workdir(), remote, &prefixes, refspecs) {
+        match program::fetch(store.workdir(), remote, &prefixes, refspecs, timeout) {
             Ok(listed) => break listed,
             Err(err) if attempt < 6 && program::moved_while_fetching(&err) => {
+                std::thread::sleep(Duration::from_millis(10 * attempt));
+            }
+            // A worktree of this clone added or removed while git read it (see
+            // `program::worktree_changed_while_fetching`): nothing to do with the remote.
+            Err(err) if attempt < 6 && program::worktree_changed_while_fetching(&err) => {
                 std::thread::sleep(Duration::from_millis(10 * attempt));
             }
             Err(err) => return Err(err),
@@ -624,6 +967,58 @@ mod tests {
         let theirs = git(bare, &["commit-tree", &tree, "-p", "main", "-m", task]);
         git(bare, &["update-ref", &format!("refs/loop/tasks/{task}"), &theirs]);
         git(clone, &["rev-parse", "HEAD"])
+    }
+
+    /// What heals is tried again; what does not is said with what to do; the rest is left
+    /// alone — by what git and gix say of it.
+    #[test]
+    fn faults_are_told_apart_by_what_git_and_gix_say() {
+        let git =
+            |line: &str| anyhow::anyhow!("'git push --porcelain -- origin x:y' failed (exit status: 128): {line}");
+        let transient = [
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 502"),
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 429"),
+            git("fatal: the remote end hung up unexpectedly"),
+            git("error: RPC failed; curl 56 Recv failure: Connection reset by peer"),
+            git("kex_exchange_identification: Connection closed by remote host / fatal: Could not read from remote repository."),
+            anyhow::Error::from(program::TimedOut { argv: "push".into(), after: Duration::from_secs(2) }),
+            anyhow::anyhow!("Connection reset by peer (os error 104)").context("could not list the refs of remote 'origin'"),
+            anyhow::anyhow!("Resource temporarily unavailable (os error 11)").context("could not fetch from remote 'origin'"),
+        ];
+        for err in &transient {
+            assert!(matches!(fault("origin", err), Fault::Transient(_)), "{err:#}");
+        }
+        let gone = [
+            git("fatal: remote error: access denied or repository not exported: /x.git"),
+            git("fatal: repository 'http://h/x.git/' not found"),
+            git("fatal: '/srv/x.git' does not appear to be a git repository"),
+        ];
+        for err in &gone {
+            match fault("origin", err) {
+                Fault::Unhealable(r) => {
+                    assert!(r.message.starts_with("remote 'origin' has no repository at its URL"), "{}", r.message)
+                }
+                other => panic!("{err:#}: {other:?}"),
+            }
+        }
+        let denied = [
+            git("fatal: Authentication failed for 'http://h/r.git/'"),
+            git("git@h: Permission denied (publickey). / fatal: Could not read from remote repository."),
+            git("fatal: unable to access 'http://h/r.git/': The requested URL returned error: 403"),
+        ];
+        for err in &denied {
+            match fault("origin", err) {
+                Fault::Unhealable(r) => {
+                    assert!(r.message.starts_with("remote 'origin' refused this clone ("), "{}", r.message);
+                    assert!(r.hint.as_deref().is_some_and(|h| h.contains("credentials")));
+                }
+                other => panic!("{err:#}: {other:?}"),
+            }
+        }
+        for err in [anyhow::anyhow!("could not lock 'refs/loop/x'"), anyhow::Error::from(crate::error::refused("held"))]
+        {
+            assert!(matches!(fault("origin", &err), Fault::Other), "{err:#}");
+        }
     }
 
     /// A repack beside a fetch — it packs the loose objects our refs point to and prunes them

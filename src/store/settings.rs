@@ -92,6 +92,10 @@ pub const KEYS: &[Key] = &[
     Key { key: "loop.sandbox.tmpSize", meaning: "the size of a confined run's own `/tmp` (default 1g)" },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
+        key: "loop.transferTimeout",
+        meaning: "how long one call to a remote (a fetch, a push, a listing) may take before it is cut and, as a fault that may heal, tried again (default 60s; docs/concurrency.md, \"Faults\")",
+    },
+    Key {
         key: "loop.checksTimeout",
         meaning: "how long the checks (and the review, the judge) may run before they are stopped (default 10m; `run --checks-timeout`)",
     },
@@ -121,6 +125,9 @@ pub const KEYS: &[Key] = &[
 
 /// How often a walk syncs when `loop.syncEvery` is not set.
 pub const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How long one call to a remote may take when `loop.transferTimeout` is not set.
+pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many task branches a landing merges before checking, when `loop.landBatch` is not set.
 pub const LAND_BATCH: usize = 8;
@@ -264,6 +271,12 @@ impl<'s> Settings<'s> {
             Some("0" | "never") => Ok(None),
             _ => Ok(Some(self.duration("loop.syncEvery", "e.g. 30s, 2m, or never")?.unwrap_or(SYNC_EVERY))),
         }
+    }
+
+    /// `loop.transferTimeout`: how long one call to a remote may take; [`TRANSFER_TIMEOUT`]
+    /// when unset.
+    pub fn transfer_timeout(&self) -> Result<Duration, Refusal> {
+        Ok(self.duration("loop.transferTimeout", "e.g. 60s, 2m")?.unwrap_or(TRANSFER_TIMEOUT))
     }
 
     /// `loop.checksTimeout`: how long checks may run; [`CHECKS_TIMEOUT`] when unset.

@@ -160,6 +160,21 @@ fn all_sources() -> Vec<String> {
         .collect()
 }
 
+/// The branch done work lands on (`loop.mergeInto`, else the main worktree's branch), as a
+/// full ref name, when it is a branch outside the loop's own.
+fn landing_target(store: &Store) -> Option<String> {
+    let named = match store.settings().merge_into() {
+        Some(name) if name.starts_with("refs/") => name,
+        Some(name) => format!("refs/heads/{name}"),
+        None => store.head_branch()?,
+    };
+    let loops = [refs::TASK_BRANCHES, refs::TRY_BRANCHES, refs::KEPT_BRANCHES];
+    (named.starts_with("refs/heads/")
+        && !loops.iter().any(|p| named.starts_with(p))
+        && gix::refs::FullName::try_from(named.as_str()).is_ok())
+    .then_some(named)
+}
+
 /// The notes ref alone, as a scope.
 fn only_notes() -> Scope {
     Scope::Refs(BTreeSet::from([refs::NOTES.to_owned()]))
@@ -260,15 +275,23 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
     let claims_follow_remote = store.arbiter().as_deref() == Some(remote_name);
     let mut claim_outcome = None;
     let mut kept_changes: Vec<RefChange> = Vec::new();
+    let timeout = store.settings().transfer_timeout()?;
+    // Pushes that failed on a fault that may heal, and the last one's reason (see below).
+    let (mut failed_pushes, mut last_fault) = (0u32, None::<String>);
     for round in 0..rounds {
-        if round > 0 {
+        if let Some(_why) = last_fault.take() {
+            std::thread::sleep(remote::backoff(failed_pushes));
+        } else if round > 0 {
             // Many clones pushing at once: back off, longer each round, with jitter, so one of
             // them gets through each time instead of all retrying in lockstep.
             let jitter = u64::from(crate::ids::random_bytes(1)[0]);
             std::thread::sleep(std::time::Duration::from_millis(10 * u64::from(round.min(8)) + jitter / 2));
         }
         let sources: Vec<String> = match &scope {
-            Scope::All => all_sources(),
+            // And the branch done work lands on, into its mirror only (never merged, never
+            // pushed): `show` and `status` say a task landed only when the target as this clone
+            // knows it holds its work, so the clone's view of it must be as fresh as its loop refs.
+            Scope::All => all_sources().into_iter().chain(landing_target(store)).collect(),
             Scope::Refs(names) => names.iter().chain(claim.as_ref().map(|c| &c.name)).cloned().collect(),
         };
         if sources.is_empty() {
@@ -388,10 +411,27 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             Scope::Refs(_) => (updates, Vec::new()),
         };
         crate::failpoint::write_point();
-        let pushed = program::push(store.workdir(), remote_name, &updates, &patterns).with_context(|| {
-            format!("could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again")
-        })?;
+        let pushed = program::push(store.workdir(), remote_name, &updates, &patterns, timeout);
         crate::failpoint::write_point();
+        let pushed = match pushed {
+            Ok(pushed) => pushed,
+            Err(err) => match remote::fault(remote_name, &err) {
+                // Reset, cut by the transfer timeout, a 5xx: whether it was applied is for the
+                // next round's fetch to say (leased pushes make a second one harmless).
+                remote::Fault::Transient(why) if failed_pushes + 1 < remote::ATTEMPTS => {
+                    failed_pushes += 1;
+                    last_fault = Some(why);
+                    continue;
+                }
+                remote::Fault::Transient(why) => return Err(remote::gave_up(remote_name, why, err)),
+                remote::Fault::Unhealable(refusal) => return Err(remote::unhealable(remote_name, refusal, err)),
+                remote::Fault::Other => {
+                    return Err(err.context(format!(
+                        "could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again"
+                    )))
+                }
+            },
+        };
         if pushed.all_ok() {
             if let Some(change) = &claim {
                 remote::set_local(store, &change.name, change.new)?;
@@ -424,12 +464,14 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
                     "the remote's hooks or settings forbid the update; local state is unchanged and complete".into()
                 }
             };
-            return Err(crate::error::refused(format!(
-                "remote '{remote_name}' refused '{}': {}",
-                refusal.dst, refusal.why
-            ))
-            .hint(hint)
-            .into());
+            let refused =
+                crate::error::refused(format!("remote '{remote_name}' refused '{}': {}", refusal.dst, refusal.why))
+                    .hint(hint);
+            return Err(remote::unhealable(
+                remote_name,
+                refused,
+                anyhow::anyhow!("the remote's hook refused the push"),
+            ));
         }
         // Someone pushed between our fetch and our push: the atomic push changed nothing.
         // Fetch again and merge what they added.

@@ -453,7 +453,9 @@ pub fn prune_missing(store: &Store) -> Result<()> {
         let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
         let gitfile = PathBuf::from(gitdir.trim());
         if !gitfile.exists() {
-            std::fs::remove_dir_all(&admin).with_context(|| format!("could not prune '{}'", admin.display()))?;
+            store
+                .retire_worktree_registration(&admin)
+                .with_context(|| format!("could not prune '{}'", admin.display()))?;
         }
     }
     Ok(())
@@ -468,7 +470,7 @@ pub fn prune_registration(store: &Store, admin: &Path) -> Result<bool> {
     if admin.join("locked").exists() || Path::new(gitdir.trim()).exists() {
         return Ok(false);
     }
-    std::fs::remove_dir_all(admin).with_context(|| format!("could not prune '{}'", admin.display()))?;
+    store.retire_worktree_registration(admin).with_context(|| format!("could not prune '{}'", admin.display()))?;
     Ok(true)
 }
 
@@ -490,8 +492,7 @@ pub fn remove_worktree_at(store: &Store, path: &Path) -> Result<()> {
     crate::failpoint::write_point();
     remove_tree(path).with_context(|| format!("could not remove the worktree '{}'", path.display()))?;
     match admin {
-        Some(admin) => std::fs::remove_dir_all(&admin)
-            .with_context(|| format!("could not remove the registration '{}'", admin.display())),
+        Some(admin) => store.retire_worktree_registration(&admin),
         None => prune_missing(store),
     }
 }

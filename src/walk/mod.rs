@@ -271,6 +271,18 @@ pub enum Event {
     Synced {
         changes: usize,
     },
+    /// The shared remote stopped answering (a fault that may heal: a reset, a timeout, a
+    /// stall, a 5xx): the walk goes on with the work it holds, claims nothing it cannot make on
+    /// the remote, and asks again. Said once per outage.
+    RemoteSilent {
+        remote: String,
+        why: String,
+    },
+    /// The shared remote answers again, after being silent for `after`.
+    RemoteBack {
+        remote: String,
+        after: Duration,
+    },
     BranchMoved {
         task: String,
         branch: String,
@@ -367,6 +379,62 @@ impl Sandboxing {
 /// Receives events as they happen (from several worker threads).
 pub trait Observer: Sync {
     fn event(&self, event: &Event);
+}
+
+/// The walk's observer as the walk talks to it: an outage of the shared remote is said once
+/// (`RemoteSilent` for the first warning that says it did not answer, `RemoteBack` when it
+/// answers again, see `heard`), not once for every call of every thread that meets it.
+struct Quiet<'a> {
+    inner: &'a dyn Observer,
+    /// The outage said, if one is: which remote, since when.
+    said: std::sync::Mutex<Option<(String, std::time::Instant)>>,
+}
+
+impl Observer for Quiet<'_> {
+    fn event(&self, event: &Event) {
+        if let Event::Warning { message } = event {
+            if message.contains(crate::store::remote::NO_ANSWER) {
+                let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+                if said.is_none() {
+                    let remote = message
+                        .split_once("remote '")
+                        .and_then(|(_, rest)| rest.split_once('\''))
+                        .map_or_else(|| "the remote".to_owned(), |(name, _)| name.to_owned());
+                    let why = message
+                        .split_once(crate::store::remote::NO_ANSWER)
+                        .map(|(_, rest)| rest.trim_start_matches([' ', '(']))
+                        .and_then(|rest| rest.split_once("); nothing was lost").map(|(why, _)| why.to_owned()))
+                        .unwrap_or_default();
+                    // Since the first call that met it, not since it was said.
+                    let since = match crate::store::remote::health(&remote) {
+                        crate::store::remote::Health::Silent { since, .. } => since,
+                        crate::store::remote::Health::Answering => std::time::Instant::now(),
+                    };
+                    *said = Some((remote.clone(), since));
+                    drop(said);
+                    self.inner.event(&Event::RemoteSilent { remote, why });
+                }
+                return;
+            }
+        }
+        self.inner.event(event);
+    }
+}
+
+impl Quiet<'_> {
+    /// Say that the remote answers again, if an outage was said and this process's last call
+    /// to that remote was answered (`remote::health`).
+    fn heard(&self) {
+        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((remote, since)) = said.as_ref() {
+            if crate::store::remote::health(remote) == crate::store::remote::Health::Answering {
+                let back = Event::RemoteBack { remote: remote.clone(), after: since.elapsed() };
+                *said = None;
+                drop(said);
+                self.inner.event(&back);
+            }
+        }
+    }
 }
 
 /// Everything the workers of one walk share.
@@ -541,6 +609,30 @@ impl Walker<'_> {
     /// One worker at a time publishes (see `publishing`).
     pub fn publishing(&self) -> std::sync::MutexGuard<'_, ()> {
         self.publishing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `call`, which talks to the shared remote, until the remote answers: while it fails
+    /// because the remote did not answer (`remote::NoAnswer`: every attempt met a fault that
+    /// may heal), it is made again after a growing, jittered wait (at most [`WAIT_STEP`]),
+    /// until the walk is cancelled. What the remote does not take now is not lost: the
+    /// unit's work is committed here. Each failure is a warning, which the walk's observer
+    /// says once per outage.
+    pub fn patiently<T>(&self, store: &Store, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            match call() {
+                Err(err) if crate::store::remote::no_answer(&err).is_some() && !self.cancelled(store) => {
+                    self.observer.event(&Event::Warning { message: format!("{err:#}") });
+                    attempt += 1;
+                    let wait = crate::store::remote::backoff(attempt).min(WAIT_STEP);
+                    let until = std::time::Instant::now() + wait;
+                    while std::time::Instant::now() < until && !self.cancelled(store) {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Land `done` (a task this walk just closed done), with every other done task of this
@@ -822,6 +914,10 @@ impl Walker<'_> {
     }
 }
 
+/// The longest wait between two attempts of a call the walk makes `patiently`: once the
+/// remote answers again, the walk notices within this.
+pub const WAIT_STEP: Duration = Duration::from_secs(5);
+
 /// How long a walk that ends waits for another clone's lander to let it land its done tasks.
 const LAND_WAIT: Duration = Duration::from_secs(10 * 60);
 
@@ -876,8 +972,21 @@ pub fn walk(
     let _held = take_singleton(store, ctx, &singleton, &key)?;
     let (steering, changed) = steering::start(store, opts.accept_settings)?;
     let run = engine::Run::new(opts.limits);
+    let quiet = Quiet { inner: observer, said: Default::default() };
+    let observer: &dyn Observer = &quiet;
     let mut walker = Walker::new(store, ctx, Setup { key, opts, cwd, exe, base, observer, cancel, run: Some(&run) });
     walker.steering = steering;
+    // Start from the remote's board, so the first picks are not tasks done elsewhere. The
+    // remote must answer this once: a walk rides out an outage with the work it holds, but one
+    // that never reached its remote holds nothing, and would only wait.
+    if let Some(remote) = store.arbiter() {
+        match crate::store::sync::sync(store, &walker.ctx, &remote) {
+            Ok(report) if report.incoming() > 0 => observer.event(&Event::Synced { changes: report.incoming() }),
+            Ok(_) => {}
+            Err(err) if crate::store::remote::no_answer(&err).is_some() || stops_the_walk(&err) => return Err(err),
+            Err(err) => observer.event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),
+        }
+    }
     walker.record(
         store,
         None,
@@ -921,9 +1030,7 @@ pub fn walk(
     if !changed.is_empty() {
         walker.settings_changed(store, changed, Vec::new(), true)?;
     }
-    // Start from the remote's board, so the first picks are not tasks done elsewhere.
-    sync_with_remote(store, &walker);
-    recover::recover(store, &walker)?;
+    walker.patiently(store, || recover::recover(store, &walker))?;
     let heartbeat_stop = engine::StopFlag::default();
     let errors: std::sync::Mutex<Vec<anyhow::Error>> = Default::default();
     // A handle of its own for every thread of the walk.
@@ -932,7 +1039,8 @@ pub fn walk(
         (0..walker.opts.parallel.max(1)).map(|_| Store::open(&walker.ctx, &walker.cwd)).collect::<Result<Vec<_>>>()?;
     let (walker_ref, run_ref, errors_ref) = (&walker, &run, &errors);
     std::thread::scope(|scope| {
-        scope.spawn(|| heartbeat(walker_ref, beat, &singleton, &heartbeat_stop));
+        let beating = Beating { walker: walker_ref, quiet: &quiet, run: run_ref, errors: errors_ref };
+        scope.spawn(|| heartbeat(beating, beat, &singleton, &heartbeat_stop));
         let workers: Vec<_> = handles
             .into_iter()
             .map(|store| {
@@ -1132,6 +1240,8 @@ fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
     match crate::store::sync::sync(store, &walker.ctx, &remote) {
         Ok(report) if report.incoming() > 0 => walker.observer.event(&Event::Synced { changes: report.incoming() }),
         Ok(_) => {}
+        // The walk's own error already says it.
+        Err(err) if stops_the_walk(&err) => {}
         Err(err) => {
             walker.observer.event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") })
         }
@@ -1163,16 +1273,35 @@ pub(crate) fn give_back_memory() {
     }
 }
 
+/// What the heartbeat works with besides its store: the walk, the observer that says an
+/// outage once, and where a fault that stops the walk goes.
+struct Beating<'w, 'a> {
+    walker: &'w Walker<'a>,
+    quiet: &'w Quiet<'a>,
+    run: &'w engine::Run,
+    errors: &'w std::sync::Mutex<Vec<anyhow::Error>>,
+}
+
 /// Keep the singleton's lease fresh until told to stop; and with a shared remote, sync the
 /// loop's refs with it now and then, so a person's word written on another clone (a stop, a
 /// take-over, a reassignment) reaches this walk. After each refresh and sync, consolidate the
 /// packs and loose objects if they have grown (here, beside the units, never in a claim).
-fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::StopFlag) {
+///
+/// A sync the remote did not answer is tried again at the next interval (the outage is said
+/// once, and its end when the remote answers again); one that met a fault that cannot heal —
+/// the remote refuses this clone's credentials, has no repository there, or its hook refuses
+/// what this walk publishes — stops the walk with that fault: its units in flight finish,
+/// nothing new is claimed. A sync is skipped while a worker publishes a closing unit (both
+/// push the walk's journal chain, and would fail each other's atomic pushes): it is made at
+/// the next look, 100 ms later.
+fn heartbeat(beating: Beating<'_, '_>, store: Store, key: &ClaimKey, stop: &engine::StopFlag) {
+    let Beating { walker, quiet, run, errors } = beating;
     let opts = singleton_options(&walker.ctx, &walker.key);
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();
     let mut last_sync = std::time::Instant::now();
     while !stop.sleep(Duration::from_millis(100)) {
+        quiet.heard();
         // Whether this round may have written objects or fetched a pack.
         let mut grown = false;
         if last.elapsed() >= Duration::from_secs(30) {
@@ -1182,11 +1311,9 @@ fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::S
         }
         if let (Some(remote), Some(every)) = (&remote, walker.opts.sync_every) {
             if last_sync.elapsed() >= every {
+                let Ok(one_at_a_time) = walker.publishing.try_lock() else { continue };
                 grown = true;
                 last_sync = std::time::Instant::now();
-                // Not while a worker publishes a closing unit: both push the walk's journal
-                // chain and the unit's refs, and would fail each other's atomic pushes.
-                let one_at_a_time = walker.publishing();
                 let synced = crate::store::sync::sync(&store, &walker.ctx, remote);
                 drop(one_at_a_time);
                 match synced {
@@ -1196,10 +1323,15 @@ fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::S
                             walker.observer.event(&Event::Synced { changes: incoming });
                         }
                     }
+                    Err(err) if stops_the_walk(&err) => {
+                        run.stop(engine::Stop::Failed);
+                        errors.lock().unwrap_or_else(|p| p.into_inner()).push(err);
+                    }
                     Err(err) => walker
                         .observer
                         .event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),
                 }
+                quiet.heard();
             }
         }
         if grown {
@@ -1208,4 +1340,11 @@ fn heartbeat(walker: &Walker<'_>, store: Store, key: &ClaimKey, stop: &engine::S
             }
         }
     }
+}
+
+/// Whether a failed sync stops the walk: a fault of the remote that cannot heal (it refuses
+/// this clone, has no repository there, or its hook refuses what the walk publishes), which
+/// every later sync would meet again. A remote that did not answer does not.
+fn stops_the_walk(err: &anyhow::Error) -> bool {
+    crate::store::remote::cannot_heal(err)
 }

@@ -23,7 +23,7 @@ use crate::refs;
 use crate::store::claim::{self, Acquire, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::task::{self, State};
-use crate::store::{sync, Store};
+use crate::store::{remote, sync, Store};
 use crate::tries::{self};
 
 pub struct GitQueue<'a> {
@@ -86,13 +86,18 @@ impl<'a> GitQueue<'a> {
         let riders = self.riders(unit)?;
         let key = ClaimKey::node(&unit.id());
         let _one_at_a_time = self.walker.publishing();
-        if unit.lost {
-            if let Some(remote) = self.store.arbiter() {
-                sync::publish(self.store, &self.walker.ctx, &remote, riders, None)?;
+        // Cut off from the remote, the unit's refs wait here (committed, nothing lost) until it
+        // answers, and then go out with the release in one push, as they would have.
+        self.walker.patiently(self.store, || {
+            if unit.lost {
+                if let Some(remote) = self.store.arbiter() {
+                    sync::publish(self.store, &self.walker.ctx, &remote, riders.clone(), None)?;
+                }
+            } else {
+                claim::release_with(self.store, &self.walker.ctx, &key, &self.walker.key, false, &riders)?;
             }
-        } else {
-            claim::release_with(self.store, &self.walker.ctx, &key, &self.walker.key, false, &riders)?;
-        }
+            Ok(())
+        })?;
         self.store.take_written();
         Ok(())
     }
@@ -110,6 +115,11 @@ impl<'a> GitQueue<'a> {
     /// Close the task in `state` (failed, needs-you, needs-decision), keep the claim (park
     /// exclusion), tidy the worktree.
     fn close_as(&mut self, unit: &mut WorkUnit, state: State, reason: &str) -> Result<bool> {
+        // A claim lost while the remote was silent: the verdict is not this walk's to record.
+        if let Some(why) = self.still_ours(unit)? {
+            engine::Queue::abandon(self, unit, &why)?;
+            return Ok(false);
+        }
         let ctx = self.session_ctx(unit);
         let mut transition = backlog::Transition::to(state, Some(reason.to_owned()));
         transition.from = vec![State::Open];
@@ -134,16 +144,23 @@ impl<'a> GitQueue<'a> {
         )?;
         let riders = self.riders(unit)?;
         let _one_at_a_time = self.walker.publishing();
-        if unit.lost {
-            if let Some(remote) = self.store.arbiter() {
-                sync::publish(self.store, &self.walker.ctx, &remote, riders, None)?;
+        self.walker.patiently(self.store, || {
+            if unit.lost {
+                if let Some(remote) = self.store.arbiter() {
+                    sync::publish(self.store, &self.walker.ctx, &remote, riders.clone(), None)?;
+                }
+            } else {
+                // Keep the claim (park exclusion), and publish the task's new state with it.
+                let opts = self.claim_options(format!(
+                    "{} ({}): {}",
+                    backlog::HOLD_REASON,
+                    state.as_str(),
+                    first_line(reason)
+                ));
+                claim::acquire_with(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts, &riders)?;
             }
-        } else {
-            // Keep the claim (park exclusion), and publish the task's new state with it.
-            let opts =
-                self.claim_options(format!("{} ({}): {}", backlog::HOLD_REASON, state.as_str(), first_line(reason)));
-            claim::acquire_with(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts, &riders)?;
-        }
+            Ok(())
+        })?;
         self.store.take_written();
         self.drop_worktree(unit);
         self.walker.observer.event(&Event::Closed {
@@ -167,6 +184,51 @@ impl<'a> GitQueue<'a> {
         self.close_as(unit, State::NeedsYou, reason)
     }
 
+    /// Before a unit closes with a shared remote: refresh its claim there (waiting while
+    /// the remote does not answer), so that no other clone can take the task over before the
+    /// close's push — which carries the task's new state with the claim's release — has gone
+    /// out, a lease from now. `Some(why)` when the claim is not ours any more (its lease ran
+    /// out while this clone was cut off, and another clone took the task): the unit is then
+    /// left as lost, its work a kept try on its try branch (published with the abandonment),
+    /// never a second done.
+    fn still_ours(&self, unit: &mut WorkUnit) -> Result<Option<String>> {
+        if self.store.arbiter().is_none() {
+            return Ok(None);
+        }
+        let key = ClaimKey::node(&unit.id());
+        let opts = self.claim_options(format!("worked by {}", self.walker.key));
+        let ctx = &self.walker.ctx;
+        // Refreshed less than a third of a lease ago (by this walk, confirmed by the remote
+        // after its session): two thirds of a lease are left before anyone could take it over,
+        // which the close needs no push of its own for.
+        if let Some(held) = claim::read(self.store, &key)? {
+            let age = ctx.now() - held.record.refreshed_at;
+            if held.record.holder == self.walker.key && age >= chrono::Duration::zero() && age < opts.ttl / 3 {
+                return Ok(None);
+            }
+        }
+        let kept = |unit: &WorkUnit| {
+            unit.try_
+                .as_ref()
+                .map_or(String::new(), |t| format!("; its work is kept on {}", refs::short_branch(&t.branch)))
+        };
+        match self.walker.patiently(self.store, || claim::acquire(self.store, ctx, &key, &opts))? {
+            Acquire::Refreshed(_) => Ok(None),
+            Acquire::HeldByOther(held) => {
+                unit.lost = true;
+                Ok(Some(format!("its claim was taken by {} before it could close{}", held.record.holder, kept(unit))))
+            }
+            // Free again (released meanwhile by someone else): taken back, but the task's record
+            // must still be open on the remote.
+            Acquire::Acquired(_) | Acquire::TookOver { .. } => {
+                match self.walker.patiently(self.store, || backlog::open_after_claim(self.store, ctx, &unit.id()))? {
+                    Some(_) => Ok(None),
+                    None => Ok(Some(format!("the task was closed elsewhere before it could close{}", kept(unit)))),
+                }
+            }
+        }
+    }
+
     /// Move the task branch to the try's head and mark the task done.
     fn finish(&mut self, unit: &mut WorkUnit, message: &str) -> Result<bool> {
         let Some(try_) = unit.try_.clone() else {
@@ -175,7 +237,15 @@ impl<'a> GitQueue<'a> {
         let id = unit.id();
         if task::read(self.store, &id)?.is_none_or(|now| now.task.state != State::Open) {
             // A person closed it while its last session was being checked: their word stands.
-            engine::Queue::abandon(self, unit, "a person closed the task as its try passed")?;
+            engine::Queue::abandon(
+                self,
+                unit,
+                "the task was closed as its try passed (a person's word, or done by another clone)",
+            )?;
+            return Ok(false);
+        }
+        if let Some(why) = self.still_ours(unit)? {
+            engine::Queue::abandon(self, unit, &why)?;
             return Ok(false);
         }
         let branch = refs::task_branch(&id);
@@ -290,7 +360,16 @@ impl engine::Queue for GitQueue<'_> {
             for id in &ready {
                 let key = ClaimKey::node(id);
                 let opts = self.claim_options(format!("worked by {}", self.walker.key));
-                match claim::acquire(self.store, ctx, &key, &opts)? {
+                // Cut off from the remote, no claim is made: the worker waits here (its other
+                // units' sessions go on) until the remote answers.
+                let acquired = match self.walker.patiently(self.store, || claim::acquire(self.store, ctx, &key, &opts))
+                {
+                    Err(err) if self.walker.cancelled(self.store) && remote::no_answer(&err).is_some() => {
+                        return Ok(None)
+                    }
+                    acquired => acquired?,
+                };
+                match acquired {
                     Acquire::Acquired(_) | Acquire::TookOver { .. } => {}
                     // Our own live claim: another worker of this walk has the task.
                     Acquire::Refreshed(_) => continue,
@@ -301,7 +380,7 @@ impl engine::Queue for GitQueue<'_> {
                 };
                 // The claim is ours; the task may have been closed in between, here or on
                 // another clone (whose result came with its release).
-                match backlog::open_after_claim(self.store, ctx, id)? {
+                match self.walker.patiently(self.store, || backlog::open_after_claim(self.store, ctx, id))? {
                     Some(task) => {
                         self.walker.record(
                             self.store,
@@ -329,7 +408,8 @@ impl engine::Queue for GitQueue<'_> {
                         }));
                     }
                     None => {
-                        claim::release(self.store, ctx, &key, &self.walker.key, false)?;
+                        self.walker
+                            .patiently(self.store, || claim::release(self.store, ctx, &key, &self.walker.key, false))?;
                         lost_any = true;
                         break;
                     }
@@ -344,7 +424,7 @@ impl engine::Queue for GitQueue<'_> {
                 // Our board is behind the fleet's: bring its claims and records up to date in
                 // one fetch rather than losing task after task to others.
                 let names = BTreeSet::from([format!("{}node/*", refs::CLAIMS), format!("{}*", refs::TASKS)]);
-                sync::pull(self.store, ctx, &remote, names)?;
+                self.walker.patiently(self.store, || sync::pull(self.store, ctx, &remote, names.clone()))?;
             }
         }
         Err(crate::error::refused("could not claim any ready task: others kept taking them first (100 rounds)")

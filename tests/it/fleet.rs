@@ -18,27 +18,49 @@ use serde_json::Value;
 use crate::harness::{wait_for, Daemon, Repo, Run, TestEnv};
 
 /// The variables a fleet process runs with: the real clock (leases must be able to run out).
-fn real_clock(cmd: &mut Command) -> &mut Command {
+pub(crate) fn real_clock(cmd: &mut Command) -> &mut Command {
     cmd.env_remove("GIT_LOOP_NOW")
 }
 
 /// The fleet's bare remote, guarded by git-loop's pre-receive hook, and a `git daemon`
 /// serving it on the real clock (the hook judges claims by the server's clock).
-fn guarded(env: &TestEnv) -> (PathBuf, Daemon) {
+pub(crate) fn guarded(env: &TestEnv) -> (PathBuf, Daemon) {
     let bare = env.remote("fleet");
     env.install_receive_hook(&bare);
     (bare, Daemon::start_on_real_clock(env))
 }
 
 /// `git loop <args>` in `repo`, on the real clock.
-fn loop_run(repo: &Repo<'_>, args: &[&str]) -> Run {
+pub(crate) fn loop_run(repo: &Repo<'_>, args: &[&str]) -> Run {
     let mut cmd = repo.command(args);
     Run::from(real_clock(&mut cmd).output().expect("run git-loop"))
 }
 
 /// A remote with `tasks` open tasks on it, and `n` clones that follow it (`loop.remote`).
 fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e>> {
-    let seed = env.clone_of(url, "seed");
+    fleet_with(env, url, n, tasks, &[])
+}
+
+/// A clone of `url` at `<root>/<name>`, made with `git clone <args>` (a `--config` the clone
+/// keeps: how to reach the remote).
+fn clone_with<'e>(env: &'e TestEnv, url: &str, name: &str, args: &[&str]) -> Repo<'e> {
+    let dir = env.path(name);
+    let mut all = vec!["clone", "-q"];
+    all.extend_from_slice(args);
+    all.extend([url, dir.to_str().expect("utf-8 path")]);
+    env.git(env.root.path(), &all);
+    Repo { env, dir }
+}
+
+/// `fleet`, each clone made with `git clone <clone_args>`.
+pub(crate) fn fleet_with<'e>(
+    env: &'e TestEnv,
+    url: &str,
+    n: usize,
+    tasks: usize,
+    clone_args: &[&str],
+) -> Vec<Repo<'e>> {
+    let seed = clone_with(env, url, "seed", clone_args);
     loop_run(&seed, &["init", "--remote", "origin"]).ok();
     let lines: String = (0..tasks).map(|i| format!("{{\"title\": \"task {i:03}\"}}\n")).collect();
     let file = env.path("backlog.jsonl");
@@ -49,7 +71,7 @@ fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e
     loop_run(&seed, &["sync"]).ok();
     (0..n)
         .map(|i| {
-            let clone = env.clone_of(url, &format!("clone-{i}"));
+            let clone = clone_with(env, url, &format!("clone-{i}"), clone_args);
             loop_run(&clone, &["init", "--remote", "origin"]).ok();
             clone.git(&["config", "loop.syncEvery", "5s"]);
             loop_run(&clone, &["sync"]).ok();
@@ -59,27 +81,27 @@ fn fleet<'e>(env: &'e TestEnv, url: &str, n: usize, tasks: usize) -> Vec<Repo<'e
 }
 
 /// An agent that does its task in one session: a file of its own, and the verdict.
-fn one_shot_agent(env: &TestEnv) -> String {
+pub(crate) fn one_shot_agent(env: &TestEnv) -> String {
     env.agent("once", "echo \"$GIT_LOOP_TASK\" > \"done-$GIT_LOOP_TASK.txt\"\ngit loop finish done --message ok")
 }
 
 /// A walk started in the background; its output goes to files (a pipe nobody reads would
 /// fill up and stop it).
-struct Walk {
-    child: Child,
-    out: std::path::PathBuf,
-    err: std::path::PathBuf,
+pub(crate) struct Walk {
+    pub(crate) child: Child,
+    pub(crate) out: std::path::PathBuf,
+    pub(crate) err: std::path::PathBuf,
 }
 
 /// Start `git loop run` in `repo`.
-fn start_walk(repo: &Repo<'_>, agent: &str, extra: &[&str]) -> Walk {
+pub(crate) fn start_walk(repo: &Repo<'_>, agent: &str, extra: &[&str]) -> Walk {
     start_walk_on(repo, agent, extra, None)
 }
 
 /// Start `git loop run` in `repo`, as if on another machine (a host name of its own, in a UTS
 /// namespace) when `host` is given: all clones of these tests share one machine, where a walk
 /// whose process is gone is recognised at once; on another machine only its lease tells.
-fn start_walk_on(repo: &Repo<'_>, agent: &str, extra: &[&str], host: Option<&str>) -> Walk {
+pub(crate) fn start_walk_on(repo: &Repo<'_>, agent: &str, extra: &[&str], host: Option<&str>) -> Walk {
     let mut args = vec!["run", "--agent-cmd", agent, "--grace", "1", "--session-timeout", "120s"];
     if !extra.contains(&"--parallel") {
         args.extend(["--parallel", "2"]);
@@ -108,10 +130,21 @@ fn start_walk_on(repo: &Repo<'_>, agent: &str, extra: &[&str], host: Option<&str
     Walk { child, out, err }
 }
 
+/// A walk still running when its test ends (a failed assertion) is stopped with it: it would
+/// otherwise go on asking a remote that is gone.
+impl Drop for Walk {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// How many sessions each task had, over every clone's session records.
-fn sessions_per_task(clones: &[&Repo<'_>]) -> BTreeMap<String, usize> {
+pub(crate) fn sessions_per_task(clones: &[&Repo<'_>]) -> BTreeMap<String, usize> {
     let mut per_task = BTreeMap::new();
     for clone in clones {
         for record in clone.session_records() {
@@ -124,7 +157,7 @@ fn sessions_per_task(clones: &[&Repo<'_>]) -> BTreeMap<String, usize> {
 
 /// Every shared loop ref of a repository (bare or not), as `name value` lines: what sync
 /// exchanges. Mirrors and the clone-local walker singleton are not shared.
-fn shared_refs(env: &TestEnv, dir: &Path) -> BTreeSet<String> {
+pub(crate) fn shared_refs(env: &TestEnv, dir: &Path) -> BTreeSet<String> {
     let out = env.git(
         dir,
         &[
@@ -142,12 +175,12 @@ fn shared_refs(env: &TestEnv, dir: &Path) -> BTreeSet<String> {
 
 /// The board as `list --all --json` shows it, without what is only true of one clone's view
 /// at one instant (nothing is running after the walks).
-fn board(repo: &Repo<'_>) -> Value {
+pub(crate) fn board(repo: &Repo<'_>) -> Value {
     loop_run(repo, &["list", "--json"]).ok().json()
 }
 
 /// The journal as a set of (writer, seq, kind, task): every clone must hold the same events.
-fn journal(repo: &Repo<'_>) -> BTreeSet<String> {
+pub(crate) fn journal(repo: &Repo<'_>) -> BTreeSet<String> {
     let log = loop_run(repo, &["log", "--json"]).ok().json();
     log["events"]
         .as_array()
@@ -159,7 +192,7 @@ fn journal(repo: &Repo<'_>) -> BTreeSet<String> {
 
 /// After the walks: one sync per clone succeeds with nothing diverged, every clone then
 /// holds exactly the remote's loop refs, the same board and the same journal.
-fn assert_converged(env: &TestEnv, bare: &Path, clones: &[&Repo<'_>]) {
+pub(crate) fn assert_converged(env: &TestEnv, bare: &Path, clones: &[&Repo<'_>]) {
     for clone in clones {
         let out = loop_run(clone, &["sync"]);
         assert_eq!(out.code, 0, "every clone's sync succeeds after the walks:\n{}{}", out.stdout, out.stderr);
@@ -187,7 +220,7 @@ fn assert_converged(env: &TestEnv, bare: &Path, clones: &[&Repo<'_>]) {
 }
 
 /// Wait for a walk and return its exit code and output.
-fn finish(mut walk: Walk, what: &str) -> Run {
+pub(crate) fn finish(mut walk: Walk, what: &str) -> Run {
     let deadline = Instant::now() + Duration::from_secs(600);
     let status = loop {
         if let Some(status) = walk.child.try_wait().expect("poll a walk") {
@@ -205,7 +238,12 @@ fn finish(mut walk: Walk, what: &str) -> Run {
 /// (it did, now and then, while a sync's atomic push carried refs other clones change all the
 /// time — the notes ref, and every task and journal ref a wildcard refspec swept in).
 fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) {
-    let clones = fleet(env, url, 4, 200);
+    clones_do_every_task_once(env, fleet(env, url, 4, 200), bare, 200);
+}
+
+/// `clones` (of one remote holding `tasks` open tasks) each walk with two workers: every task
+/// is worked once, every sync gets through, and the clones converge on the remote.
+pub(crate) fn clones_do_every_task_once(env: &TestEnv, clones: Vec<Repo<'_>>, bare: &Path, tasks: usize) {
     let agent = one_shot_agent(env);
     let started = Instant::now();
     let walks: Vec<Walk> = clones.iter().map(|c| start_walk(c, &agent, &[])).collect();
@@ -221,10 +259,10 @@ fn four_clones_do_two_hundred_tasks_once(env: &TestEnv, url: &str, bare: &Path) 
     let twice: Vec<_> = per_task.iter().filter(|(_, n)| **n > 1).collect();
     let sessions: usize = per_task.values().sum();
     assert!(twice.is_empty(), "no task is worked twice; worked more than once: {twice:?}");
-    assert_eq!((per_task.len(), sessions), (200, 200), "200 sessions for 200 tasks (in {elapsed:?})");
+    assert_eq!((per_task.len(), sessions), (tasks, tasks), "a session for each task (in {elapsed:?})");
     assert_converged(env, bare, &all);
     let done = board(&clones[0])["tasks"].as_array().expect("tasks").iter().filter(|t| t["state"] == "done").count();
-    assert_eq!(done, 200, "every task is done");
+    assert_eq!(done, tasks, "every task is done");
 }
 
 /// Through a remote guarded by git-loop's pre-receive hook (judging claims by the real

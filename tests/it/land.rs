@@ -171,6 +171,41 @@ fn dependencies_land_before_their_dependants_then_priority_decides() {
     // An explicit id that is not done is a usage error naming its state.
     let refused = repo.run(&["land", &open]).code(2);
     assert!(refused.stderr.contains(&format!("task '{open}' is open, not done")), "{}", refused.stderr);
+    // Asked to land a task that cannot land yet, it lands nothing: exit 1, saying so (issue
+    // 31: it exited 0 having landed nothing).
+    let nothing = repo.run(&["land", &waits, "--checks", "true"]).code(1);
+    assert!(nothing.stdout.contains(&format!("{waits}  waits for {open} to land first")), "{}", nothing.stdout);
+    assert_eq!(
+        nothing.stderr,
+        "error: 1 task asked to land is not on main\nhint: 'git loop show <id>' says why; land its dependencies first, or answer it\n"
+    );
+    assert_eq!(repo.run(&["land", &base, "--checks", "true"]).ok().stdout.trim(), "nothing to land on main");
+}
+
+/// Issue 31: `show` said a task had landed on main when its completing commit was not on main.
+/// It says "landed" only when the target holds the work; a completion note that says it landed
+/// while the target does not hold it (the target was moved back) is said as such.
+#[test]
+fn a_task_is_shown_as_landed_only_while_the_target_holds_its_work() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = done_task(&repo, "Ship it", &[], "ship.txt", "1\n");
+    let before = head(&repo, "main");
+    repo.run(&["land", "--checks", "true"]).ok();
+    assert_eq!(state(&repo, &id)["landing"]["state"], "landed");
+    assert!(repo.run(&["show", &id]).ok().stdout.contains("  landing: on main\n"));
+    // main is moved back past the landing: its note still says it landed.
+    repo.git(&["reset", "-q", "--hard", &before]);
+    let shown = state(&repo, &id);
+    assert_eq!(shown["landing"]["state"], "noted", "{shown}");
+    let said = repo.run(&["show", &id]).ok().stdout;
+    assert!(!said.contains("  landing: on main\n"), "{said}");
+    assert!(
+        said.contains(
+            "  landing: its note says it landed on main, but main as this clone knows it does not hold its work"
+        ),
+        "{said}"
+    );
 }
 
 #[test]
@@ -190,8 +225,9 @@ fn a_conflicting_landing_leaves_the_target_untouched_and_says_why() {
     assert_eq!(task["state"], "needs-you");
     let reason = task["reason"].as_str().expect("reason");
     assert!(reason.contains("its merge into main conflicts in: README"), "{reason}");
-    // Nothing more moves on a second try: the failed one is not queued again until reopened.
-    repo.run(&["land", "--checks", "true"]).ok();
+    // Nothing more moves on a second try: the failed one is not queued again until reopened,
+    // and its dependant, asked for with every done task, does not land (exit 1).
+    repo.run(&["land", "--checks", "true"]).code(1);
     assert_eq!(head(&repo, "main"), after_first);
     // status and show say why.
     let status = repo.run(&["status"]).ok();

@@ -15,6 +15,7 @@ mod doctor;
 mod evidence;
 mod explain;
 mod fleet;
+mod fleet_net;
 mod harness;
 mod help;
 mod hooks;

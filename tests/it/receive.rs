@@ -177,8 +177,8 @@ fn claims_no_client_could_read_or_release_are_refused() {
         ),
         (
             "t-newer",
-            claim_record("node:t-newer", "alice", NOON, ONE, json!({ "version": 2 })),
-            vec!["the new record is not valid: ", "record version 2 was written by a newer git-loop"],
+            claim_record("node:t-newer", "alice", NOON, ONE, json!({ "version": 3 })),
+            vec!["the new record is not valid: ", "record version 3 was written by a newer git-loop"],
         ),
         (
             "t-far-year",
@@ -520,6 +520,76 @@ fn what_git_loop_writes_passes_the_hook_merges_and_the_previous_release_included
     accepted(&a, &old_tombstone, "refs/loop/claims/node/t-old");
     b.run(&["sync"]).ok();
     assert_eq!(b.run(&["sync"]).ok().stderr.trim(), "already in sync with 'origin'");
+}
+
+/// Issue 31: through a remote with the hook but without `loop.bindHolders`, an agent released
+/// another clone's live claim by pushing a tombstone in its holder's name, and the task was
+/// worked twice. A claim record carries a capability now: a refresh, release or rewrite of a
+/// live claim in its holder's name must continue its chain, which only the clone that took it
+/// can make. Taking over an expired claim needs none.
+#[test]
+fn a_live_claim_is_refreshed_released_or_rewritten_in_its_holders_name_only_with_its_capability() {
+    let env = TestEnv::new();
+    let (bare, a) = guarded(&env);
+    let b = env.clone_of(bare.to_str().expect("utf-8"), "b");
+    tasks(&env, &a, &["t-cap"]);
+    a.run(&["claim", "acquire", "node:t-cap", "--holder", "w-alice", "--ttl", "1h"]).ok();
+    let name = "refs/loop/claims/node/t-cap";
+    b.git(&["fetch", "-q", "origin", &format!("+{name}:{name}")]);
+    let live: Value = serde_json::from_str(&b.git(&["cat-file", "-p", name])).expect("the record is JSON");
+    assert_eq!(live["version"], 2);
+    assert_eq!(live["capability"]["round"], 0, "{live}");
+    let forge = |changes: Value| {
+        let mut record = live.clone();
+        for (k, v) in changes.as_object().expect("an object") {
+            if v.is_null() {
+                record.as_object_mut().expect("an object").remove(k);
+            } else {
+                record[k] = v.clone();
+            }
+        }
+        blob(&b, &record.to_string())
+    };
+    let said =
+        ["'node:t-cap' is held by 'w-alice' until 2026-03-01 13:00:00 UTC; this change in its name is refused: "];
+    // What someone who knows only the record can write: a tombstone without a capability, one
+    // that copies the live token, one a round on with a token of its own; a version 1 record (no
+    // capability at all), a refresh that shortens the lease to a second (to take it over then).
+    let copied = live["capability"].clone();
+    let mut next_round = copied.clone();
+    next_round["round"] = json!(1);
+    next_round["token"] = json!("0".repeat(40));
+    for forged in [
+        forge(json!({ "released_at": NOON, "nonce": "f1", "capability": null })),
+        forge(json!({ "released_at": NOON, "nonce": "f2", "capability": copied })),
+        forge(json!({ "released_at": NOON, "nonce": "f3", "capability": next_round })),
+        forge(json!({ "version": 1, "nonce": "f4", "capability": null })),
+        forge(json!({ "nonce": "f5", "expires_at": "2026-03-01T12:00:01Z", "capability": null })),
+    ] {
+        refused(&bare, &b, &forged, name, &said);
+    }
+    // The holder's own clone refreshes and releases it.
+    a.run(&["claim", "acquire", "node:t-cap", "--holder", "w-alice"]).ok();
+    let out = a.run(&["claim", "release", "node:t-cap", "--holder", "w-alice"]).ok();
+    assert!(out.stdout.contains("released") || out.stderr.is_empty(), "{}{}", out.stdout, out.stderr);
+    b.git(&["fetch", "-q", "origin", &format!("+{name}:{name}")]);
+    let tombstone: Value = serde_json::from_str(&b.git(&["cat-file", "-p", name])).expect("JSON");
+    assert!(tombstone["released_at"].is_string() && tombstone["capability"]["round"] == 2, "{tombstone}");
+    // The same name in another clone cannot refresh what it did not take: said on one line.
+    a.run(&["claim", "acquire", "node:t-cap", "--holder", "w-alice", "--ttl", "1h"]).ok();
+    b.run(&["init", "--remote", "origin"]).ok();
+    let other = b.run(&["claim", "acquire", "node:t-cap", "--holder", "w-alice"]).code(1);
+    assert_eq!(
+        other.stderr,
+        "error: claim 'node:t-cap' is held by 'w-alice' in another clone: only the clone that took it can refresh or release it\nhint: release it there, or once it is stale here take it over ('git loop claim release node:t-cap --force')\n"
+    );
+    // An expired claim (by the server's clock) may be taken over, capability or not.
+    let locked = json!({ "version": 2, "capability": { "chain": "c1", "round": 0, "token": "1".repeat(40) } });
+    let early = ("2026-03-01T10:00:00Z", "2026-03-01T11:00:00Z");
+    let gone = blob(&b, &claim_record("node:t-late", "w-bob", early.0, early.1, locked));
+    accepted(&b, &gone, "refs/loop/claims/node/t-late");
+    let taken = blob(&b, &claim_record("node:t-late", "mallory", NOON, ONE, json!({})));
+    accepted(&b, &taken, "refs/loop/claims/node/t-late");
 }
 
 // ----- binding claims to the users who push them, through smart HTTP -----

@@ -487,3 +487,45 @@ fn c8_a_remote_that_rejects_leaves_local_claims_equal_to_the_remote() {
         );
     }
 }
+
+/// Issue 31, on the clients' side: a remote without git-loop's hook takes any push, so a
+/// release forged in a live holder's name (without its capability) reaches every clone. A clone
+/// that saw the live record does not believe it: it hands the task to nobody, and the holder's
+/// next refresh puts a record that proves its own back.
+#[test]
+fn a_release_forged_in_a_live_holders_name_is_not_believed_by_the_clones() {
+    let env = TestEnv::new();
+    let (remote, a, b) = env.two_clones();
+    let id = a.add(&["Held"]);
+    a.run(&["sync"]).ok();
+    a.run(&["claim", "acquire", &format!("node:{id}"), "--holder", "w-alice", "--ttl", "1h"]).ok();
+    b.run(&["sync"]).ok();
+    // b looks at the board: it has seen the live record.
+    assert_eq!(b.run(&["list", "--json"]).ok().json()["tasks"][0]["state"], "open");
+    let name = format!("refs/loop/claims/node/{id}");
+    let live: serde_json::Value =
+        serde_json::from_str(&env.git(&remote, &["cat-file", "-p", &name])).expect("the record is JSON");
+    let mut forged = live.clone();
+    forged["released_at"] = live["refreshed_at"].clone();
+    forged["nonce"] = serde_json::json!("forged");
+    forged.as_object_mut().expect("an object").remove("capability");
+    let bare = Repo { env: &env, dir: remote.clone() };
+    let blob = bare.git_with_stdin(&["hash-object", "-w", "--stdin"], &forged.to_string());
+    env.git(&remote, &["update-ref", &name, &blob]);
+    b.run(&["sync"]).ok();
+    assert_eq!(b.git(&["rev-parse", &name]), blob, "b's copy of the claim is the remote's, the forgery");
+    let next = b.run(&["next", "--claim", "--holder", "w-bob", "--json"]);
+    assert!(!next.stdout.contains(&id), "the task is not handed out: {}{}", next.stdout, next.stderr);
+    assert_eq!(env.git(&remote, &["rev-parse", &name]), blob, "nobody claimed it");
+    // Its holder refreshes it: the remote holds a record that proves the live one again.
+    a.run(&["claim", "acquire", &format!("node:{id}"), "--holder", "w-alice"]).ok();
+    let restored: serde_json::Value =
+        serde_json::from_str(&env.git(&remote, &["cat-file", "-p", &name])).expect("the record is JSON");
+    assert_eq!(restored["holder"], "w-alice");
+    assert!(restored["released_at"].is_null(), "{restored}");
+    assert_eq!(
+        (restored["capability"]["chain"].clone(), restored["capability"]["round"].clone()),
+        (live["capability"]["chain"].clone(), serde_json::json!(1)),
+        "the refresh continues the live record's chain"
+    );
+}

@@ -176,3 +176,35 @@ fn walkdir(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// The full network scenario of issue 31 (`fleet_net`): three clones × 60 tasks behind their
+/// proxies; every third connection reset until 15 tasks are done, then every new connection
+/// stalled 20 s for 40 s (past the 10 s transfer timeout), then the last clone cut off for two
+/// minutes while it holds a claim (lease 30 s), then healed. On demand:
+/// `cargo test --test it soak::three_clones -- --ignored --nocapture` (about five minutes).
+#[test]
+#[ignore = "minutes long: run on demand"]
+fn three_clones_ride_out_resets_twenty_second_stalls_and_two_minutes_cut_off() {
+    let _one_at_a_time = crate::harness::heavy();
+    let figures = crate::fleet_net::ride_out(&crate::fleet_net::Scenario {
+        tasks: 60,
+        agent_secs: 2,
+        lease: "30s",
+        sync_every: Duration::from_secs(10),
+        transfer_timeout: Duration::from_secs(10),
+        reset_until_done: 15,
+        stall: Duration::from_secs(20),
+        stall_for: Duration::from_secs(40),
+        cut_for: Duration::from_secs(120),
+    });
+    eprintln!(
+        "60 tasks: {} sessions ({:.2} per task), {} worked more than once, kept tries {:?}; converged {:?} after the heal; {:?} in all; said per clone (outages, ends) {:?}",
+        figures.sessions,
+        figures.sessions as f64 / figures.tasks as f64,
+        figures.worked_twice,
+        figures.kept_tries,
+        figures.converged_after,
+        figures.elapsed,
+        figures.said
+    );
+}

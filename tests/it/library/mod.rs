@@ -12,6 +12,7 @@ mod engine;
 mod index;
 mod journal;
 mod sync;
+mod worktrees;
 
 use std::path::Path;
 
