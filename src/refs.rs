@@ -37,6 +37,12 @@ pub const MISSIONS: &str = "refs/loop/missions/";
 pub const KEPT: &str = "refs/loop/kept/";
 pub const KEPT_BRANCHES: &str = "refs/heads/loop-kept/";
 
+/// The pseudo-ref a merge in progress names its other side by, in a worktree's own git
+/// directory (`git status` and `git commit` read it, as after a `git merge` that conflicts).
+pub const MERGE_HEAD: &str = "MERGE_HEAD";
+/// The message `git commit` proposes for that merge, beside it.
+pub const MERGE_MSG: &str = "MERGE_MSG";
+
 pub fn task(id: &TaskId) -> String {
     format!("{TASKS}{id}")
 }

@@ -601,8 +601,15 @@ impl Observer for Progress {
                 let with = if *batch > 1 { format!(" (a batch of {batch})") } else { String::new() };
                 self.say(Some(task), format!("landed on {into} at {}{with}", short(commit)))
             }
-            Event::LandingFailed { task, into, reason } => {
-                self.say(Some(task), format!("not landed on {into}, needs you: {reason}"))
+            Event::LandingFailed { task, into, cause, reason } => {
+                self.say(Some(task), format!("not landed on {into}, needs you: {reason}"));
+                let standing = super::answer::Standing {
+                    conflict: (cause == "conflict").then(|| into.clone()),
+                    ..Default::default()
+                };
+                let ways = super::answer::ways(task, git_loop::store::task::State::NeedsYou, &standing);
+                self.indented(&["answer it with one of:".to_owned()]);
+                self.indented(&super::answer::lines("  ", &ways));
             }
             Event::NotLanded { tasks, why } => self.say(Some(&tasks.join(", ")), format!("not landed yet: {why}")),
             Event::Done { task, message } => {
@@ -619,7 +626,8 @@ impl Observer for Progress {
                     format!("{} · {}", super::paint::state(state), reason.lines().next().unwrap_or("")),
                 );
                 if let Some(state) = git_loop::store::task::State::parse(state) {
-                    let ways = super::answer::ways(task, state, *number);
+                    let standing = super::answer::Standing { accept: *number, ..Default::default() };
+                    let ways = super::answer::ways(task, state, &standing);
                     if !ways.is_empty() {
                         self.indented(&["answer it with one of:".to_owned()]);
                         self.indented(&super::answer::lines("  ", &ways));
@@ -735,8 +743,8 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Landed { task, into, commit, batch } => {
             json!({ "event": "landed", "task": task, "into": into, "commit": commit, "batch": batch })
         }
-        Event::LandingFailed { task, into, reason } => {
-            json!({ "event": "landing_failed", "task": task, "into": into, "reason": reason })
+        Event::LandingFailed { task, into, cause, reason } => {
+            json!({ "event": "landing_failed", "task": task, "into": into, "cause": cause, "reason": reason })
         }
         Event::NotLanded { tasks, why } => json!({ "event": "not_landed", "tasks": tasks, "reason": why }),
         Event::Done { task, message } => {

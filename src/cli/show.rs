@@ -38,7 +38,8 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let history = journal::timeline(&store, &filter)?.entries;
     let review = git_loop::walk::review::state_of(&history);
     let waits = super::answer::waits(snapshot.task.state);
-    let ways = super::answer::ways(id.as_str(), snapshot.task.state, super::answer::last_try(&history));
+    let standing = super::answer::Standing::of(&store, &id, snapshot.task.state, &history)?;
+    let ways = super::answer::ways(id.as_str(), snapshot.task.state, &standing);
     let failure = if waits { super::answer::last_failure(&store.loop_dir()?, &history) } else { None };
     let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
         .into_iter()

@@ -171,7 +171,8 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
             reviews.push((id.clone(), state));
         }
         if let Some(t) = waiting.iter().find(|t| t.id == id) {
-            let ways = super::answer::ways(&t.id, t.state, super::answer::last_try(&history));
+            let standing = super::answer::Standing::of(store, &t.task_id(), t.state, &history)?;
+            let ways = super::answer::ways(&t.id, t.state, &standing);
             answers.insert(id, (ways, super::answer::last_failure(&loop_dir, &history)));
         }
     }

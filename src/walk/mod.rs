@@ -276,6 +276,8 @@ pub enum Event {
     LandingFailed {
         task: String,
         into: String,
+        /// `conflict`, `checks` or `summary` (see `landing::Failed`).
+        cause: String,
         reason: String,
     },
     /// Done tasks wait to land: why (another lander, a dirty checkout, a dependency).
@@ -292,7 +294,7 @@ pub enum Event {
         task: String,
         state: String,
         reason: String,
-        /// Its latest try, if it had one.
+        /// Its latest try, when `done --try` can accept it.
         number: Option<u32>,
     },
     Abandoned {
@@ -535,6 +537,7 @@ impl Walker<'_> {
                     self.observer.event(&Event::LandingFailed {
                         task: failed.task.clone(),
                         into: into.clone(),
+                        cause: failed.cause.clone(),
                         reason: failed.reason.clone(),
                     });
                 }

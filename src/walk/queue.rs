@@ -144,12 +144,18 @@ impl<'a> GitQueue<'a> {
             claim::acquire_with(self.store, &self.walker.ctx, &ClaimKey::node(&unit.id()), &opts, &riders)?;
         }
         self.store.take_written();
+        // `done --try` is offered for a try it can accept (one whose work merges into the task
+        // branch), read before its worktree goes.
+        let acceptable = match &unit.try_ {
+            Some(t) => tries::acceptable(self.store, t).unwrap_or(false).then_some(t.number),
+            None => None,
+        };
         self.drop_worktree(unit);
         self.walker.observer.event(&Event::Closed {
             task: unit.task.id.clone(),
             state: state.as_str().to_owned(),
             reason: reason.to_owned(),
-            number: unit.try_.as_ref().map(|t| t.number),
+            number: acceptable,
         });
         if matches!(state, State::NeedsYou | State::NeedsDecision | State::Failed) {
             let told = serde_json::json!({
@@ -325,6 +331,7 @@ impl engine::Queue for GitQueue<'_> {
                             handoff: None,
                             announced: false,
                             last_agent: None,
+                            merging: None,
                         }));
                     }
                     None => {

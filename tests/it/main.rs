@@ -8,6 +8,7 @@ mod board;
 mod claims;
 mod cli_docs;
 mod clocks;
+mod conflicts;
 mod cost;
 mod crash;
 mod doctor;
