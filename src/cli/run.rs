@@ -214,6 +214,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         .iter()
         .map(|t| git_loop::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
+    refuse_stuck(env, &store, &tasks)?;
     let json = args.walk.json;
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
     opts.tasks = tasks;
@@ -224,6 +225,27 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     opts.limits.max_units = args.max_units;
     opts.limits.max_iterations = args.max_iterations;
     walk_and_report(env, &store, opts, json)
+}
+
+/// Refuse tasks a walk was given (`--task`) that can never be ready, their dependencies making
+/// a cycle, saying which: otherwise the walk would find nothing to do and say only that.
+fn refuse_stuck(env: &Env, store: &git_loop::store::Store, tasks: &[String]) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let board = git_loop::backlog::Board::load(store, &env.ctx)?;
+    for id in tasks {
+        if let Some(cycle) = board.cycle_blocking(id) {
+            let waits = if cycle.first() == Some(id) { "is in" } else { "waits on" };
+            return Err(git_loop::error::refused(format!(
+                "task '{id}' can never be ready: it {waits} a dependency cycle, {}",
+                git_loop::backlog::cycle_line(&cycle)
+            ))
+            .hint(format!("break it: git loop edit {} --remove-after {}", cycle[0], cycle[1]))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 impl WalkArgs {
