@@ -594,7 +594,9 @@ impl Observer for Progress {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
-                    None if *commits => " · it changed no file".to_owned(),
+                    // Nothing was left to commit: the agent (or its hook) may have committed its
+                    // work itself, so this says no more than that.
+                    None if *commits => " · nothing was left uncommitted".to_owned(),
                     None => String::new(),
                 };
                 let full = if tail.is_empty() { String::new() } else { format!(" · its output: {}", log.display()) };

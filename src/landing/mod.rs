@@ -868,15 +868,23 @@ impl Lander<'_> {
 }
 
 /// The last landing failure recorded on `target`, from the journal: the task, when, and the
-/// event.
+/// event; a failure whose task landed there since is answered, and not the last.
 pub fn last_failure(store: &Store, target: &str) -> Result<Option<(String, DateTime<Utc>, events::LandingFailed)>> {
     let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
-    Ok(timeline.entries.into_iter().rev().find_map(|entry| match Recorded::of(&entry.event) {
-        Recorded::LandingFailed(failed) if failed.into == target => {
-            Some((entry.event.task.clone().unwrap_or_default(), entry.event.at, failed))
+    let mut landed_since: HashSet<String> = HashSet::new();
+    for entry in timeline.entries.into_iter().rev() {
+        let task = entry.event.task.clone().unwrap_or_default();
+        match Recorded::of(&entry.event) {
+            Recorded::TaskLanded(landed) if landed.into == target => {
+                landed_since.insert(task);
+            }
+            Recorded::LandingFailed(failed) if failed.into == target && !landed_since.contains(&task) => {
+                return Ok(Some((task, entry.event.at, failed)));
+            }
+            _ => {}
         }
-        _ => None,
-    }))
+    }
+    Ok(None)
 }
 
 /// The landing queue as `status` and `show` present it.

@@ -87,6 +87,10 @@ fn a_conflicting_landing_taken_over_and_kept_is_resolved_once_and_lands() {
     assert_eq!(landed["landing"]["landed"][0]["task"], b.as_str(), "{landed}");
     assert_eq!(repo.git(&["show", "main:f.txt"]), "a\nb");
     assert_eq!(count(&journal(&repo, &b), "landing_failed"), 1, "it conflicted once");
+    // Landed: its failure is answered, and the board no longer shows it.
+    let status = repo.run(&["status"]).ok();
+    assert!(!status.stdout.contains("last landing failure"), "{}", status.stdout);
+    assert_eq!(repo.run(&["status", "--json"]).ok().json()["landing"]["last_failure"], serde_json::Value::Null);
 }
 
 #[test]
@@ -96,6 +100,10 @@ fn a_merge_left_with_markers_is_refused_and_one_left_uncommitted_is_concluded_by
     let (_a, b, old_head) = conflicted(&repo);
     let taken = repo.run(&["take-over", &b, "--json"]).ok().json();
     let wt = std::path::PathBuf::from(taken["worktree"].as_str().expect("a worktree"));
+    assert!(
+        repo.run(&["status"]).ok().stdout.contains(&format!("last landing failure on main: {b} ")),
+        "not landed yet"
+    );
     let refused = repo.run(&["hand-back", &b, "--keep"]).code(1);
     assert!(refused.stderr.contains("conflict markers are left in: f.txt"), "{}", refused.stderr);
     assert_eq!(repo.run(&["show", &b, "--json"]).ok().json()["state"], "taken-over", "it stays yours");
@@ -142,4 +150,30 @@ fn a_reopened_conflicting_landing_is_resolved_by_the_agent_in_the_merge_not_redo
     let events = journal(&repo, &b);
     assert_eq!(count(&events, "merge_started"), 1, "{events:?}");
     assert_eq!(count(&events, "landing_failed"), 1, "it conflicted once");
+}
+
+#[test]
+fn work_a_person_or_an_agent_committed_itself_is_not_called_no_change() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    // An agent that commits its own work: the loop finds nothing left, and says only that.
+    named(&repo, &env, "c", "echo x > x.txt\ngit add x.txt\ngit commit -q -m 'my work'\ngit loop finish done");
+    let id = repo.add(&["Write x"]);
+    let walked = repo.run(&["run", "--agent", "c", "--max-units", "1"]).ok();
+    assert!(!walked.stdout.contains("it changed no file"), "{}", walked.stdout);
+    assert!(walked.stdout.contains("nothing was left uncommitted"), "{}", walked.stdout);
+    assert_eq!(repo.git(&["show", &format!("loop/{id}:x.txt")]), "x");
+    // A person who commits by hand in a task they took over changed something.
+    let other = repo.add(&["Write y"]);
+    let taken = repo.run(&["take-over", &other, "--json"]).ok().json();
+    let wt = std::path::PathBuf::from(taken["worktree"].as_str().expect("a worktree"));
+    std::fs::write(wt.join("y.txt"), "y\n").expect("write");
+    env.git(&wt, &["add", "y.txt"]);
+    env.git(&wt, &["commit", "-q", "-m", "by hand"]);
+    let back = repo.run(&["hand-back", &other, "--keep"]).ok();
+    assert!(
+        back.stdout.starts_with(&format!("{other} · your changes (1 file) are committed on loop-try/{other}/1 as ")),
+        "{}",
+        back.stdout
+    );
 }
