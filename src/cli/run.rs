@@ -27,8 +27,9 @@ use git_loop::walk::{self, Event, Observer};
 /// nothing is ready, a budget is spent, or the walk policy pauses it. With --together, every
 /// task is raced by several agents at once.
 ///
-/// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure, 2 usage,
-/// 3 another walker runs here, 4 paused by policy, 77 agent program missing, 130 interrupted.
+/// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure (or, with
+/// --land, done work that could not be landed), 2 usage, 3 another walker runs here, 4 paused by
+/// policy, 77 agent program missing, 130 interrupted.
 ///
 /// Example: git loop run --agent claude --checks "cargo test" --max-units 5
 #[derive(Args)]
@@ -413,7 +414,7 @@ pub(super) fn walk_and_report(
         ticked.stop();
         ended
     })?;
-    Ok(super::exit::of_walk(&ended.stop))
+    Ok(super::exit::of_walk_end(&ended.stop, &ended.unlanded))
 }
 
 fn to_std(span: Span) -> Duration {
@@ -506,6 +507,16 @@ impl Progress {
             let _ = writeln!(out, "{:22}│ {}", "", text::line(l));
         }
         let _ = out.flush();
+    }
+}
+
+/// How a task in `state` (a person's state) waits, in words: "needs you".
+fn waiting_words(state: &str) -> &'static str {
+    match state {
+        "needs-decision" => "needs a decision",
+        "taken-over" => "was taken over",
+        "parked" => "was parked",
+        _ => "needs you",
     }
 }
 
@@ -686,7 +697,7 @@ impl Observer for Progress {
                 let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
                 super::output::stderr_line(format!("warning: {message}"));
             }
-            Event::Finished { stop, tally } => {
+            Event::Finished { stop, tally, unlanded } => {
                 let why = match stop {
                     Stop::NoWork => "nothing left to do".to_owned(),
                     Stop::Done => "the task budget is done".to_owned(),
@@ -694,6 +705,9 @@ impl Observer for Progress {
                     Stop::Failed => "stopped by the error below".to_owned(),
                     Stop::Paused { policy: PausePolicy::P0Failure, units } => {
                         format!("paused: p0 task {} failed", units.join(", "))
+                    }
+                    Stop::Paused { policy: PausePolicy::P0Waiting(state), units } => {
+                        format!("paused: p0 task {} {}", units.join(", "), waiting_words(state))
                     }
                     Stop::Paused { policy: PausePolicy::ConsecutiveFailures(n), units } => {
                         format!("paused after {n} failures in a row ({})", units.join(", "))
@@ -718,6 +732,10 @@ impl Observer for Progress {
                         if tally.spent_unknown == 1 { "" } else { "s" }
                     ));
                 }
+                let why = match unlanded.len() {
+                    0 => why,
+                    n => format!("{why} · {} not landed, as said above", count(n as u32, "done task", "done tasks")),
+                };
                 self.say(
                     None,
                     format!(
@@ -795,20 +813,25 @@ fn event_json(event: &Event) -> serde_json::Value {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })
         }
         Event::Warning { message } => json!({ "event": "warning", "message": message }),
-        Event::Finished { stop, tally } => {
+        Event::Finished { stop, tally, unlanded } => {
             let mut value = json!({
-                "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
+                "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk_end(stop, unlanded),
+                "unlanded": unlanded,
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
                 "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens, "spent_unknown": tally.spent_unknown,
             });
             if let Stop::Paused { policy, units } = stop {
                 value["policy"] = json!(match policy {
                     PausePolicy::P0Failure => "p0_failure".to_owned(),
+                    PausePolicy::P0Waiting(_) => "p0_waiting".to_owned(),
                     PausePolicy::ConsecutiveFailures(n) => format!("{n}_consecutive_failures"),
                     PausePolicy::Unreachable(_) => "unreachable".to_owned(),
                 });
                 if let PausePolicy::Unreachable(why) = policy {
                     value["reason"] = json!(why);
+                }
+                if let PausePolicy::P0Waiting(state) = policy {
+                    value["state"] = json!(state);
                 }
                 value["units"] = json!(units);
             }

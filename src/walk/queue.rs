@@ -364,6 +364,8 @@ impl engine::Queue for GitQueue<'_> {
                 let done = self.finish(unit, message)?;
                 if done && self.walker.opts.land {
                     self.walker.land(self.store, Some(unit.id()));
+                    // Its landing failed: it needs a person, and counts as not done.
+                    return Ok(!self.walker.landing_failed_now(unit.id().as_str()));
                 }
                 Ok(done)
             }
@@ -392,6 +394,14 @@ impl engine::Queue for GitQueue<'_> {
             }),
         )?;
         self.release(unit)?;
+        // A task a person closed meanwhile (stop, park, cancel) has no try going on: its worktree
+        // goes now, as a closed unit's does, rather than be found by the next walk as a crash's
+        // leftover. One taken over is the person's; an open one goes on in it.
+        let closed = task::read(self.store, &unit.id())?
+            .is_some_and(|now| !matches!(now.task.state, State::Open | State::TakenOver));
+        if closed {
+            self.drop_worktree(unit);
+        }
         self.walker.observer.event(&Event::Abandoned { task: unit.task.id.clone(), why: why.to_owned() });
         Ok(())
     }
