@@ -178,6 +178,8 @@ enum Command {
     Completion(completion::CompletionArgs),
     #[command(hide = true)]
     DemoAgent(demo_agent::DemoAgentArgs),
+    #[command(hide = true)]
+    CompleteWords(completion::CompleteWordsArgs),
 }
 
 /// What every command gets: the ambient context and where it runs.
@@ -392,6 +394,7 @@ pub fn main() -> ExitCode {
         Command::Man(args) => man::run(&env, args),
         Command::Completion(args) => completion::run(args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
+        Command::CompleteWords(args) => completion::run_words(&env, args),
     };
     // Walks and syncs exchange with the remote themselves; everything else publishes what it
     // changed, whether it succeeded or not (what it wrote is this clone's state either way).
