@@ -45,6 +45,15 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         .into_iter()
         .filter(|w| w.task == id.as_str())
         .collect();
+    // Where a person works it by hand, while it is theirs.
+    let taken = (snapshot.task.state == git_loop::store::task::State::TakenOver)
+        .then(|| {
+            history.iter().rev().find_map(|e| match git_loop::store::events::Recorded::of(&e.event) {
+                git_loop::store::events::Recorded::TakenOver(over) => Some(over),
+                _ => None,
+            })
+        })
+        .flatten();
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
     let spent = git_loop::store::ledger::task_total(&store, id.as_str())?;
@@ -59,6 +68,10 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let (answers, failure) = super::answer::json(&ways, failure.as_ref());
         value["answers"] = answers;
         value["failure"] = failure;
+        value["taken_over"] = taken.as_ref().map_or(
+            serde_json::Value::Null,
+            |t| serde_json::json!({ "worktree": t.worktree, "by": t.by, "try": t.number }),
+        );
         out.json(&value)?;
         return Ok(0);
     }
@@ -86,6 +99,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         for l in &f.tail {
             out.line(format!("           │ {l}"))?;
         }
+    }
+    if let Some(t) = &taken {
+        out.line(format!("  worktree: {} (try {}, taken over by {})", t.worktree, t.number, t.by))?;
     }
     for (n, l) in super::answer::lines("", &ways).into_iter().enumerate() {
         out.line(format!("  {:<9}{l}", if n == 0 { "answer:" } else { "" }))?;

@@ -74,6 +74,17 @@ fn a_conflicting_landing_taken_over_and_kept_is_resolved_once_and_lands() {
         answers(&repo, &b),
         [format!("git loop hand-back {b} --keep"), format!("git loop hand-back {b} --continue")]
     );
+    // Where it is worked by hand, on the board.
+    let worktree = wt.display().to_string();
+    assert_eq!(repo.run(&["show", &b, "--json"]).ok().json()["taken_over"]["worktree"], worktree.as_str());
+    let status = repo.run(&["status"]).ok();
+    assert!(
+        status.stdout.contains(&format!("      worked by hand by Tess Ter <tess@example.com> in {worktree}\n")),
+        "{}",
+        status.stdout
+    );
+    let listed = repo.run(&["status", "--json"]).ok().json();
+    assert_eq!(listed["needs_you"][0]["worktree"], worktree.as_str(), "{listed}");
     // The person resolves and commits the merge as git has them do it.
     std::fs::write(wt.join("f.txt"), "a\nb\n").expect("resolve");
     env.git(&wt, &["add", "f.txt"]);
