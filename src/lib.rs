@@ -30,6 +30,7 @@ pub mod ids;
 pub mod landing;
 pub mod mission;
 pub mod people;
+pub mod prune;
 pub mod refs;
 pub mod store;
 pub mod tries;

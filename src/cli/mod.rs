@@ -32,6 +32,7 @@ mod next;
 mod output;
 mod paint;
 mod park;
+mod prune;
 mod race;
 mod reassign;
 mod remote_error;
@@ -159,6 +160,7 @@ enum Command {
     Run(run::RunArgs),
     Race(race::RaceArgs),
     Land(land::LandArgs),
+    Prune(prune::PruneArgs),
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
@@ -379,6 +381,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&env, args),
         Command::Race(args) => race::run(&env, args),
         Command::Land(args) => land::run(&env, args),
+        Command::Prune(args) => prune::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Hook(cmd) => hook::run(&env, cmd),

@@ -24,6 +24,7 @@ pub mod locks;
 pub mod maintenance;
 pub mod notes;
 pub mod objects;
+pub mod pruned;
 pub mod ready;
 pub mod remote;
 pub mod settings;

@@ -31,6 +31,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "race",
     "land",
+    "prune",
     "mission",
     "mission add",
     "mission project",

@@ -28,6 +28,7 @@ mod model_server;
 mod next_claim;
 mod packs;
 mod people;
+mod prune;
 mod race;
 mod receive;
 mod remote;
