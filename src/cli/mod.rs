@@ -8,6 +8,7 @@ mod board;
 mod cancel;
 mod claim;
 mod completion;
+mod config;
 mod cost;
 mod demo;
 mod demo_agent;
@@ -161,6 +162,7 @@ enum Command {
     Race(race::RaceArgs),
     Land(land::LandArgs),
     Prune(prune::PruneArgs),
+    Config(config::ConfigArgs),
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
@@ -382,6 +384,7 @@ pub fn main() -> ExitCode {
         Command::Race(args) => race::run(&env, args),
         Command::Land(args) => land::run(&env, args),
         Command::Prune(args) => prune::run(&env, args),
+        Command::Config(args) => config::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Hook(cmd) => hook::run(&env, cmd),

@@ -89,6 +89,9 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
             ));
         }
     }
+    if let (Some(news), false) = (super::config::news(&store), args.json) {
+        super::output::stderr_line(news);
+    }
     let mut code = 0;
     if let (Some((name, standing)), false) = (&target, args.json) {
         code = say_target(name, &report.remote, standing, args.ff);

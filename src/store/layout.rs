@@ -57,6 +57,11 @@ impl Layout {
         self.root.join("pruned.json")
     }
 
+    /// The shared settings record this clone last adopted (`store::shared`): its commit id.
+    pub fn settings_adopted(&self) -> PathBuf {
+        self.root.join("settings-adopted")
+    }
+
     /// The clone's Lamport clock (`store::lamport`).
     pub fn lamport(&self) -> PathBuf {
         self.root.join("lamport")

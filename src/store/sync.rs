@@ -135,7 +135,11 @@ fn class_of(name: &str) -> Option<Class> {
         Some(Class::Task)
     } else if name.starts_with(refs::JOURNAL) {
         Some(Class::Journal)
-    } else if name.starts_with(refs::TRIES) || name.starts_with(refs::DONE) || name.starts_with(refs::KEPT) {
+    } else if name.starts_with(refs::TRIES)
+        || name.starts_with(refs::DONE)
+        || name.starts_with(refs::KEPT)
+        || name == refs::SETTINGS
+    {
         Some(Class::Forward)
     } else if name == refs::NOTES {
         Some(Class::Notes)

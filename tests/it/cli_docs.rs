@@ -32,6 +32,7 @@ const COMMANDS: &[&str] = &[
     "race",
     "land",
     "prune",
+    "config",
     "mission",
     "mission add",
     "mission project",

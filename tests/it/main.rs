@@ -38,6 +38,7 @@ mod robustness;
 mod run;
 mod scale;
 mod setup_notify;
+mod share;
 mod soak;
 mod summarize;
 mod sync;
