@@ -7,7 +7,8 @@
 //! says which module may import which):
 //!
 //! - `walk` (the loop over a backlog), `mission`, `people` (a person's verbs on tries),
-//!   `hooks` (what git and the agent CLIs call back into);
+//!   `prune` (deleting the branches of finished tasks), `hooks` (what git and the agent CLIs
+//!   call back into);
 //! - `landing` (the merge queue: done task branches onto a target, checked on the merged
 //!   result);
 //! - `tries` (one try's lifecycle), `backlog` (the task verbs), `agent` (one agent process:
@@ -31,6 +32,7 @@ pub mod ids;
 pub mod landing;
 pub mod mission;
 pub mod people;
+pub mod prune;
 pub mod refs;
 pub mod sandbox;
 pub mod store;

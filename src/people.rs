@@ -245,8 +245,12 @@ pub struct TakenOver {
     /// The agent's own command to resume its last session, ready to paste.
     pub resume: Option<String>,
     pub agent: Option<String>,
-    /// The try was opened for you (nothing had worked on the task yet).
+    /// The try was opened for you (nothing had worked on the task yet, or its landing
+    /// conflicted).
     pub opened: bool,
+    /// Its worktree holds the merge of the task branch into its target in progress: the merge
+    /// its landing conflicted on, for you to resolve.
+    pub merging: Option<events::MergeStarted>,
 }
 
 /// The latest try sessions worked on: its number, its last session's agent and CLI session id.
@@ -335,8 +339,33 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
             }
         }
     };
-    let tries::Opened { try_, resumed } =
-        tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
+    // A landing that conflicted: the try is that merge in progress, to resolve once (a merge
+    // try open for it already is gone on with).
+    let pending = crate::landing::conflict::pending(store, &id, &events)?;
+    let merging_try = worked.as_ref().and_then(|w| {
+        crate::landing::conflict::merge_of(&events, w.try_number)
+            .filter(|m| pending.as_ref().is_some_and(|p| m.theirs.parse::<gix::ObjectId>().is_ok_and(|t| t == p.head)))
+    });
+    let mut merging = merging_try.clone();
+    let (try_, resumed) = match (&pending, &merging_try) {
+        (Some(pending), None) => {
+            let answer = crate::landing::conflict::Answer::of(store, &id, pending)?;
+            match tries::merge::open(store, &id, &me, &events, &answer.merge())? {
+                tries::merge::Begun::Conflicts { opened, paths } => {
+                    merging = Some(answer.started(opened.try_.number, paths));
+                    (opened.try_, false)
+                }
+                tries::merge::Begun::Clean(commit) => {
+                    let opened = tries::open(store, &id, &me, None, &events, || Ok(commit))?;
+                    (opened.try_, opened.resumed)
+                }
+            }
+        }
+        _ => {
+            let opened = tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
+            (opened.try_, opened.resumed)
+        }
+    };
     let opened = !resumed;
     let head = store.ref_target(&try_.branch)?;
     if opened {
@@ -353,6 +382,9 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
                 race: false,
             }),
         )?;
+        if let Some(started) = merging.clone().filter(|m| m.number == try_.number) {
+            backlog::record(store, ctx, Some(&id), Recorded::MergeStarted(started))?;
+        }
     }
     backlog::record(
         store,
@@ -380,7 +412,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
         }
         _ => None,
     };
-    Ok(TakenOver { task: id, try_, stopped, resume, agent, opened })
+    Ok(TakenOver { task: id, try_, stopped, resume, agent, opened, merging })
 }
 
 /// How `hand-back` hands the task back.
@@ -401,6 +433,9 @@ pub struct HandedBack {
     pub changes: Vec<tries::FileChange>,
     /// With `Keep`: the commit the task branch moved to.
     pub landed: Option<ObjectId>,
+    /// The try began as the merge its landing conflicted on (see `take_over`), and whether that
+    /// merge is concluded now (its head holds both sides).
+    pub merged: Option<(events::MergeStarted, bool)>,
 }
 
 /// The try a person took over (from the journal's `taken_over` event).
@@ -461,12 +496,37 @@ pub fn hand_back(
         Some(m) => format!("loop: hand back {id}: {}\n\n{m}\n", m.lines().next().unwrap_or("")),
         None => format!("loop: hand back {id}\n"),
     };
-    let commit = match tries::commit::commit_on_stop(store, &try_, &author, &subject)? {
+    let committed = match tries::commit::commit_on_stop(store, &try_, &author, &subject)? {
         Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id),
         Committed::Clean | Committed::NoWorktree => None,
     };
-    let head = commit.unwrap_or(before);
-    let changes = store.diffstat(taken_at.unwrap_or(before), head)?;
+    let mut head = committed.unwrap_or(before);
+    // A try that began as the merge its landing conflicted on: your resolution is that merge.
+    let history = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
+    let merged = crate::landing::conflict::merge_of(&history, number);
+    let mut concluded = false;
+    if let Some(started) = &merged {
+        let conclusion = crate::landing::conflict::conclude(store, &try_, started)?;
+        match (&conclusion, mode) {
+            (crate::landing::conflict::Concluded::Merged(commit), _) => {
+                head = *commit;
+                concluded = true;
+            }
+            (_, HandBack::Continue) => {}
+            (_, HandBack::Keep) => {
+                let what = crate::landing::conflict::unconcluded(started, &conclusion).unwrap_or_default();
+                return Err(refused(format!("{id} is not resolved yet in {}: {what}", try_.worktree.display()))
+                    .hint(format!(
+                        "hand it back again when it is, or let the agent finish it: git loop hand-back {id} --continue"
+                    ))
+                    .into());
+            }
+        }
+    }
+    // What you did since you took it over — committed by the loop just now, or by you.
+    let start = taken_at.unwrap_or(before);
+    let commit = (head != start).then_some(head);
+    let changes = store.diffstat(start, head)?;
     match mode {
         HandBack::Continue => {
             let mut transition = Transition::to(State::Open, Some("handed back to the agent".into()));
@@ -483,7 +543,7 @@ pub fn hand_back(
                 reason: None,
             });
             backlog::transition(store, ctx, &id, transition)?;
-            Ok(HandedBack { task: id, try_, commit, changes, landed: None })
+            Ok(HandedBack { task: id, try_, commit, changes, landed: None, merged: merged.map(|m| (m, concluded)) })
         }
         HandBack::Keep => {
             let checks_json = match checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty()) {
@@ -518,7 +578,14 @@ pub fn hand_back(
                 }),
             )?;
             claim::release(store, ctx, &key, &me, true)?;
-            Ok(HandedBack { task: id, try_, commit, changes, landed: Some(landed) })
+            Ok(HandedBack {
+                task: id,
+                try_,
+                commit,
+                changes,
+                landed: Some(landed),
+                merged: merged.map(|m| (m, concluded)),
+            })
         }
     }
 }

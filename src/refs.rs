@@ -15,6 +15,7 @@
 //! | `refs/loop-remotes/<remote>/...` | what `sync` last fetched from a remote, mirrored |
 //! | `refs/loop/missions/<id>` | a mission's record chain; the tip's tree holds `mission.json` |
 //! | `refs/loop/kept/<tag>/...` | a clone's side of a loop ref that diverged from the remote's, kept |
+//! | `refs/loop/settings` | the loop's shared settings: a chain of records, the tip's tree holds `settings.json` |
 //! | `refs/heads/loop-kept/<tag>/...` | likewise for a task or try branch |
 //!
 //! Try branches live beside, not below, `refs/heads/loop/<id>`, because git cannot have both
@@ -36,6 +37,14 @@ pub const REMOTES: &str = "refs/loop-remotes/";
 pub const MISSIONS: &str = "refs/loop/missions/";
 pub const KEPT: &str = "refs/loop/kept/";
 pub const KEPT_BRANCHES: &str = "refs/heads/loop-kept/";
+/// The chain of the loop's shared settings records (`git loop config --share`).
+pub const SETTINGS: &str = "refs/loop/settings";
+
+/// The pseudo-ref a merge in progress names its other side by, in a worktree's own git
+/// directory (`git status` and `git commit` read it, as after a `git merge` that conflicts).
+pub const MERGE_HEAD: &str = "MERGE_HEAD";
+/// The message `git commit` proposes for that merge, beside it.
+pub const MERGE_MSG: &str = "MERGE_MSG";
 
 pub fn task(id: &TaskId) -> String {
     format!("{TASKS}{id}")

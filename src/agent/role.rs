@@ -421,9 +421,12 @@ Merging the work of task {task} into {target} conflicts in these paths:
 
 {paths}
 
-Your current directory holds the conflicted merge, with conflict markers in those files.
-Resolve every conflict so that both sides' intent is kept, and leave the result in the
-worktree (do not commit, do not abort the merge). The checks run on what you leave.
+Your current directory holds that merge in progress, as `git merge` leaves one that
+conflicts: `git status` lists the conflicted paths, and their conflict markers name both
+sides (`<<<<<<< {target}` and `>>>>>>> loop/{task}`). Resolve every conflict so that both
+sides' intent is kept, and leave the result in the worktree (`git add` it; you may commit the
+merge with `git commit --no-edit`, or leave that to the loop). Do not abort the merge. The
+checks run on what you leave.
 
 ## This side ({target})
 

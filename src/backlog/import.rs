@@ -98,6 +98,7 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
         plan.change.add.after = deps;
         checked.push(plan);
     }
+    refuse_cycles(store, ctx, &checked)?;
     let mut created = Vec::new();
     for (id, stored) in task::create_all(store, ctx, checked.into_iter().map(|p| (p.id, p.change)).collect())? {
         match stored {
@@ -118,6 +119,29 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
     };
     record(store, ctx, None, crate::store::events::Recorded::TasksImported(imported))?;
     Ok(report)
+}
+
+/// Refuse tasks whose dependencies — in the file, and on tasks of the backlog — make a cycle:
+/// none of its tasks could ever be ready (as `edit --after` refuses one).
+fn refuse_cycles(store: &Store, ctx: &Context, planned: &[Planned]) -> Result<()> {
+    if planned.iter().all(|p| p.change.add.after.is_empty()) {
+        return Ok(());
+    }
+    let board = super::Board::load(store, ctx)?;
+    let in_file: std::collections::HashMap<&str, &Planned> = planned.iter().map(|p| (p.id.as_str(), p)).collect();
+    let after = |id: &str| match in_file.get(id) {
+        Some(p) => p.change.add.after.clone(),
+        None => board.get(id).map(|r| r.after().map(ToOwned::to_owned).collect()).unwrap_or_default(),
+    };
+    if let Some(cycle) = super::cycles(planned.iter().map(|p| p.id.as_str()), &after).into_iter().next() {
+        return Err(usage(format!(
+            "the dependencies make a cycle: {}; none of those tasks could ever be ready",
+            super::cycle_line(&cycle)
+        ))
+        .hint("drop one of these dependencies from the file, then import it again (nothing was imported)")
+        .into());
+    }
+    Ok(())
 }
 
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {

@@ -5,18 +5,67 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Result;
 use git_loop::agent::record;
+use git_loop::ids::TaskId;
+use git_loop::refs;
 use git_loop::store::events::Recorded;
 use git_loop::store::journal::Entry;
 use git_loop::store::task::State;
+use git_loop::store::Store;
+
+/// Where a waiting task stands, beyond its state: what decides which answers work.
+#[derive(Debug, Clone, Default)]
+pub struct Standing {
+    /// Its latest try, when `done --try` can accept it (its work merges into the task branch,
+    /// and accepting it answers what the task waits on).
+    pub accept: Option<u32>,
+    /// Its landing on this target (a short name) conflicted and nothing answered it yet.
+    pub conflict: Option<String>,
+    /// The try a person took over is the merge its landing conflicted on.
+    pub merging: bool,
+}
+
+impl Standing {
+    /// The standing of task `id` in `state` from its `history` (its journal, oldest first).
+    pub fn of(store: &Store, id: &TaskId, state: State, history: &[Entry]) -> Result<Standing> {
+        let conflict = match git_loop::landing::conflict::pending(store, id, history)? {
+            Some(pending) if state == State::NeedsYou => Some(refs::short_branch(&pending.into).to_owned()),
+            _ => None,
+        };
+        let merging = state == State::TakenOver
+            && taken_try(history).is_some_and(|n| git_loop::landing::conflict::merge_of(history, n).is_some());
+        let accept = match (&conflict, last_try(history)) {
+            (None, Some(n))
+                if git_loop::tries::acceptable(store, &git_loop::tries::Try::describe(id, n, Path::new("")))? =>
+            {
+                Some(n)
+            }
+            _ => None,
+        };
+        Ok(Standing { accept, conflict, merging })
+    }
+}
 
 /// The commands that answer task `id` in `state` (a person's states: needs-you,
-/// needs-decision, failed, taken-over), each with what it does; `try_number` is its latest
-/// try, which `done --try` can accept. Empty for the states nobody waits on.
-pub fn ways(id: &str, state: State, try_number: Option<u32>) -> Vec<(String, &'static str)> {
-    let accept = try_number.map(|n| (format!("git loop done {id} --try {n}"), "accept its try as it is"));
+/// needs-decision, failed, taken-over), each with what it does, as `standing` allows: only
+/// commands that work from where it is. Empty for the states nobody waits on.
+pub fn ways(id: &str, state: State, standing: &Standing) -> Vec<(String, &'static str)> {
+    let accept = standing.accept.map(|n| (format!("git loop done {id} --try {n}"), "accept its try as it is"));
     let mut ways = Vec::new();
     match state {
+        State::NeedsYou if standing.conflict.is_some() => {
+            ways.push((
+                format!("git loop take-over {id}"),
+                "resolve the conflict yourself: its worktree holds the merge in progress",
+            ));
+            ways.push((
+                format!("git loop reopen {id}"),
+                "let the agent resolve it: its next try starts from the merge in progress",
+            ));
+            ways.push((format!("git loop reassign {id} <agent>"), "let another agent resolve it"));
+            ways.push((format!("git loop park {id} --reason '…'"), "set it aside"));
+        }
         State::NeedsYou => {
             ways.push((
                 format!("git loop edit {id} --body '…' && git loop reopen {id}"),
@@ -40,6 +89,13 @@ pub fn ways(id: &str, state: State, try_number: Option<u32>) -> Vec<(String, &'s
             ways.push((format!("git loop take-over {id}"), "do it yourself in its worktree"));
             ways.push((format!("git loop cancel {id} --reason '…'"), "give it up"));
         }
+        State::TakenOver if standing.merging => {
+            ways.push((
+                format!("git loop hand-back {id} --keep"),
+                "your resolution: the task branch takes the merge once the checks pass",
+            ));
+            ways.push((format!("git loop hand-back {id} --continue"), "let the agent finish the merge"));
+        }
         State::TakenOver => {
             ways.push((format!("git loop hand-back {id} --keep"), "your work, landed once the checks pass"));
             ways.push((format!("git loop hand-back {id} --continue"), "let the agent go on from your changes"));
@@ -47,6 +103,14 @@ pub fn ways(id: &str, state: State, try_number: Option<u32>) -> Vec<(String, &'s
         State::Open | State::Done | State::Parked | State::Cancelled => {}
     }
     ways
+}
+
+/// The try a person took over last, from the journal's `taken_over` events.
+fn taken_try(entries: &[Entry]) -> Option<u32> {
+    entries.iter().rev().find_map(|e| match Recorded::of(&e.event) {
+        Recorded::TakenOver(taken) => Some(taken.number),
+        _ => None,
+    })
 }
 
 /// The ways as lines, the commands aligned, under `indent`.
@@ -97,10 +161,18 @@ pub fn last_failure(loop_dir: &Path, entries: &[Entry]) -> Option<Failure> {
     Some(Failure { what, log, tail })
 }
 
-/// The latest try in task's history `entries` (the one its last session worked on).
+/// The latest try in task's history `entries` that a worker's session worked on (a conflict
+/// resolver's try is its own, begun on the target: never the task's work to accept).
 pub fn last_try(entries: &[Entry]) -> Option<u32> {
+    let resolvers: std::collections::HashSet<u32> = entries
+        .iter()
+        .filter_map(|e| match Recorded::of(&e.event) {
+            Recorded::ConflictResolving(r) => Some(r.number),
+            _ => None,
+        })
+        .collect();
     entries.iter().rev().find_map(|e| match Recorded::of(&e.event) {
-        Recorded::SessionEnded(ended) => Some(ended.number),
+        Recorded::SessionEnded(ended) if !resolvers.contains(&ended.number) => Some(ended.number),
         _ => None,
     })
 }

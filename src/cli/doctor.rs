@@ -16,10 +16,11 @@ use git_loop::doctor::{self, Options, Report, Severity};
 /// mirrors, packed-refs; and the local state: abandoned locks, what crashed walks left (their
 /// walker claim, sessions, task claims, worktrees of closed tasks or of tries never journaled),
 /// worktree registrations whose directory is gone, temporary object files older than an hour,
-/// stale caches. A lock a live process holds, and a walk at work, are noted and left alone.
+/// stale caches. And the backlog: tasks whose dependencies make a cycle (none of them can ever
+/// be ready). A lock a live process holds, and a walk at work, are noted and left alone.
 ///
-/// Exit 0: clean. Exit 1: only leftovers (a crash left them; nothing is lost). Exit 3: a record
-/// is corrupt. With --repair, the exit code says what remains after the repairs.
+/// Exit 0: clean. Exit 1: only leftovers (a crash left them; nothing is lost) or dependency
+/// cycles. Exit 3: a record is corrupt. With --repair, the exit code says what remains after the repairs.
 ///
 /// --repair removes abandoned locks (nobody has them open, no git-loop write is in flight, 1 s
 /// old by the file system's clock: as every git-loop writer does), recovers what crashed walks
@@ -62,7 +63,7 @@ pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
     };
     let code = match report.worst() {
         None | Some(Severity::Info) => 0,
-        Some(Severity::Leftover) => 1,
+        Some(Severity::Leftover | Severity::Stuck) => 1,
         Some(Severity::Corrupt) => 3,
     };
     let mut out = Out::new();
@@ -91,6 +92,7 @@ pub fn run(env: &Env, args: DoctorArgs) -> Result<u8> {
         let word = match f.severity {
             Severity::Corrupt => "corrupt",
             Severity::Leftover => "leftover",
+            Severity::Stuck => "stuck",
             Severity::Info => "note",
         };
         out.line(format!("{word}: {}", f.problem))?;
@@ -134,6 +136,10 @@ fn summary(report: &Report) -> String {
     }
     if leftover > 0 {
         found.push(plural(leftover, "leftover", "leftovers"));
+    }
+    let stuck = count(Severity::Stuck);
+    if stuck > 0 {
+        found.push(plural(stuck, "dependency cycle", "dependency cycles"));
     }
     let repair = match repairable {
         0 => String::new(),

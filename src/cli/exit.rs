@@ -45,6 +45,15 @@ pub fn of_walk(stop: &engine::Stop) -> u8 {
     }
 }
 
+/// The code of how a walk ended: how it stopped, and a walk that would have ended well is a
+/// failure when it could not land done work it was asked to land (`run --land`).
+pub fn of_walk_end(stop: &engine::Stop, unlanded: &[String]) -> u8 {
+    match of_walk(stop) {
+        OK if !unlanded.is_empty() => FAILED,
+        code => code,
+    }
+}
+
 /// The code of how a mission run stopped.
 pub fn of_mission(stop: &mission::Stop) -> u8 {
     match stop {

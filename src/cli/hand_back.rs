@@ -53,6 +53,9 @@ pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
             "task": id.to_string(), "mode": if args.keep { "keep" } else { "continue" }, "try": back.try_.number,
             "commit": back.commit.map(|c| c.to_string()), "changes": back.changes,
             "landed": back.landed.map(|c| c.to_string()),
+            "merge": back.merged.as_ref().map(|(m, concluded)| json!({
+                "into": m.into, "from": m.from, "paths": m.paths, "concluded": concluded,
+            })),
         }))?;
         return Ok(0);
     }
@@ -66,9 +69,21 @@ pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
         None => "you changed nothing".to_owned(),
     };
     out.line(format!("{id} · {saved}"))?;
-    match back.landed {
-        Some(c) => out.line(format!("{id} done · loop/{id} moved to {}", &c.to_string()[..12]))?,
-        None => out.line(format!("{id} is open again: the next walk's agent goes on, told what you changed"))?,
+    if let Some((m, concluded)) = &back.merged {
+        out.line(if *concluded {
+            format!("{id} · the merge of {} into {} is concluded: its conflicts are resolved", m.from, m.into)
+        } else {
+            format!("{id} · the merge of {} into {} is still in progress: the agent finishes it", m.from, m.into)
+        })?;
+    }
+    match (back.landed, &back.merged) {
+        (Some(c), Some((m, _))) => out.line(format!(
+            "{id} done · loop/{id} moved to {}: it lands on {} without a conflict (git loop land)",
+            &c.to_string()[..12],
+            m.into
+        ))?,
+        (Some(c), None) => out.line(format!("{id} done · loop/{id} moved to {}", &c.to_string()[..12]))?,
+        (None, _) => out.line(format!("{id} is open again: the next walk's agent goes on, told what you changed"))?,
     }
     Ok(0)
 }

@@ -183,6 +183,16 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     }
     for failed in &report.failed {
         out.line(format!("{}  not landed, needs you: {}", failed.task, text::line(&failed.reason)))?;
+        let standing = super::answer::Standing {
+            conflict: (failed.cause == "conflict").then(|| report.into.clone()),
+            ..Default::default()
+        };
+        if standing.conflict.is_some() {
+            let ways = super::answer::ways(&failed.task, git_loop::store::task::State::NeedsYou, &standing);
+            for l in super::answer::lines("    ", &ways) {
+                out.line(l)?;
+            }
+        }
     }
     for waiting in &report.waiting {
         out.line(format!("{}  waits for {} to land first", waiting.task, waiting.waiting_for.join(", ")))?;

@@ -8,6 +8,7 @@ mod board;
 mod cancel;
 mod claim;
 mod completion;
+mod config;
 mod cost;
 mod demo;
 mod demo_agent;
@@ -33,6 +34,7 @@ mod next;
 mod output;
 mod paint;
 mod park;
+mod prune;
 mod race;
 mod reassign;
 mod remote_error;
@@ -160,6 +162,8 @@ enum Command {
     Run(run::RunArgs),
     Race(race::RaceArgs),
     Land(land::LandArgs),
+    Prune(prune::PruneArgs),
+    Config(config::ConfigArgs),
     #[command(subcommand)]
     Mission(mission::MissionCommand),
     Finish(finish::FinishArgs),
@@ -179,6 +183,8 @@ enum Command {
     Completion(completion::CompletionArgs),
     #[command(hide = true)]
     DemoAgent(demo_agent::DemoAgentArgs),
+    #[command(hide = true)]
+    CompleteWords(completion::CompleteWordsArgs),
 }
 
 /// What every command gets: the ambient context and where it runs.
@@ -388,6 +394,8 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&env, args),
         Command::Race(args) => race::run(&env, args),
         Command::Land(args) => land::run(&env, args),
+        Command::Prune(args) => prune::run(&env, args),
+        Command::Config(args) => config::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),
         Command::Hook(cmd) => hook::run(&env, cmd),
@@ -403,6 +411,7 @@ pub fn main() -> ExitCode {
         Command::Man(args) => man::run(&env, args),
         Command::Completion(args) => completion::run(args),
         Command::DemoAgent(args) => demo_agent::run(&env, args),
+        Command::CompleteWords(args) => completion::run_words(&env, args),
     };
     // Walks and syncs exchange with the remote themselves; everything else publishes what it
     // changed, whether it succeeded or not (what it wrote is this clone's state either way).

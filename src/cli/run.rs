@@ -27,8 +27,9 @@ use git_loop::walk::{self, Event, Observer};
 /// nothing is ready, a budget is spent, or the walk policy pauses it. With --together, every
 /// task is raced by several agents at once.
 ///
-/// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure, 2 usage,
-/// 3 another walker runs here, 4 paused by policy, 77 agent program missing, 130 interrupted.
+/// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure (or, with
+/// --land, done work that could not be landed), 2 usage, 3 another walker runs here, 4 paused by
+/// policy, 77 agent program missing, 130 interrupted.
 ///
 /// Example: git loop run --agent claude --checks "cargo test" --max-units 5
 #[derive(Args)]
@@ -242,6 +243,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         .iter()
         .map(|t| git_loop::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
+    refuse_stuck(env, &store, &tasks)?;
     let json = args.walk.json;
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
     opts.tasks = tasks;
@@ -252,6 +254,27 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     opts.limits.max_units = args.max_units;
     opts.limits.max_iterations = args.max_iterations;
     walk_and_report(env, &store, opts, json)
+}
+
+/// Refuse tasks a walk was given (`--task`) that can never be ready, their dependencies making
+/// a cycle, saying which: otherwise the walk would find nothing to do and say only that.
+fn refuse_stuck(env: &Env, store: &git_loop::store::Store, tasks: &[String]) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let board = git_loop::backlog::Board::load(store, &env.ctx)?;
+    for id in tasks {
+        if let Some(cycle) = board.cycle_blocking(id) {
+            let waits = if cycle.first() == Some(id) { "is in" } else { "waits on" };
+            return Err(git_loop::error::refused(format!(
+                "task '{id}' can never be ready: it {waits} a dependency cycle, {}",
+                git_loop::backlog::cycle_line(&cycle)
+            ))
+            .hint(format!("break it: git loop edit {} --remove-after {}", cycle[0], cycle[1]))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 impl WalkArgs {
@@ -421,7 +444,7 @@ pub(super) fn walk_and_report(
         ticked.stop();
         ended
     })?;
-    Ok(super::exit::of_walk(&ended.stop))
+    Ok(super::exit::of_walk_end(&ended.stop, &ended.unlanded))
 }
 
 fn to_std(span: Span) -> Duration {
@@ -514,6 +537,16 @@ impl Progress {
             let _ = writeln!(out, "{:22}│ {}", "", text::line(l));
         }
         let _ = out.flush();
+    }
+}
+
+/// How a task in `state` (a person's state) waits, in words: "needs you".
+fn waiting_words(state: &str) -> &'static str {
+    match state {
+        "needs-decision" => "needs a decision",
+        "taken-over" => "was taken over",
+        "parked" => "was parked",
+        _ => "needs you",
     }
 }
 
@@ -612,7 +645,9 @@ impl Observer for Progress {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
                     Some(c) => format!(" · work committed as {}", short(c)),
-                    None if *commits => " · it changed no file".to_owned(),
+                    // Nothing was left to commit: the agent (or its hook) may have committed its
+                    // work itself, so this says no more than that.
+                    None if *commits => " · nothing was left uncommitted".to_owned(),
                     None => String::new(),
                 };
                 let full = if tail.is_empty() { String::new() } else { format!(" · its output: {}", log.display()) };
@@ -641,8 +676,15 @@ impl Observer for Progress {
                 let with = if *batch > 1 { format!(" (a batch of {batch})") } else { String::new() };
                 self.say(Some(task), format!("landed on {into} at {}{with}", short(commit)))
             }
-            Event::LandingFailed { task, into, reason } => {
-                self.say(Some(task), format!("not landed on {into}, needs you: {reason}"))
+            Event::LandingFailed { task, into, cause, reason } => {
+                self.say(Some(task), format!("not landed on {into}, needs you: {reason}"));
+                let standing = super::answer::Standing {
+                    conflict: (cause == "conflict").then(|| into.clone()),
+                    ..Default::default()
+                };
+                let ways = super::answer::ways(task, git_loop::store::task::State::NeedsYou, &standing);
+                self.indented(&["answer it with one of:".to_owned()]);
+                self.indented(&super::answer::lines("  ", &ways));
             }
             Event::NotLanded { tasks, why } => self.say(Some(&tasks.join(", ")), format!("not landed yet: {why}")),
             Event::Done { task, message } => {
@@ -659,7 +701,8 @@ impl Observer for Progress {
                     format!("{} · {}", super::paint::state(state), reason.lines().next().unwrap_or("")),
                 );
                 if let Some(state) = git_loop::store::task::State::parse(state) {
-                    let ways = super::answer::ways(task, state, *number);
+                    let standing = super::answer::Standing { accept: *number, ..Default::default() };
+                    let ways = super::answer::ways(task, state, &standing);
                     if !ways.is_empty() {
                         self.indented(&["answer it with one of:".to_owned()]);
                         self.indented(&super::answer::lines("  ", &ways));
@@ -723,7 +766,7 @@ impl Observer for Progress {
                 let message = super::remote_error::summarize(message).unwrap_or_else(|| message.clone());
                 super::output::stderr_line(format!("warning: {message}"));
             }
-            Event::Finished { stop, tally } => {
+            Event::Finished { stop, tally, unlanded } => {
                 let why = match stop {
                     Stop::NoWork => "nothing left to do".to_owned(),
                     Stop::Done => "the task budget is done".to_owned(),
@@ -731,6 +774,9 @@ impl Observer for Progress {
                     Stop::Failed => "stopped by the error below".to_owned(),
                     Stop::Paused { policy: PausePolicy::P0Failure, units } => {
                         format!("paused: p0 task {} failed", units.join(", "))
+                    }
+                    Stop::Paused { policy: PausePolicy::P0Waiting(state), units } => {
+                        format!("paused: p0 task {} {}", units.join(", "), waiting_words(state))
                     }
                     Stop::Paused { policy: PausePolicy::ConsecutiveFailures(n), units } => {
                         format!("paused after {n} failures in a row ({})", units.join(", "))
@@ -755,6 +801,10 @@ impl Observer for Progress {
                         if tally.spent_unknown == 1 { "" } else { "s" }
                     ));
                 }
+                let why = match unlanded.len() {
+                    0 => why,
+                    n => format!("{why} · {} not landed, as said above", count(n as u32, "done task", "done tasks")),
+                };
                 self.say(
                     None,
                     format!(
@@ -805,8 +855,8 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Landed { task, into, commit, batch } => {
             json!({ "event": "landed", "task": task, "into": into, "commit": commit, "batch": batch })
         }
-        Event::LandingFailed { task, into, reason } => {
-            json!({ "event": "landing_failed", "task": task, "into": into, "reason": reason })
+        Event::LandingFailed { task, into, cause, reason } => {
+            json!({ "event": "landing_failed", "task": task, "into": into, "cause": cause, "reason": reason })
         }
         Event::NotLanded { tasks, why } => json!({ "event": "not_landed", "tasks": tasks, "reason": why }),
         Event::Done { task, message } => {
@@ -840,20 +890,25 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::RemoteBack { remote, after } => {
             json!({ "event": "remote_back", "remote": remote, "silent_s": after.as_secs_f64() })
         }
-        Event::Finished { stop, tally } => {
+        Event::Finished { stop, tally, unlanded } => {
             let mut value = json!({
-                "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk(stop),
+                "event": "walk_ended", "stop": walk::stop_word(stop), "exit_code": super::exit::of_walk_end(stop, unlanded),
+                "unlanded": unlanded,
                 "done": tally.succeeded, "not_done": tally.failed, "left_open": tally.abandoned, "sessions": tally.dispatches,
                 "spent_usd": tally.spent_usd(), "spent_tokens": tally.spent_tokens, "spent_unknown": tally.spent_unknown,
             });
             if let Stop::Paused { policy, units } = stop {
                 value["policy"] = json!(match policy {
                     PausePolicy::P0Failure => "p0_failure".to_owned(),
+                    PausePolicy::P0Waiting(_) => "p0_waiting".to_owned(),
                     PausePolicy::ConsecutiveFailures(n) => format!("{n}_consecutive_failures"),
                     PausePolicy::Unreachable(_) => "unreachable".to_owned(),
                 });
                 if let PausePolicy::Unreachable(why) = policy {
                     value["reason"] = json!(why);
+                }
+                if let PausePolicy::P0Waiting(state) = policy {
+                    value["state"] = json!(state);
                 }
                 value["units"] = json!(units);
             }

@@ -38,12 +38,22 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let history = journal::timeline(&store, &filter)?.entries;
     let review = git_loop::walk::review::state_of(&history);
     let waits = super::answer::waits(snapshot.task.state);
-    let ways = super::answer::ways(id.as_str(), snapshot.task.state, super::answer::last_try(&history));
+    let standing = super::answer::Standing::of(&store, &id, snapshot.task.state, &history)?;
+    let ways = super::answer::ways(id.as_str(), snapshot.task.state, &standing);
     let failure = if waits { super::answer::last_failure(&store.loop_dir()?, &history) } else { None };
     let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
         .into_iter()
         .filter(|w| w.task == id.as_str())
         .collect();
+    // Where a person works it by hand, while it is theirs.
+    let taken = (snapshot.task.state == git_loop::store::task::State::TakenOver)
+        .then(|| {
+            history.iter().rev().find_map(|e| match git_loop::store::events::Recorded::of(&e.event) {
+                git_loop::store::events::Recorded::TakenOver(over) => Some(over),
+                _ => None,
+            })
+        })
+        .flatten();
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
     let spent = git_loop::store::ledger::task_total(&store, id.as_str())?;
@@ -58,6 +68,10 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let (answers, failure) = super::answer::json(&ways, failure.as_ref());
         value["answers"] = answers;
         value["failure"] = failure;
+        value["taken_over"] = taken.as_ref().map_or(
+            serde_json::Value::Null,
+            |t| serde_json::json!({ "worktree": t.worktree, "by": t.by, "try": t.number }),
+        );
         out.json(&value)?;
         return Ok(0);
     }
@@ -85,6 +99,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         for l in &f.tail {
             out.line(format!("           │ {l}"))?;
         }
+    }
+    if let Some(t) = &taken {
+        out.line(format!("  worktree: {} (try {}, taken over by {})", t.worktree, t.number, t.by))?;
     }
     for (n, l) in super::answer::lines("", &ways).into_iter().enumerate() {
         out.line(format!("  {:<9}{l}", if n == 0 { "answer:" } else { "" }))?;

@@ -64,6 +64,8 @@ pub(super) struct Overview {
     pub paused: Option<(journal::Entry, git_loop::store::events::WalkPaused)>,
     /// How to answer each waiting task, and what failed last.
     pub answers: Answers,
+    /// Where each task taken over is worked by hand: its worktree, and who took it.
+    pub taken: std::collections::BTreeMap<String, (String, String)>,
     pub reviews: Vec<(String, git_loop::walk::review::ReviewState)>,
     pub mission_list: Vec<git_loop::mission::record::Mission>,
     pub mission_corrupt: Vec<(String, String)>,
@@ -165,13 +167,24 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         .collect();
     // How to answer each task waiting for you, and what failed last.
     let mut answers = Answers::new();
+    let mut taken = std::collections::BTreeMap::new();
     for id in reviewed {
         let history = journal::timeline(store, &Filter { task: Some(id.clone()), session: None })?.entries;
         if let Some(state) = git_loop::walk::review::state_of(&history) {
             reviews.push((id.clone(), state));
         }
         if let Some(t) = waiting.iter().find(|t| t.id == id) {
-            let ways = super::answer::ways(&t.id, t.state, super::answer::last_try(&history));
+            let standing = super::answer::Standing::of(store, &t.task_id(), t.state, &history)?;
+            let ways = super::answer::ways(&t.id, t.state, &standing);
+            if t.state == State::TakenOver {
+                let last = history.iter().rev().find_map(|e| match Recorded::of(&e.event) {
+                    Recorded::TakenOver(over) => Some((over.worktree, over.by)),
+                    _ => None,
+                });
+                if let Some(found) = last {
+                    taken.insert(id.clone(), found);
+                }
+            }
             answers.insert(id, (ways, super::answer::last_failure(&loop_dir, &history)));
         }
     }
@@ -208,6 +221,7 @@ pub(super) fn overview(store: &Store, ctx: &Context) -> Result<Overview> {
         last_walk,
         paused,
         answers,
+        taken,
         reviews,
         mission_list,
         mission_corrupt,
@@ -235,6 +249,7 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         worked,
         paused,
         answers,
+        taken,
         reviews,
         mission_list,
         mission_corrupt,
@@ -274,7 +289,9 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             "parked": parked.iter().map(|t| json!({ "id": t.id, "title": t.title, "reason": t.reason })).collect::<Vec<_>>(),
             "needs_you": waiting.iter().map(|t| {
                 let (answers, failure) = answers.get(&t.id).map_or((json!([]), serde_json::Value::Null), |(w, f)| super::answer::json(w, f.as_ref()));
-                json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason, "answers": answers, "failure": failure })
+                let (worktree, by) = taken.get(&t.id).map_or((None, None), |(w, b)| (Some(w), Some(b)));
+                json!({ "id": t.id, "state": t.state, "title": t.title, "reason": t.reason, "answers": answers, "failure": failure,
+                        "worktree": worktree, "taken_by": by })
             }).collect::<Vec<_>>(),
             "reviews": reviews.iter().map(|(id, r)| review_json(id, r)).collect::<Vec<_>>(),
             "resolving": at_work.iter().filter(|w| w.resolving.is_some()).map(resolving_json).collect::<Vec<_>>(),
@@ -398,6 +415,9 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 short(&t.title, 36),
                 short(t.reason.as_deref().unwrap_or(""), 50)
             ))?;
+            if let Some((worktree, by)) = taken.get(&t.id) {
+                out.line(format!("      worked by hand by {by} in {worktree}"))?;
+            }
             if let Some((ways, failure)) = answers.get(&t.id) {
                 if let Some(f) = failure {
                     let last = f.tail.last().map(|l| format!(": {}", short(l, 60))).unwrap_or_default();

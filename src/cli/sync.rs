@@ -13,7 +13,9 @@ use git_loop::store::sync::{self, Change};
 ///
 /// Fetches its tasks, journal, notes, claims and task branches, merges them with ours
 /// (nothing is lost, nothing is forced), and pushes what it lacks, then lists each ref that
-/// changed.
+/// changed. Then it looks at the landing target (loop.mergeInto, else the current branch): when
+/// the remote's is ahead of ours and ours can fast-forward, it says so, and --ff does it (a
+/// worktree that has it checked out follows; one with changes is never touched).
 ///
 /// Example: git loop sync --remote origin
 #[derive(Args)]
@@ -21,7 +23,11 @@ pub struct SyncArgs {
     /// The remote (default: loop.remote, else origin).
     #[arg(long, value_name = "NAME")]
     remote: Option<String>,
-    /// Print {"remote": ..., "refs": [...]} as JSON.
+    /// Fast-forward the local landing target to the remote's when it is behind and its
+    /// checkout (if it has one) is clean.
+    #[arg(long)]
+    ff: bool,
+    /// Print {"remote": ..., "refs": [...], "target": ...} as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -42,6 +48,8 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     let store = env.open()?;
     let remote = sync::choose_remote(&store, args.remote.as_deref())?;
     let report = sync::sync(&store, &env.ctx, &remote)?;
+    // No branch to land on (a detached HEAD without loop.mergeInto): nothing to offer.
+    let target = git_loop::landing::follow_remote(&store, &remote, args.ff).ok();
     let mut out = Out::new();
     let troubled = report.changes.iter().filter(|c| matches!(c.change, Change::Problem(_))).count();
     if args.json {
@@ -57,7 +65,7 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
                 json!({ "ref": c.name, "change": word(&c.change), "detail": detail })
             })
             .collect();
-        out.json(&json!({ "remote": report.remote, "refs": refs }))?;
+        out.json(&json!({ "remote": report.remote, "refs": refs, "target": target.as_ref().map(target_json) }))?;
     } else {
         for c in &report.changes {
             match &c.change {
@@ -81,9 +89,79 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
             ));
         }
     }
+    if let (Some(news), false) = (super::config::news(&store), args.json) {
+        super::output::stderr_line(news);
+    }
+    let mut code = 0;
+    if let (Some((name, standing)), false) = (&target, args.json) {
+        code = say_target(name, &report.remote, standing, args.ff);
+    } else if let (Some((_, git_loop::landing::Standing::Behind { .. })), true) = (&target, args.ff) {
+        code = super::exit::FAILED;
+    }
     if troubled > 0 {
         super::output::stderr_line(format!("warning: {troubled} refs could not be synced; see above"));
         return Ok(super::exit::FAILED);
     }
-    Ok(0)
+    Ok(code)
+}
+
+/// What sync says of the landing target, and the exit code: a fast-forward asked for and not
+/// made (a checkout with changes) is a failure.
+fn say_target(name: &str, remote: &str, standing: &git_loop::landing::Standing, ff: bool) -> u8 {
+    use git_loop::landing::Standing;
+    let short = |id: &gix::ObjectId| id.to_string()[..12].to_owned();
+    match standing {
+        Standing::Behind { remote: theirs, checkout: Some((path, false)), .. } => {
+            super::output::stderr_line(format!(
+                "{name} is behind {remote}'s ({}), but it is checked out in {} with changes: it is left where it is",
+                short(theirs),
+                path.display()
+            ));
+            if ff {
+                super::output::stderr_line("hint: commit or stash them there, then run 'git loop sync --ff' again");
+                return super::exit::FAILED;
+            }
+        }
+        Standing::Behind { remote: theirs, checkout, .. } => {
+            let clean = if checkout.is_some() { " and its checkout is clean" } else { "" };
+            super::output::stderr_line(format!(
+                "{name} is behind {remote}'s ({}){clean}: 'git loop sync --ff' fast-forwards it",
+                short(theirs)
+            ));
+            if ff {
+                return super::exit::FAILED;
+            }
+        }
+        Standing::Unfetched { remote: theirs } => {
+            super::output::stderr_line(format!(
+                "{remote}'s {name} is at {}, which this clone has not fetched: 'git loop sync --ff' fetches it and fast-forwards {name} if it can",
+                short(theirs)
+            ));
+        }
+        Standing::FastForwarded { from, to } => {
+            super::output::stderr_line(format!("{name} fast-forwarded to {remote}'s: {} → {}", short(from), short(to)))
+        }
+        Standing::Diverged => super::output::stderr_line(format!(
+            "{name} and {remote}'s have both moved: {name} has commits of its own, and is left alone"
+        )),
+        Standing::UpToDate | Standing::Absent => {}
+    }
+    0
+}
+
+fn target_json((name, standing): &(String, git_loop::landing::Standing)) -> serde_json::Value {
+    use git_loop::landing::Standing;
+    match standing {
+        Standing::UpToDate => json!({ "branch": name, "state": "up_to_date" }),
+        Standing::Behind { local, remote, checkout } => json!({
+            "branch": name, "state": "behind", "local": local.to_string(), "remote": remote.to_string(),
+            "checkout": checkout.as_ref().map(|(p, _)| p), "clean": checkout.as_ref().is_none_or(|(_, c)| *c),
+        }),
+        Standing::FastForwarded { from, to } => {
+            json!({ "branch": name, "state": "fast_forwarded", "local": to.to_string(), "from": from.to_string() })
+        }
+        Standing::Unfetched { remote } => json!({ "branch": name, "state": "unfetched", "remote": remote.to_string() }),
+        Standing::Diverged => json!({ "branch": name, "state": "diverged" }),
+        Standing::Absent => json!({ "branch": name, "state": "absent" }),
+    }
 }

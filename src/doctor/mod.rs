@@ -41,6 +41,8 @@ pub enum Severity {
     Corrupt,
     /// Something a crash left behind.
     Leftover,
+    /// Tasks that can never be ready: their dependencies make a cycle.
+    Stuck,
     /// In use, and left alone: nothing to do.
     Info,
 }
@@ -216,11 +218,36 @@ pub struct Options {
 pub fn check(store: &Store, ctx: &Context, opts: &Options) -> Result<Report> {
     let mut findings = Vec::new();
     let mut checked = Checked::default();
+    // First: reading the board brings the task index up to the refs as they are, which the
+    // local checks then judge.
+    stuck(store, ctx, &mut findings)?;
     let states = records::check(store, &mut findings, &mut checked)?;
     local::check(store, ctx, opts, &states, &mut findings, &mut checked)?;
     // Corrupt records first, each group in the order found (refs in name order).
     findings.sort_by_key(|f| f.severity);
     Ok(Report { findings, checked })
+}
+
+/// Dependency cycles among tasks not done: none of their tasks can ever be ready, and a walk
+/// given one (`run --task`) refuses it. A person breaks them (`edit --remove-after`).
+fn stuck(store: &Store, ctx: &Context, out: &mut Vec<Finding>) -> Result<()> {
+    let board = crate::backlog::Board::load(store, ctx)?;
+    for cycle in board.stuck_cycles() {
+        let (first, second) = (&cycle[0], &cycle[1]);
+        out.push(
+            Finding::new(
+                Severity::Stuck,
+                Kind::Task,
+                first,
+                format!(
+                    "tasks wait for each other: {}; none of them can ever be ready",
+                    crate::backlog::cycle_line(&cycle)
+                ),
+            )
+            .fix(format!("break it: git loop edit {first} --remove-after {second}")),
+        );
+    }
+    Ok(())
 }
 
 /// What `repair` did about one finding.

@@ -187,6 +187,15 @@ fn check_ref(
                 );
             }
         }
+        _ if name == refs::SETTINGS => {
+            if let Err(err) = crate::store::shared::read(store) {
+                let problem = crate::error::find_refusal(&err).map_or(format!("{err:#}"), |r| r.message.clone());
+                out.push(
+                    Finding::corrupt(kind, name, problem)
+                        .fix("share them again from a clone that has them right: git loop config --share"),
+                );
+            }
+        }
         // Kept refs and mirrors only need their object: what they point to is read from there.
         _ => {
             if let Err(problem) = store.object_kind(id) {

@@ -126,6 +126,9 @@ impl Budget<'_> {
 pub enum PausePolicy {
     ConsecutiveFailures(u32),
     P0Failure,
+    /// A p0 unit closed not done but waiting for a person (it asked a question, it needs a
+    /// decision): the state it waits in. The engine pauses on `P0Failure`; the walk names it.
+    P0Waiting(String),
     /// No agent could be reached (the reason says which and why).
     Unreachable(String),
 }

@@ -122,6 +122,80 @@ pub fn write_index(repo: &gix::Repository, tree: ObjectId) -> Result<()> {
     Ok(())
 }
 
+/// Make the files of `wt`'s worktree, which match tree `from`, match tree `to`: each file added
+/// or changed between the two written (through the handle's conversions to the worktree, so
+/// `eol` and `text` apply; harden the handle first, so no filter driver runs), exec bit and
+/// symlinks included, and each file removed deleted (with the directories it leaves empty).
+/// Submodules are left alone. The index is not touched.
+pub fn checkout_changes(wt: &gix::Repository, from: ObjectId, to: ObjectId) -> Result<()> {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    use gix::objs::tree::EntryKind;
+    let workdir = wt.workdir().context("the worktree has no working directory")?.to_owned();
+    let tree = |id: ObjectId| wt.find_tree(id).context("could not read a tree to check out");
+    let (old, new) = (tree(from)?, tree(to)?);
+    let changes = wt
+        .diff_tree_to_tree(Some(&old), Some(&new), gix::diff::Options::default().with_rewrites(None))
+        .context("could not compare the trees to check out")?;
+    let (mut pipeline, _) = wt.filter_pipeline(Some(to)).context("could not set up the conversion to the worktree")?;
+    for change in changes {
+        let (location, write) = match change {
+            Change::Deletion { location, entry_mode, .. } => {
+                if entry_mode.is_tree() || entry_mode.kind() == EntryKind::Commit {
+                    continue;
+                }
+                (location, None)
+            }
+            Change::Addition { location, entry_mode, id, .. }
+            | Change::Modification { location, entry_mode, id, .. }
+            | Change::Rewrite { location, entry_mode, id, .. } => {
+                if entry_mode.is_tree() || entry_mode.kind() == EntryKind::Commit {
+                    continue;
+                }
+                (location, Some((entry_mode.kind(), id)))
+            }
+        };
+        let rela = gix::path::from_bstr(location.as_bstr()).context("a path to check out is not valid here")?;
+        let path = workdir.join(&rela);
+        // A file becomes a link or the other way round: whatever is there goes first.
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(&path).with_context(|| format!("could not replace '{}'", path.display()))?;
+        }
+        let Some((kind, id)) = write else {
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| *d != workdir) {
+                if std::fs::remove_dir(d).is_err() {
+                    break;
+                }
+                dir = d.parent();
+            }
+            continue;
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
+        }
+        let data = read_blob(wt, id)?;
+        if kind == EntryKind::Link {
+            let target = gix::path::from_bstr(data.as_bstr()).context("a link target is not valid here")?;
+            std::os::unix::fs::symlink(&target, &path)
+                .with_context(|| format!("could not make the link '{}'", path.display()))?;
+            continue;
+        }
+        let mut converted = pipeline
+            .convert_to_worktree(&data, location.as_bstr(), Default::default())
+            .with_context(|| format!("could not convert '{}'", path.display()))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut converted, &mut bytes)
+            .with_context(|| format!("could not convert '{}'", path.display()))?;
+        std::fs::write(&path, &bytes).with_context(|| format!("could not write '{}'", path.display()))?;
+        if kind == EntryKind::BlobExecutable {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("could not make '{}' executable", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Who loop writes are made as.
 #[derive(Debug, Clone)]
 pub struct Identity {

@@ -1,7 +1,8 @@
 //! The only module that runs the `git` program, used where gix cannot do the job: pushing
-//! (gix 0.90 has no push), fetching over http, repacking, and the landing queue's worktree
+//! (gix 0.90 has no push), fetching over http, repacking, the landing queue's worktree
 //! updates (a two-tree checkout of a worktree that follows its branch, the landing worktree's
-//! reset, and whether a worktree is clean). One function per invocation;
+//! reset, and whether a worktree is clean), and writing a person's adopted settings into the
+//! repository's configuration file. One function per invocation;
 //! stdin closed; hooks, fsmonitor and prompts disabled; errors name the argv, the exit status
 //! and stderr.
 
@@ -421,6 +422,31 @@ pub fn checkout_detached(dir: &Path, commit: ObjectId) -> Result<()> {
 pub fn clean_untracked(dir: &Path) -> Result<()> {
     let args: Vec<String> = vec!["clean".into(), "-f".into(), "-d".into(), "-q".into()];
     run(dir, &args)?;
+    Ok(())
+}
+
+/// `git config --file <file> --unset-all <key>`, then `git config --file <file> --add <key>
+/// <value>` for each of `values`: `key` holds exactly `values` in the configuration file `file`
+/// (a repository's `config`). Run through git, whose configuration writer keeps the file's
+/// comments and layout and takes its lock.
+pub fn config_replace(dir: &Path, file: &Path, key: &str, values: &[String]) -> Result<()> {
+    let file = file.display().to_string();
+    let unset: Vec<String> = vec!["config".into(), "--file".into(), file.clone(), "--unset-all".into(), key.into()];
+    let output = git(dir, &unset)?;
+    // Exit 5: the key was not set; nothing to unset.
+    if !output.status.success() && output.status.code() != Some(5) {
+        anyhow::bail!(
+            "'git {}' failed ({}): {}",
+            unset.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("no output")
+        );
+    }
+    for value in values {
+        let add: Vec<String> =
+            vec!["config".into(), "--file".into(), file.clone(), "--add".into(), key.into(), value.clone()];
+        run(dir, &add)?;
+    }
     Ok(())
 }
 

@@ -247,6 +247,8 @@ enum Target {
     Task(TaskId),
     Journal,
     Mission,
+    /// The shared settings chain.
+    Settings,
     Notes,
     Anchor(Anchor),
     TaskBranch,
@@ -283,9 +285,10 @@ fn classify(name: &str) -> Result<Option<Target>, String> {
             },
             "journal" => rest.parse::<WriterId>().map(|_| Some(Target::Journal)).map_err(|r| r.message),
             "missions" => rest.parse::<MissionId>().map(|_| Some(Target::Mission)).map_err(|r| r.message),
+            "settings" if rest.is_empty() => Ok(Some(Target::Settings)),
             "tries" | "done" | "kept" => anchor(&format!("{kind}/{rest}")).map(|a| Some(Target::Anchor(a))),
             _ => Err(format!(
-                "'{}' is not one of the loop's refs (tasks, claims, journal, tries, done, missions, kept)",
+                "'{}' is not one of the loop's refs (tasks, claims, journal, tries, done, missions, kept, settings)",
                 kind.escape_debug()
             )),
         };
@@ -372,6 +375,7 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
         Target::Journal => chain(server, u, &mut records::journal_commit),
         Target::Notes => chain(server, u, &mut |c| records::notes_commit(objects, c)),
         Target::Mission => chain(server, u, &mut |c| records::mission_commit(objects, &u.name, c)),
+        Target::Settings => chain(server, u, &mut |c| records::settings_commit(objects, c)),
         Target::Anchor(anchor) => check_anchor(server, u, &anchor),
         Target::TaskBranch => match u.new {
             None => Some(refused("task branches hold accepted work; they are never deleted").hint(KEPT_HINT)),
@@ -645,6 +649,7 @@ mod tests {
             ("refs/loop/claims/node/t-1", Some(Target::Claim("node:t-1".parse().expect("key")))),
             ("refs/loop/journal/w-abc", Some(Target::Journal)),
             ("refs/loop/missions/v2", Some(Target::Mission)),
+            ("refs/loop/settings", Some(Target::Settings)),
             ("refs/loop/tries/t-1/12", Some(Target::Anchor(Anchor::Try { task: task.clone(), number: 12 }))),
             ("refs/loop/done/t-1", Some(Target::Anchor(Anchor::Done))),
             ("refs/loop/kept/abcd2345-x9k2/tries/t-1/3", Some(Target::Anchor(Anchor::Try { task, number: 3 }))),

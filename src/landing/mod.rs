@@ -50,7 +50,7 @@ use crate::store::events::{self, Recorded};
 use crate::store::notes;
 use crate::store::task::State;
 use crate::store::{remote, sync, Store};
-use crate::tries::{checks, Merged};
+use crate::tries::{self, checks, Merged};
 
 pub use conflict::{Conflict, NoResolver, Resolution, Resolver};
 pub use summary::{Landing, NoSummarizer, Summarizer, Summary};
@@ -870,16 +870,93 @@ impl Lander<'_> {
     }
 }
 
+/// Where the local landing target stands against the remote's (`sync`'s offer to bring it
+/// along).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// The same commit, or ours is ahead (the remote's is in its history).
+    UpToDate,
+    /// The remote's is ahead and the local branch is in its history: it can fast-forward.
+    /// `checkout`: the worktree that has it checked out, if one does, and whether it is clean.
+    Behind { local: ObjectId, remote: ObjectId, checkout: Option<(PathBuf, bool)> },
+    /// The remote's is a commit this clone has not fetched: whether ours is in its history is
+    /// known once it is (`apply` fetches it).
+    Unfetched { remote: ObjectId },
+    /// Fast-forwarded to the remote's (its clean checkout brought along).
+    FastForwarded { from: ObjectId, to: ObjectId },
+    /// The local branch has commits of its own: it is left alone.
+    Diverged,
+    /// The remote has no such branch, or the local one does not exist.
+    Absent,
+}
+
+/// The local landing target (`target(None)`) against the remote's: listed on `remote` (nothing
+/// fetched, no ref written) to judge; with `apply`, fetched, and a branch that is behind
+/// fast-forwarded by compare-and-swap, a worktree that has it checked out following it (`git
+/// read-tree -m -u`) — unless that worktree has changes, which are never touched (then
+/// `Behind` says so). The target's short name comes with it.
+pub fn follow_remote(store: &Store, remote_name: &str, apply: bool) -> Result<(String, Standing)> {
+    let target = target(store, None)?;
+    let name = refs::short_branch(&target).to_owned();
+    let listed = remote::list(store, remote_name, &target)?.into_iter().find(|(n, _)| *n == target).map(|(_, id)| id);
+    let (Some(local), Some(listed)) = (store.ref_target(&target)?, listed) else {
+        return Ok((name, Standing::Absent));
+    };
+    if local == listed {
+        return Ok((name, Standing::UpToDate));
+    }
+    let theirs = if apply {
+        match remote::read_branch(store, remote_name, &target)? {
+            Some(theirs) => theirs,
+            None => return Ok((name, Standing::Absent)),
+        }
+    } else if store.has_object(listed) {
+        listed
+    } else {
+        return Ok((name, Standing::Unfetched { remote: listed }));
+    };
+    if store.is_ancestor(theirs, local)? {
+        return Ok((name, Standing::UpToDate));
+    }
+    if !store.is_ancestor(local, theirs)? {
+        return Ok((name, Standing::Diverged));
+    }
+    let checkout = match tries::checked_out_in(store, &target)? {
+        Some(path) => {
+            let clean = worktree::dirty_checkout(store, &target)?.is_none();
+            Some((path, clean))
+        }
+        None => None,
+    };
+    let clean = checkout.as_ref().is_none_or(|(_, clean)| *clean);
+    if !apply || !clean {
+        return Ok((name, Standing::Behind { local, remote: theirs, checkout }));
+    }
+    Ok(match worktree::move_local(store, &target, local, theirs, "loop: sync: fast-forward")? {
+        Cas::Applied => (name, Standing::FastForwarded { from: local, to: theirs }),
+        // Moved meanwhile: judged again next time.
+        Cas::Lost { .. } => (name, Standing::Behind { local, remote: theirs, checkout }),
+    })
+}
+
 /// The last landing failure recorded on `target`, from the journal: the task, when, and the
-/// event.
+/// event; a failure whose task landed there since is answered, and not the last.
 pub fn last_failure(store: &Store, target: &str) -> Result<Option<(String, DateTime<Utc>, events::LandingFailed)>> {
     let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
-    Ok(timeline.entries.into_iter().rev().find_map(|entry| match Recorded::of(&entry.event) {
-        Recorded::LandingFailed(failed) if failed.into == target => {
-            Some((entry.event.task.clone().unwrap_or_default(), entry.event.at, failed))
+    let mut landed_since: HashSet<String> = HashSet::new();
+    for entry in timeline.entries.into_iter().rev() {
+        let task = entry.event.task.clone().unwrap_or_default();
+        match Recorded::of(&entry.event) {
+            Recorded::TaskLanded(landed) if landed.into == target => {
+                landed_since.insert(task);
+            }
+            Recorded::LandingFailed(failed) if failed.into == target && !landed_since.contains(&task) => {
+                return Ok(Some((task, entry.event.at, failed)));
+            }
+            _ => {}
         }
-        _ => None,
-    }))
+    }
+    Ok(None)
 }
 
 /// The landing queue as `status` and `show` present it.

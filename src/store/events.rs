@@ -112,6 +112,9 @@ recorded! {
     ConflictResolved(ConflictResolved) = "conflict_resolved",
     /// A conflict resolver could not resolve its merge, and why.
     ConflictUnresolved(ConflictUnresolved) = "conflict_unresolved",
+    /// A try of a task whose landing conflicted began as the merge of its task branch into the
+    /// target, in progress (a person's take-over, or the walk's next try). Added later.
+    MergeStarted(MergeStarted) = "merge_started",
     // Sync.
     /// Two clones' copies of a forward-only ref diverged.
     RefDiverged(RefDiverged) = "ref_diverged",
@@ -818,6 +821,21 @@ pub struct ConflictResolving {
     pub into: String,
     pub from: String,
     /// The two sides' commits.
+    pub ours: String,
+    pub theirs: String,
+    pub paths: Vec<String>,
+}
+
+/// A try that begins as a merge in progress: what merges into what, and where it conflicts.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MergeStarted {
+    #[serde(rename = "try")]
+    pub number: u32,
+    /// The target (a branch name) and the task whose work merges into it.
+    pub into: String,
+    pub from: String,
+    /// The two sides' commits: the target's tip (where the try branch starts) and the task
+    /// branch's head (the worktree's `MERGE_HEAD`).
     pub ours: String,
     pub theirs: String,
     pub paths: Vec<String>,

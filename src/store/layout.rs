@@ -59,6 +59,17 @@ impl Layout {
         self.root.join("maintenance.lock")
     }
 
+    /// The branches this clone pruned (`git loop prune`), at the heads it pruned them at
+    /// (`store::pruned`): a sync does not bring them back from the remote.
+    pub fn pruned(&self) -> PathBuf {
+        self.root.join("pruned.json")
+    }
+
+    /// The shared settings record this clone last adopted (`store::shared`): its commit id.
+    pub fn settings_adopted(&self) -> PathBuf {
+        self.root.join("settings-adopted")
+    }
+
     /// The clone's Lamport clock (`store::lamport`).
     pub fn lamport(&self) -> PathBuf {
         self.root.join("lamport")

@@ -24,9 +24,11 @@ pub mod locks;
 pub mod maintenance;
 pub mod notes;
 pub mod objects;
+pub mod pruned;
 pub mod ready;
 pub mod remote;
 pub mod settings;
+pub mod shared;
 pub mod sync;
 pub mod task;
 pub mod usage;
@@ -293,7 +295,7 @@ impl Store {
     }
 
     /// Every value of a multi-valued git configuration key, in the order git reads them.
-    fn config_values(&self, key: &str) -> Vec<String> {
+    pub fn config_values(&self, key: &str) -> Vec<String> {
         let config = self.repo.config_snapshot();
         config.plumbing().raw_values(key).unwrap_or_default().iter().map(|v| v.to_string()).collect()
     }

@@ -151,26 +151,10 @@ impl Store {
     /// `message` (no ref is touched); a conflict writes no commit and names its paths.
     pub fn merge(&self, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Merged> {
         let repo = &self.repo;
-        let options = repo.tree_merge_options().context("could not read the merge options")?;
-        let mut outcome =
-            git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
-                .with_context(|| format!("could not merge {theirs} into {ours}"))?;
+        let mut outcome = self.merge_trees(ours, theirs, Default::default())?;
         let how = gix::merge::tree::TreatAsUnresolved::default();
         if outcome.tree_merge.has_unresolved_conflicts(how) {
-            let mut paths: Vec<String> = outcome
-                .tree_merge
-                .conflicts
-                .iter()
-                .filter(|c| c.is_unresolved(how))
-                .map(|c| {
-                    let (ours, theirs) = c.changes_in_resolution();
-                    let _ = theirs;
-                    ours.location().to_string()
-                })
-                .collect();
-            paths.sort();
-            paths.dedup();
-            return Ok(Merged::Conflict(paths));
+            return Ok(Merged::Conflict(conflicted_paths(&outcome.tree_merge)));
         }
         let tree = git::retry_vanished(|| outcome.tree_merge.tree.write())
             .context("could not write the merged tree")?
@@ -179,22 +163,111 @@ impl Store {
         Ok(Merged::Commit(commit))
     }
 
-    /// The conflicted merge of `theirs` into `ours`, as a commit on `ours` alone (a conflict
-    /// resolver's starting point): the merged tree with conflict markers written in the files
-    /// that conflict. `None` when the merge does not conflict.
-    pub fn conflicted_merge(&self, ours: ObjectId, theirs: ObjectId, message: &str) -> Result<Option<ObjectId>> {
+    fn merge_trees(
+        &self,
+        ours: ObjectId,
+        theirs: ObjectId,
+        labels: gix::merge::blob::builtin_driver::text::Labels<'_>,
+    ) -> Result<gix::merge::commit::Outcome<'_>> {
         let repo = &self.repo;
         let options = repo.tree_merge_options().context("could not read the merge options")?;
-        let mut outcome =
-            git::retry_vanished(|| repo.merge_commits(ours, theirs, Default::default(), options.clone().into()))
-                .with_context(|| format!("could not merge {theirs} into {ours}"))?;
-        if !outcome.tree_merge.has_unresolved_conflicts(gix::merge::tree::TreatAsUnresolved::default()) {
+        git::retry_vanished(|| repo.merge_commits(ours, theirs, labels, options.clone().into()))
+            .with_context(|| format!("could not merge {theirs} into {ours}"))
+    }
+
+    /// Begin the merge of `theirs` into `ours` in the worktree `worktree`, which has `ours`
+    /// checked out and nothing changed, as `git merge` leaves a merge that conflicts: its files
+    /// become the merged ones, with conflict markers naming both sides (`labels`: ours, theirs)
+    /// in the files that conflict; its index holds the merged tree with those files' three
+    /// stages (base, ours, theirs); and `MERGE_HEAD` (theirs) and `MERGE_MSG` (`message`, with
+    /// the conflicts listed as git lists them) are written. `git status` then lists the
+    /// conflicts and `git commit` makes the merge of the two. Done in-process through a handle
+    /// with every filter driver removed (`git::harden`): nothing in the worktree runs.
+    /// Returns the paths that conflict; `None`, touching nothing, when the merge does not
+    /// conflict.
+    pub fn begin_merge(
+        &self,
+        worktree: &Path,
+        ours: ObjectId,
+        theirs: ObjectId,
+        labels: (&str, &str),
+        message: &str,
+    ) -> Result<Option<Vec<String>>> {
+        use gix::bstr::ByteSlice as _;
+        let names = gix::merge::blob::builtin_driver::text::Labels {
+            ancestor: Some("merge base".as_bytes().as_bstr()),
+            current: Some(labels.0.as_bytes().as_bstr()),
+            other: Some(labels.1.as_bytes().as_bstr()),
+        };
+        let mut outcome = self.merge_trees(ours, theirs, names)?;
+        let how = gix::merge::tree::TreatAsUnresolved::default();
+        if !outcome.tree_merge.has_unresolved_conflicts(how) {
             return Ok(None);
         }
+        let paths = conflicted_paths(&outcome.tree_merge);
         let tree = git::retry_vanished(|| outcome.tree_merge.tree.write())
             .context("could not write the conflicted tree")?
             .detach();
-        Ok(Some(git::write_commit(repo, tree, &[ours], message, &self.signature())?))
+        let ours_tree = self.commit_tree(ours).context("the tree of our side")?;
+        let mut wt =
+            gix::open(worktree).with_context(|| format!("could not open the worktree '{}'", worktree.display()))?;
+        git::harden(&mut wt)?;
+        git::checkout_changes(&wt, ours_tree, tree)?;
+        let mut index = wt.index_from_tree(&tree).context("could not build the index")?;
+        let workdir = worktree.to_owned();
+        for (entry, path) in index.entries_mut_with_paths() {
+            let Ok(rela) = gix::path::from_bstr(path) else { continue };
+            if let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&workdir.join(rela)) {
+                if let Ok(stat) = gix::index::entry::Stat::from_fs(&meta) {
+                    entry.stat = stat;
+                }
+            }
+        }
+        outcome.tree_merge.index_changed_after_applying_conflicts(
+            &mut index,
+            how,
+            gix::merge::tree::apply_index_entries::RemovalMode::Prune,
+        );
+        index.write(Default::default()).context("could not write the index")?;
+        let admin = wt.git_dir().to_owned();
+        let listed: String = paths.iter().map(|p| format!("#\t{p}\n")).collect();
+        let files = [
+            (crate::refs::MERGE_MSG, format!("{}\n\n# Conflicts:\n{listed}", message.trim_end())),
+            (crate::refs::MERGE_HEAD, format!("{theirs}\n")),
+        ];
+        for (name, text) in files {
+            let path = admin.join(name);
+            std::fs::write(&path, text).with_context(|| format!("could not write '{}'", path.display()))?;
+        }
+        Ok(Some(paths))
+    }
+
+    /// The merge in progress in `worktree`: what its `MERGE_HEAD` names, if it has one.
+    pub fn merge_in_progress(&self, worktree: &Path) -> Option<ObjectId> {
+        let wt = gix::open(worktree).ok()?;
+        let text = std::fs::read_to_string(wt.git_dir().join(crate::refs::MERGE_HEAD)).ok()?;
+        ObjectId::from_hex(text.trim().as_bytes()).ok()
+    }
+
+    /// End the merge in progress in `worktree` (its `MERGE_HEAD` and `MERGE_MSG` go), once its
+    /// result is committed; with `tree`, its index is written again from that tree (the merge's,
+    /// whose files are the worktree's), so `git status` is clean.
+    pub fn end_merge(&self, worktree: &Path, tree: Option<ObjectId>) -> Result<()> {
+        let wt =
+            gix::open(worktree).with_context(|| format!("could not open the worktree '{}'", worktree.display()))?;
+        if let Some(tree) = tree {
+            git::write_index(&wt, tree)?;
+        }
+        for name in [crate::refs::MERGE_HEAD, crate::refs::MERGE_MSG] {
+            let path = wt.git_dir().join(name);
+            match std::fs::remove_file(&path) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(err).with_context(|| format!("could not remove '{}'", path.display()))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// A commit of `tree` with `parents`, made as this store's signature (no ref is touched).
@@ -477,4 +550,18 @@ impl Store {
             Err(format!("object {tree} (the tree of commit {id}) is missing"))
         }
     }
+}
+
+/// The paths a tree merge left conflicting, sorted, each once.
+fn conflicted_paths(merge: &gix::merge::tree::Outcome<'_>) -> Vec<String> {
+    let how = gix::merge::tree::TreatAsUnresolved::default();
+    let mut paths: Vec<String> = merge
+        .conflicts
+        .iter()
+        .filter(|c| c.is_unresolved(how))
+        .map(|c| c.changes_in_resolution().0.location().to_string())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
 }

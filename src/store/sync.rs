@@ -135,7 +135,11 @@ fn class_of(name: &str) -> Option<Class> {
         Some(Class::Task)
     } else if name.starts_with(refs::JOURNAL) {
         Some(Class::Journal)
-    } else if name.starts_with(refs::TRIES) || name.starts_with(refs::DONE) || name.starts_with(refs::KEPT) {
+    } else if name.starts_with(refs::TRIES)
+        || name.starts_with(refs::DONE)
+        || name.starts_with(refs::KEPT)
+        || name == refs::SETTINGS
+    {
         Some(Class::Forward)
     } else if name == refs::NOTES {
         Some(Class::Notes)
@@ -335,8 +339,13 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
                 .chain(ours.keys().chain(theirs.keys()).filter(|n| in_scope(names, n)))
                 .collect(),
         };
+        // Branches this clone pruned, at the heads the remote still holds, stay pruned here.
+        let pruned = super::pruned::load(store);
         for name in names {
             let Some(class) = class_of(name) else { continue };
+            if !ours.contains_key(name) && theirs.get(name).is_some_and(|o| pruned.get(name) == Some(o)) {
+                continue;
+            }
             if class == Class::Claim
                 && (!claims_follow_remote || is_local_claim(name) || claims_before.get(name) != ours.get(name))
             {

@@ -14,6 +14,7 @@
 
 pub mod checks;
 pub mod commit;
+pub mod merge;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -319,6 +320,13 @@ pub fn landing_target(store: &Store, task: &TaskId, number: u32, head: ObjectId)
         _ => head,
     };
     Ok(Target::Move { from: current, to })
+}
+
+/// Whether `done --try` can accept try `try_` (its worktree path is not read): its branch
+/// exists and its head merges into the task branch without a conflict.
+pub fn acceptable(store: &Store, try_: &Try) -> Result<bool> {
+    let Some(head) = store.ref_target(&try_.branch)? else { return Ok(false) };
+    Ok(matches!(landing_target(store, &try_.task, try_.number, head)?, Target::Move { .. }))
 }
 
 /// How landing a try on its task's branch went.

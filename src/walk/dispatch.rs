@@ -140,8 +140,33 @@ impl GitDispatcher<'_> {
             Ok(head) => head,
             Err(early) => return Ok(Some(early)),
         };
-        let tries::Opened { try_, resumed } =
-            tries::open(self.store, &id, &self.walker.key, unfinished_try(history), history, || Ok(head))?;
+        let unfinished = unfinished_try(history);
+        // A landing of this task that conflicted and that nobody answered: the try is that
+        // merge in progress, not the task again on its old branch.
+        let pending = match unfinished {
+            None => crate::landing::conflict::pending(self.store, &id, history)?,
+            Some(_) => None,
+        };
+        let mut started = None;
+        let (try_, resumed) = match pending {
+            Some(pending) => {
+                let answer = crate::landing::conflict::Answer::of(self.store, &id, &pending)?;
+                match tries::merge::open(self.store, &id, &self.walker.key, history, &answer.merge())? {
+                    tries::merge::Begun::Conflicts { opened, paths } => {
+                        started = Some(answer.started(opened.try_.number, paths));
+                        (opened.try_, false)
+                    }
+                    tries::merge::Begun::Clean(commit) => {
+                        let opened = tries::open(self.store, &id, &self.walker.key, None, history, || Ok(commit))?;
+                        (opened.try_, opened.resumed)
+                    }
+                }
+            }
+            None => {
+                let opened = tries::open(self.store, &id, &self.walker.key, unfinished, history, || Ok(head))?;
+                (opened.try_, opened.resumed)
+            }
+        };
         self.walker.record(
             self.store,
             Some(&unit.task.id),
@@ -154,6 +179,13 @@ impl GitDispatcher<'_> {
                 race: false,
             }),
         )?;
+        unit.merging = match started {
+            Some(started) => {
+                self.walker.record(self.store, Some(&unit.task.id), Recorded::MergeStarted(started.clone()))?;
+                Some(started)
+            }
+            None => unfinished.and_then(|n| crate::landing::conflict::merge_of(history, n)),
+        };
         self.walker.observer.event(&Event::TryOpened {
             task: unit.task.id.clone(),
             number: try_.number,
@@ -188,6 +220,20 @@ impl GitDispatcher<'_> {
         }
         let try_ = unit.try_.clone().expect("prepared above");
         let handoff = unit.handoff.take();
+        // While its try is the merge its landing conflicted on, every session is told so.
+        let merge_note = unit
+            .merging
+            .as_ref()
+            .filter(|m| {
+                let head = self.store.ref_target(&try_.branch).ok().flatten();
+                let theirs = m.theirs.parse().ok();
+                match (head, theirs) {
+                    (Some(head), Some(theirs)) => !self.store.is_ancestor(theirs, head).unwrap_or(false),
+                    _ => true,
+                }
+            })
+            .map(|m| crate::landing::conflict::note(m, carry));
+        let carry = merge_note.as_deref().or(carry);
         let ran = self.session(&Seat {
             task: &unit.task,
             try_: &try_,
@@ -204,6 +250,12 @@ impl GitDispatcher<'_> {
         }
         match ran.step.clone() {
             Step::Passed { message } => {
+                if let Some(started) = &unit.merging {
+                    let concluded = crate::landing::conflict::conclude(self.store, &try_, started)?;
+                    if let Some(what) = crate::landing::conflict::unconcluded(started, &concluded) {
+                        return Ok(Dispatched::Continue { note: format!("Your work is not the merge yet: {what}.\n") });
+                    }
+                }
                 self.walker.record(
                     self.store,
                     Some(&unit.task.id),
@@ -397,6 +449,16 @@ impl GitDispatcher<'_> {
         let plan = match self.plan(unit) {
             Ok(plan) => plan,
             Err(why) => return Ok(Dispatched::Pause { reason: why }),
+        };
+        // The merge a conflicting landing needs is resolved once, in one try: not raced.
+        let plan = match plan {
+            Plan::Race { agents, .. }
+                if unit.try_.is_none()
+                    && crate::landing::conflict::pending(self.store, &unit.id(), &history)?.is_some() =>
+            {
+                Plan::Single { agent: agents[0].clone() }
+            }
+            plan => plan,
         };
         match plan {
             Plan::Single { agent } => self.single(unit, &agent, (attempt, carry), &history, budget),

@@ -299,6 +299,8 @@ pub enum Event {
     LandingFailed {
         task: String,
         into: String,
+        /// `conflict`, `checks` or `summary` (see `landing::Failed`).
+        cause: String,
         reason: String,
     },
     /// Done tasks wait to land: why (another lander, a dirty checkout, a dependency).
@@ -315,7 +317,7 @@ pub enum Event {
         task: String,
         state: String,
         reason: String,
-        /// Its latest try, if it had one.
+        /// Its latest try, when `done --try` can accept it.
         number: Option<u32>,
     },
     Abandoned {
@@ -340,6 +342,8 @@ pub enum Event {
     Finished {
         stop: Stop,
         tally: Tally,
+        /// With `--land`: done tasks of this walk left unlanded (see `WalkEnd`).
+        unlanded: Vec<String>,
     },
 }
 
@@ -464,6 +468,12 @@ pub struct Walker<'a> {
     landing: std::sync::Mutex<()>,
     /// Whether the walk said that it lands without checks (it says so once).
     said_no_checks: AtomicBool,
+    /// Tasks this walk closed done whose landing then failed (they need a person now), and
+    /// those of them whose close already counted as not done.
+    landing_failed: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    counted_not_done: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Why tasks were not landed yet, as said: each said once, not at every try again.
+    said_not_landed: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The try worktrees this walk ran the setup command in (`opts.setup`).
     set_up: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
     /// The walk's run, which counts what its sessions spend (none for a recovery or a one-off
@@ -534,6 +544,9 @@ impl<'a> Walker<'a> {
             to_land: Default::default(),
             landing: Default::default(),
             said_no_checks: AtomicBool::new(false),
+            landing_failed: Default::default(),
+            counted_not_done: Default::default(),
+            said_not_landed: Default::default(),
             set_up: Default::default(),
             run: s.run,
             steering: steering::Steering::none(),
@@ -713,7 +726,7 @@ impl Walker<'_> {
         };
         let keep = |why: String| {
             self.to_land.lock().unwrap_or_else(|p| p.into_inner()).extend(ids.iter().cloned());
-            self.observer.event(&Event::NotLanded { tasks: ids.clone(), why });
+            self.not_landed(ids.clone(), why);
         };
         match crate::landing::land(store, &self.ctx, &opts) {
             Ok(crate::landing::Outcome::Ran(report)) => {
@@ -727,17 +740,17 @@ impl Walker<'_> {
                     });
                 }
                 for failed in &report.failed {
+                    self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).insert(failed.task.clone());
                     self.observer.event(&Event::LandingFailed {
                         task: failed.task.clone(),
                         into: into.clone(),
+                        cause: failed.cause.clone(),
                         reason: failed.reason.clone(),
                     });
                 }
                 for waiting in &report.waiting {
-                    self.observer.event(&Event::NotLanded {
-                        tasks: vec![waiting.task.clone()],
-                        why: format!("it waits for {} to land first", waiting.waiting_for.join(", ")),
-                    });
+                    let why = format!("it waits for {} to land first", waiting.waiting_for.join(", "));
+                    self.not_landed(vec![waiting.task.clone()], why);
                 }
                 for note in &report.notes {
                     self.observer.event(&Event::Warning { message: note.clone() });
@@ -763,6 +776,32 @@ impl Walker<'_> {
                 Went::Kept
             }
         }
+    }
+
+    /// Say that `tasks` are not landed yet and why, unless that was said already.
+    fn not_landed(&self, tasks: Vec<String>, why: String) {
+        let said = format!("{}\n{why}", tasks.join(","));
+        if self.said_not_landed.lock().unwrap_or_else(|p| p.into_inner()).insert(said) {
+            self.observer.event(&Event::NotLanded { tasks, why });
+        }
+    }
+
+    /// Whether the landing of `task`, which this walk closed done, failed; counted from now on
+    /// as not done (its close says so), so the walk's tally agrees with the board.
+    pub fn landing_failed_now(&self, task: &str) -> bool {
+        let failed = self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).contains(task);
+        if failed {
+            self.counted_not_done.lock().unwrap_or_else(|p| p.into_inner()).insert(task.to_owned());
+        }
+        failed
+    }
+
+    /// The tasks whose landing failed after their close counted as done (another worker's
+    /// landing, or the one as the walk ends).
+    fn failed_after_counting(&self) -> u32 {
+        let failed = self.landing_failed.lock().unwrap_or_else(|p| p.into_inner());
+        let counted = self.counted_not_done.lock().unwrap_or_else(|p| p.into_inner());
+        failed.difference(&counted).count() as u32
     }
 
     /// Land what this walk finished and has not landed yet, as the walk ends: waiting while
@@ -931,6 +970,9 @@ pub const NOTIFY_VERSION: u32 = 1;
 #[derive(Debug, Clone)]
 pub struct WalkEnd {
     pub stop: Stop,
+    /// With `--land`: tasks this walk closed done that it could not land (the landing was
+    /// refused or left waiting, as it said); the exit code says so.
+    pub unlanded: Vec<String>,
 }
 
 /// The walker singleton's key: one walker per clone (linked worktrees share it).
@@ -1063,15 +1105,48 @@ pub fn walk(
     if walker.opts.land {
         walker.land_the_rest(store);
     }
-    let (mut stop, tally) = run.outcome();
+    let (mut stop, mut tally) = run.outcome();
+    // A task closed done whose landing failed afterwards needs a person: not done, as the
+    // board has it.
+    let late = walker.failed_after_counting().min(tally.succeeded);
+    tally.succeeded -= late;
+    tally.failed += late;
+    if late > 0 && stop == Stop::Done {
+        stop = Stop::Budget;
+    }
+    let unlanded: Vec<String> = if walker.opts.land {
+        walker.to_land.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    } else {
+        Vec::new()
+    };
     if walker.cancelled(store) {
         stop = Stop::Interrupted;
+    }
+    // A p0 task that did not fail but waits for a person (it asked a question) paused the walk
+    // for that: it is named so.
+    if let Stop::Paused { policy: engine::PausePolicy::P0Failure, units } = &stop {
+        let id = units.first().and_then(|u| u.parse::<crate::ids::TaskId>().ok());
+        let state = match id {
+            Some(id) => crate::store::task::read(store, &id)?.map(|s| s.task.state),
+            None => None,
+        };
+        if let Some(state) = state.filter(|s| *s != crate::store::task::State::Failed) {
+            stop = Stop::Paused {
+                policy: engine::PausePolicy::P0Waiting(state.as_str().to_owned()),
+                units: units.clone(),
+            };
+        }
     }
     let mut paused_reason = None;
     if let Stop::Paused { policy, units } = &stop {
         let policy = match policy {
             engine::PausePolicy::ConsecutiveFailures(n) => format!("{n} consecutive failures"),
             engine::PausePolicy::P0Failure => "a p0 task failed".to_owned(),
+            engine::PausePolicy::P0Waiting(state) => match state.as_str() {
+                "needs-decision" => "a p0 task needs a decision".to_owned(),
+                "parked" => "a p0 task was parked".to_owned(),
+                _ => "a p0 task needs you".to_owned(),
+            },
             engine::PausePolicy::Unreachable(why) => why.clone(),
         };
         paused_reason = Some(policy.clone());
@@ -1124,11 +1199,11 @@ pub fn walk(
         _ => "walk_ended",
     };
     walker.notify(store, kind, told);
-    observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone() });
+    observer.event(&Event::Finished { stop: stop.clone(), tally: tally.clone(), unlanded: unlanded.clone() });
     if let Some(err) = error {
         return Err(err);
     }
-    Ok(WalkEnd { stop })
+    Ok(WalkEnd { stop, unlanded })
 }
 
 /// Whether a walk runs in this clone, as the next walk would judge it.

@@ -93,7 +93,9 @@ fn diffstat(store: &Store, try_: &Try) -> Result<Option<String>> {
     else {
         return Ok(None);
     };
-    if head == start {
+    // A try that is a merge in progress (its landing conflicted) starts on the target: until the
+    // merge is made, its branch is not the task's work plus more.
+    if head == start || !store.is_ancestor(start, head)? {
         return Ok(None);
     }
     let mut changes = store.diffstat(start, head)?;

@@ -162,12 +162,18 @@ impl<'a> GitQueue<'a> {
             Ok(())
         })?;
         self.store.take_written();
+        // `done --try` is offered for a try it can accept (one whose work merges into the task
+        // branch), read before its worktree goes.
+        let acceptable = match &unit.try_ {
+            Some(t) => tries::acceptable(self.store, t).unwrap_or(false).then_some(t.number),
+            None => None,
+        };
         self.drop_worktree(unit);
         self.walker.observer.event(&Event::Closed {
             task: unit.task.id.clone(),
             state: state.as_str().to_owned(),
             reason: reason.to_owned(),
-            number: unit.try_.as_ref().map(|t| t.number),
+            number: acceptable,
         });
         if matches!(state, State::NeedsYou | State::NeedsDecision | State::Failed) {
             let told = serde_json::json!({
@@ -405,6 +411,7 @@ impl engine::Queue for GitQueue<'_> {
                             handoff: None,
                             announced: false,
                             last_agent: None,
+                            merging: None,
                         }));
                     }
                     None => {
@@ -438,6 +445,8 @@ impl engine::Queue for GitQueue<'_> {
                 let done = self.finish(unit, message)?;
                 if done && self.walker.opts.land {
                     self.walker.land(self.store, Some(unit.id()));
+                    // Its landing failed: it needs a person, and counts as not done.
+                    return Ok(!self.walker.landing_failed_now(unit.id().as_str()));
                 }
                 Ok(done)
             }
@@ -466,6 +475,14 @@ impl engine::Queue for GitQueue<'_> {
             }),
         )?;
         self.release(unit)?;
+        // A task a person closed meanwhile (stop, park, cancel) has no try going on: its worktree
+        // goes now, as a closed unit's does, rather than be found by the next walk as a crash's
+        // leftover. One taken over is the person's; an open one goes on in it.
+        let closed = task::read(self.store, &unit.id())?
+            .is_some_and(|now| !matches!(now.task.state, State::Open | State::TakenOver));
+        if closed {
+            self.drop_worktree(unit);
+        }
         self.walker.observer.event(&Event::Abandoned { task: unit.task.id.clone(), why: why.to_owned() });
         Ok(())
     }

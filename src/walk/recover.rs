@@ -216,7 +216,8 @@ fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path:
             Committed::Adopted(id) => format!("; its commits are kept ({})", &id.to_string()[..12]),
             _ => String::new(),
         };
-        let detail = format!("removed the worktree of try {number}, left by a walk that crashed ({why}){kept}");
+        // Whether that walk crashed or ended is not known here: only that it left this behind.
+        let detail = format!("removed the worktree of try {number}, which an earlier walk left ({why}){kept}");
         let recovered = events::Recovered { number: Some(number), detail: detail.clone(), ..Default::default() };
         walker.record(store, Some(task.as_str()), Recorded::Recovered(recovered))?;
         walker.observer.event(&Event::Recovered { task: task.to_string(), detail });

@@ -2,16 +2,17 @@
 //! branch onto its target) or a dependency's (a done dependency into a new task branch).
 //!
 //! One resolution, start to end:
-//! 1. The conflicted merge: the target's side with the other side merged in, conflict markers
-//!    written in the files that conflict (`Store::conflicted_merge`), as a commit on the
-//!    target's side. A new try of the task starts there (`loop/<id>-<n>`, a worktree of its
-//!    own); its number is the task's, like any try's.
+//! 1. The merge in progress: a new try of the task (`loop-try/<id>/<n>`, a worktree of its
+//!    own; its number is the task's, like any try's) whose branch starts at the target's side
+//!    and whose worktree holds the other side's merge as `git merge` leaves one that conflicts
+//!    (`tries::merge`): markers naming both sides, the index's stages, `MERGE_HEAD`.
 //! 2. A session of the resolver role (`conflict-resolver/1`) in that worktree, told the paths
 //!    and both sides' tasks (the incoming task; on the target's side, the tasks whose work is
 //!    in it and not in the incoming side). What it leaves is committed to the try branch, as
 //!    a worker's is. A report that breaks the contract is sent back once.
 //! 3. Its result is kept only if it says resolved, no conflict marker is left in the paths,
-//!    and (for a dependency's merge) the walk's checks pass in its worktree; a landing's result
+//!    the merge was not aborted (the try is concluded as the merge of the two), and (for a
+//!    dependency's merge) the walk's checks pass in its worktree; a landing's result
 //!    is checked with its batch by the landing queue. The resolved merge is a commit of the
 //!    try's tree with both sides as parents.
 //! 4. Journaled: `conflict_resolving` before the session, then `conflict_resolved` or
@@ -83,25 +84,22 @@ impl GitDispatcher<'_> {
         let walker = self.walker;
         let id = merge.task.task_id();
         let from_branch = refs::short_branch(&refs::task_branch(&merge.from.task_id())).to_owned();
-        let start_message = format!(
-            "loop: conflicted merge of {from_branch} into {} (to resolve)\n\nConflicts: {}\n",
-            merge.into,
-            merge.paths.join(", ")
-        );
-        let Some(start) = store.conflicted_merge(merge.ours, merge.theirs, &start_message)? else {
-            // It does not conflict (after all): the plain merge.
-            return Ok(match store.merge(merge.ours, merge.theirs, &merge.message)? {
-                tries::Merged::Commit(commit) => Resolution::Resolved { commit, by: None },
-                tries::Merged::Conflict(paths) => {
-                    Resolution::Unresolved(format!("it conflicts in {}", paths.join(", ")))
-                }
-            });
-        };
         self.role_may_start(resolver)?;
         let agent = walker.agent(store, resolver.agent.as_deref().unwrap_or_default())?;
         let history = walker.task_history(store, &merge.task.id)?;
-        // A try of its own, never the walk's unit's: no `try_opened` names it.
-        let tries::Opened { try_, .. } = tries::open(store, &id, &walker.key, None, &history, || Ok(start))?;
+        // A try of its own, never the walk's unit's: no `try_opened` names it. Its worktree
+        // holds the merge in progress, the markers naming both sides.
+        let begin = tries::merge::Merge {
+            ours: merge.ours,
+            theirs: merge.theirs,
+            labels: (&merge.into, &from_branch),
+            message: &merge.message,
+        };
+        let try_ = match tries::merge::open(store, &id, &walker.key, &history, &begin)? {
+            tries::merge::Begun::Conflicts { opened, .. } => opened.try_,
+            // It does not conflict (after all): the plain merge.
+            tries::merge::Begun::Clean(commit) => return Ok(Resolution::Resolved { commit, by: None }),
+        };
         let ours_side = target_side(store, walker, merge)?;
         let theirs_side = describe(merge.from);
         let paths_list = merge.paths.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n");
@@ -252,19 +250,15 @@ impl GitDispatcher<'_> {
     /// in the paths, and the walk's checks passing when `merge.checks`.
     fn check_resolution(&self, merge: &Merge<'_>, try_: &tries::Try) -> Result<Result<ObjectId, String>> {
         let store = self.store;
-        let head =
-            store.ref_target(&try_.branch)?.with_context(|| format!("try branch '{}' is missing", try_.branch))?;
-        let marked: Vec<&String> = merge
-            .paths
-            .iter()
-            .filter(|path| store.read_path(head, path).ok().flatten().is_some_and(|bytes| has_markers(&bytes)))
-            .collect();
-        if !marked.is_empty() {
-            return Ok(Err(format!(
-                "it left conflict markers in: {}",
-                marked.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        }
+        let head = match tries::merge::conclude(store, try_, (merge.ours, merge.theirs), merge.paths, &merge.message)? {
+            tries::merge::Concluded::Merged(head) => head,
+            tries::merge::Concluded::MarkersLeft(marked) => {
+                return Ok(Err(format!("it left conflict markers in: {}", marked.join(", "))))
+            }
+            tries::merge::Concluded::NotMerged => {
+                return Ok(Err("it aborted the merge: its try does not hold the merge of the two sides".to_owned()))
+            }
+        };
         if let (true, Some(command)) = (merge.checks, &self.walker.opts.checks) {
             let dir = crate::agent::record::dir(&store.loop_dir()?, &format!("resolve-{}-{}", try_.task, try_.number));
             std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
@@ -302,13 +296,6 @@ fn ensure_trailer_gap(message: &str) -> String {
     } else {
         format!("{trimmed}\n\n")
     }
-}
-
-/// Whether a file still holds a conflict marker line.
-pub fn has_markers(bytes: &[u8]) -> bool {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .any(|l| l.starts_with("<<<<<<< ") || l.starts_with(">>>>>>> ") || l == "<<<<<<<" || l == ">>>>>>>")
 }
 
 /// A task for a prompt: its id, title and body.

@@ -82,6 +82,9 @@ pub struct WorkUnit {
     pub announced: bool,
     /// The agent of the most recent session.
     pub last_agent: Option<String>,
+    /// Its try began as the merge its landing conflicted on (`tries::merge`): concluded
+    /// before the try's work is taken.
+    pub merging: Option<crate::store::events::MergeStarted>,
 }
 
 impl WorkUnit {

@@ -216,3 +216,59 @@ fn import_keeps_beads_ids_priorities_dependencies_and_closed_state() {
     assert_eq!(closed["body"], "New command\n\n## Design\n\nWalk issues");
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["id"], "bd-1hc40");
 }
+
+#[test]
+fn import_refuses_a_dependency_cycle_naming_it_and_writes_nothing() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = env.path("issues.jsonl");
+    let issue = |id: &str, on: &str| {
+        format!(
+            r#"{{"id":"{id}","title":"{id}","status":"open","priority":2,"created_at":"2026-01-11T18:16:13Z","updated_at":"2026-01-11T18:16:13Z","dependencies":[{{"issue_id":"{id}","depends_on_id":"{on}","type":"blocks"}}]}}"#
+        )
+    };
+    std::fs::write(&file, format!("{}\n{}\n", issue("bd-a", "bd-b"), issue("bd-b", "bd-a"))).expect("write");
+    let out = repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).code(2);
+    assert_eq!(
+        out.stderr,
+        "error: the dependencies make a cycle: bd-a → bd-b → bd-a; none of those tasks could ever be ready\n\
+         hint: drop one of these dependencies from the file, then import it again (nothing was imported)\n"
+    );
+    assert_eq!(repo.git(&["for-each-ref", "refs/loop/tasks"]), "", "nothing was written");
+}
+
+#[test]
+fn a_cycle_two_clones_made_is_found_by_doctor_and_run_task_says_why_it_cannot_start() {
+    let env = TestEnv::new();
+    let (_remote, a, b) = env.two_clones();
+    let x = a.add(&["Write x"]);
+    let y = a.add(&["Write y"]);
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    // Each clone adds one edge, neither seeing the other's: together they close a cycle.
+    a.run(&["edit", &x, "--after", &y]).ok();
+    b.run(&["edit", &y, "--after", &x]).ok();
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    a.run(&["sync"]).ok();
+    let doctor = a.run(&["doctor"]).code(1);
+    let cycle = doctor
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("stuck: "))
+        .unwrap_or_else(|| panic!("doctor names the cycle:\n{}", doctor.stdout));
+    assert!(
+        cycle == format!("stuck: tasks wait for each other: {x} → {y} → {x}; none of them can ever be ready")
+            || cycle == format!("stuck: tasks wait for each other: {y} → {x} → {y}; none of them can ever be ready"),
+        "{cycle}"
+    );
+    assert!(doctor.stdout.contains("  fix: break it: git loop edit "), "{}", doctor.stdout);
+    let run = a.run(&["run", "--agent-cmd", "true", "--task", &x]).code(1);
+    assert!(
+        run.stderr.starts_with(&format!("error: task '{x}' can never be ready: it ")) && run.stderr.contains(" → "),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("hint: break it: git loop edit "), "{}", run.stderr);
+    assert!(!run.stdout.contains("nothing left to do"), "{}", run.stdout);
+}

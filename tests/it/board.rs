@@ -357,6 +357,11 @@ fn the_board_takes_a_task_over_and_hands_it_back_on_its_keys() {
     finish(walk);
     key(&tmux, "Escape");
     wait_for_screen(&tmux, "the task waiting for its person", &["needs you 1"]);
+    // Its record says where the person works it, long after the take-over's message.
+    key(&tmux, "Enter");
+    let shown = wait_for_screen(&tmux, "its record", &[&format!("show {id}"), "worktree"]);
+    assert!(shown.contains(&format!(".git/loop/worktrees/{id}-1 (taken over by")), "{shown}");
+    key(&tmux, "Escape");
     // The selection went with the task; hand it back for the agent to go on.
     key(&tmux, "b");
     wait_for_screen(&tmux, "the choice", &["c let the agent continue"]);

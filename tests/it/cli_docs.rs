@@ -31,6 +31,8 @@ const COMMANDS: &[&str] = &[
     "run",
     "race",
     "land",
+    "prune",
+    "config",
     "mission",
     "mission add",
     "mission project",

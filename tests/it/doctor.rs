@@ -297,7 +297,7 @@ note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git 
 repaired: removed the abandoned lock '.git/refs/loop/claims/node/<OPEN>.lock'
 repaired: removed the abandoned lock '.git/refs/notes/loop.lock'
 repaired: removed the abandoned lock '.git/packed-refs.lock'
-repaired: <LANDED>: removed the worktree of try 1, left by a walk that crashed (its task is done)
+repaired: <LANDED>: removed the worktree of try 1, which an earlier walk left (its task is done)
 repaired: removed the registration '.git/worktrees/<OPEN>-1' of a worktree that is gone
 repaired: removed '.git/objects/ab/tmp_obj_def'
 repaired: removed '.git/objects/pack/tmp_pack_ghi'
@@ -357,7 +357,7 @@ fn doctor_repair_commits_what_a_leftover_worktree_holds_before_removing_it() {
     assert_eq!(
         out.stdout.lines().next().map(|l| l.replace(&id, "<ID>").replace(&head[..12], "<HEAD>")),
         Some(
-            "repaired: <ID>: removed the worktree of try 1, left by a walk that crashed (its task is cancelled); its 1 changed file committed as <HEAD>"
+            "repaired: <ID>: removed the worktree of try 1, which an earlier walk left (its task is cancelled); its 1 changed file committed as <HEAD>"
                 .to_owned()
         )
     );

@@ -48,6 +48,14 @@ fn installed(env: &TestEnv) -> (PathBuf, String) {
     (prefix, path)
 }
 
+/// A PATH that finds this build as `git-loop` (a link to it, as the completion scripts call it).
+fn linked(env: &TestEnv) -> String {
+    let dir = env.path("linked");
+    std::fs::create_dir_all(&dir).expect("create the directory");
+    std::os::unix::fs::symlink(bin(), dir.join("git-loop")).expect("link the binary");
+    format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default())
+}
+
 /// `program args` in the sealed environment with `path`, pagers off, pages 80 wide.
 fn paged(env: &TestEnv, path: &str, program: &str, args: &[&str]) -> Output {
     env.seal(&mut Command::new(program))
@@ -173,6 +181,8 @@ fn bash_completes_git_loop_through_gits_own_completion() {
         return;
     };
     let repo = env.repo("r");
+    let id = repo.add(&["Write the parser"]);
+    let path = linked(&env);
     let ours = env.path("git-loop.bash");
     std::fs::write(&ours, repo.run(&["completion", "bash"]).ok().stdout).expect("write the completion");
     // What bash does on <TAB>: COMP_WORDS and COMP_CWORD set, then the function `complete`
@@ -193,19 +203,28 @@ complete_line git loop list --st
 complete_line git loop completion ""
 complete_line git-loop ru
 complete_line git loop de
+complete_line git loop show {prefix}
+complete_line git loop run --task {prefix}
+complete_line git loop run --agent cl
 "#,
+        prefix = &id[..4],
         git = git_completion.display(),
         ours = ours.display()
     );
     let out = env
         .seal(&mut Command::new("bash"))
         .args(["--norc", "--noprofile", "-c", &script])
+        .env("PATH", &path)
         .current_dir(&repo.dir)
         .output()
         .expect("run bash");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "bash: {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("git loop ru|run |"), "git loop ru<TAB> offers run:\n{text}");
+    // Task ids and agents, asked of the repository.
+    assert!(text.contains(&format!("git loop show {}|{id} |", &id[..4])), "{text}");
+    assert!(text.contains(&format!("git loop run --task {}|{id} |", &id[..4])), "{text}");
+    assert!(text.contains("git loop run --agent cl|claude |"), "{text}");
     assert!(text.contains("git -C . loop claim ac|acquire |"), "{text}");
     assert!(text.contains("git loop list --st|--state |"), "{text}");
     assert!(text.contains("git loop completion |") && text.contains(" bash  zsh  fish |"), "{text}");
@@ -213,6 +232,53 @@ complete_line git loop de
     assert!(text.contains("git-loop ru|run|"), "{text}");
     // A hidden command (the demo's agent) is not offered.
     assert!(text.contains("git loop de|demo |"), "{text}");
+}
+
+#[test]
+fn bash_completes_git_loop_with_task_ids_and_agents_without_bash_completion_or_gits_own() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write the parser"]);
+    repo.git(&["config", "loop.agent.mine.command", "true"]);
+    let path = linked(&env);
+    let ours = env.path("git-loop.bash");
+    std::fs::write(&ours, repo.run(&["completion", "bash"]).ok().stdout).expect("write the completion");
+    // Only our script: no bash-completion, no git completion loaded.
+    let script = format!(
+        r#"
+source {ours}
+complete_line() {{
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${{#COMP_LINE}}; COMPREPLY=()
+    local fn; fn=$(complete -p "$1" | sed 's/.* -F \([^ ]*\) .*/\1/')
+    "$fn" "$1" "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+    echo "$*|${{COMPREPLY[*]}}|"
+}}
+complete_line git lo
+complete_line git loop ru
+complete_line git -C . loop show {prefix}
+complete_line git loop reassign {id} mi
+complete_line git loop run --together claude,co
+complete_line git loop list --st
+complete_line git-loop take-over {prefix}
+"#,
+        ours = ours.display(),
+        prefix = &id[..4],
+    );
+    let out = env
+        .seal(&mut Command::new("bash"))
+        .args(["--norc", "--noprofile", "-c", &script])
+        .env("PATH", &path)
+        .current_dir(&repo.dir)
+        .output()
+        .expect("run bash");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bash: {}", String::from_utf8_lossy(&out.stderr));
+    let expected = format!(
+        "git lo|loop|\ngit loop ru|run|\ngit -C . loop show {p}|{id}|\ngit loop reassign {id} mi|mine|\n\
+         git loop run --together claude,co|claude,codex|\ngit loop list --st|--state|\ngit-loop take-over {p}|{id}|\n",
+        p = &id[..4]
+    );
+    assert_eq!(text, expected);
 }
 
 #[test]
@@ -249,10 +315,15 @@ fn fish_completes_git_loop_through_git() {
     let conf = env.path("home/.config/fish/conf.d");
     std::fs::create_dir_all(&conf).expect("fish's conf.d");
     let repo = env.repo("r");
+    let id = repo.add(&["Write the parser"]);
     std::fs::write(conf.join("git-loop.fish"), repo.run(&["completion", "fish"]).ok().stdout).expect("write");
+    let asked = format!(
+        "complete -C 'git loop ru'; complete -C 'git loop claim ac'; complete -C 'git loop show {}'; complete -C 'git loop run --agent cl'",
+        &id[..4]
+    );
     let out = env
         .seal(&mut Command::new("fish"))
-        .args(["-c", "complete -C 'git loop ru'; complete -C 'git loop claim ac'"])
+        .args(["-c", &asked])
         .env("PATH", &path)
         .current_dir(&repo.dir)
         .output()
@@ -260,6 +331,8 @@ fn fish_completes_git_loop_through_git() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.starts_with("run\t")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("acquire\t")), "{text}");
+    assert!(text.lines().any(|l| l == id), "task ids are offered: {text}");
+    assert!(text.lines().any(|l| l == "claude"), "agents are offered: {text}");
 }
 
 /// Run `git-loop args` in `repo` with stdin, stdout and stderr on a new terminal (a pty),

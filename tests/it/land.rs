@@ -402,13 +402,11 @@ fn loop_land_makes_every_walk_land_and_a_dirty_checkout_is_left_alone_with_why()
     std::fs::write(repo.dir.join("README"), "my own edit\n").expect("edit");
     let second = repo.add(&["Write two"]);
     let before = head(&repo, "main");
-    let out = repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1"]);
-    assert!(
-        out.stdout.contains("uncommitted changes") || out.stderr.contains("uncommitted changes"),
-        "{}{}",
-        out.stdout,
-        out.stderr
-    );
+    // Exit 1, the refusal said once, and the last line says the done work is not landed.
+    let out = repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1"]).code(1);
+    let said = out.stdout.matches("uncommitted changes").count() + out.stderr.matches("uncommitted changes").count();
+    assert_eq!(said, 1, "the refusal is said once:\n{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("1 done task not landed, as said above"), "{}", out.stdout);
     assert_eq!(head(&repo, "main"), before, "main did not move under a dirty checkout");
     assert_eq!(std::fs::read_to_string(repo.dir.join("README")).expect("README"), "my own edit\n");
     assert_eq!(state(&repo, &second)["state"], "done", "its work waits to land");
@@ -431,4 +429,24 @@ fn a_task_another_clone_landed_is_not_shown_as_queued_after_a_sync() {
     assert_eq!(status["landing"]["queue"], serde_json::json!([]), "a knows b landed it: {status}");
     assert!(!a.run(&["status"]).ok().stdout.contains("waiting to land"));
     assert_eq!(state(&a, &id)["landing"]["state"], "landed");
+}
+
+#[test]
+fn a_walk_whose_done_task_fails_to_land_counts_it_not_done() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    // Both write the same file from the same base: the second's landing conflicts.
+    let first = repo.add(&["Write one", "-p", "p1"]);
+    let second = repo.add(&["Write two", "-p", "p2"]);
+    let cmd = env.agent("writer", "echo \"$GIT_LOOP_TASK\" > f.txt\ngit loop finish done --message wrote");
+    repo.git(&["config", "loop.agent.res.command", &env.agent("res", "git loop finish unresolved --message no")]);
+    let out =
+        repo.run(&["run", "--agent-cmd", &cmd, "--grace", "1", "--land", "--resolver", "res", "--base", "main"]).ok();
+    assert!(contains(&repo, &format!("loop/{first}"), "main"), "{}", out.stdout);
+    assert_eq!(state(&repo, &second)["state"], "needs-you");
+    assert!(
+        out.stdout.contains("1 done, 1 not done, 0 left open"),
+        "the summary agrees with the board:\n{}",
+        out.stdout
+    );
 }

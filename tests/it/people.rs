@@ -113,6 +113,11 @@ fn stop_by_session_commits_its_work_and_the_task_needs_a_decision() {
     assert_eq!(stop["data"]["by"], "Tess Ter <tess@example.com>", "with who did it");
     assert_eq!(stop["data"]["session"].as_str(), Some(session.as_str()));
     assert!(live_claims(&repo).is_empty(), "the walk gave up its claim");
+    // The walk that let it go took its worktree along: the next walk finds nothing left over,
+    // and says nothing of a crash.
+    assert!(!rec["worktree"].as_str().is_some_and(|w| Path::new(w).exists()), "its worktree is gone");
+    let next = live(&repo, &walk_args("slow", &[])).ok();
+    assert!(!next.stdout.contains("crash") && !next.stdout.contains("recovered"), "{}", next.stdout);
     let status = live(&repo, &["status"]).ok();
     assert!(status.stdout.contains("waiting for you:"), "{}", status.stdout);
     assert!(status.stdout.contains("needs-decision"), "{}", status.stdout);

@@ -8,7 +8,7 @@ use super::people::{journal, named, state_dir};
 use crate::harness::{Repo, TestEnv};
 
 /// Put `content` in `file` on main, committed.
-fn on_main(repo: &Repo<'_>, file: &str, content: &str) {
+pub fn on_main(repo: &Repo<'_>, file: &str, content: &str) {
     std::fs::write(repo.dir.join(file), content).expect("write");
     repo.git(&["add", "-A"]);
     repo.git(&["commit", "-q", "-m", &format!("{file} on main")]);
@@ -16,7 +16,7 @@ fn on_main(repo: &Repo<'_>, file: &str, content: &str) {
 
 /// A done task whose branch (from main) writes `content` to `file`: its id. Tasks titled
 /// "Write a" are p1 and others p2, so that a lands first.
-fn done_task(repo: &Repo<'_>, title: &str, body: &str, file: &str, content: &str) -> String {
+pub fn done_task(repo: &Repo<'_>, title: &str, body: &str, file: &str, content: &str) -> String {
     let priority = if title == "Write a" { "p1" } else { "p2" };
     let id = repo.add(&[title, "--body", body, "-p", priority]);
     let wt = repo.env.path(&format!("wt-{id}"));
@@ -33,7 +33,7 @@ fn done_task(repo: &Repo<'_>, title: &str, body: &str, file: &str, content: &str
 /// A resolver that keeps its prompt, writes both sides' lines into f.txt and says resolved.
 fn resolving(state: &std::path::Path) -> String {
     format!(
-        "cat \"$GIT_LOOP_PROMPT\" > {s}/resolver-prompt\nprintf 'a\\nb\\n' > f.txt\ngit loop finish resolved --message 'kept both lines'",
+        "cat \"$GIT_LOOP_PROMPT\" > {s}/resolver-prompt\ngit status --porcelain > {s}/resolver-status\ncat f.txt > {s}/resolver-saw\nprintf 'a\\nb\\n' > f.txt\ngit loop finish resolved --message 'kept both lines'",
         s = state.display()
     )
 }
@@ -62,6 +62,12 @@ fn two_conflicting_task_branches_land_once_a_resolver_resolves_the_second() {
         cmd.args(["merge-base", "--is-ancestor", &format!("loop/{id}"), "main"]).current_dir(&repo.dir);
         assert!(repo.env.seal(&mut cmd).status().expect("git").success(), "{id}'s work is on main");
     }
+    // The resolver works in a real merge in progress: git lists the conflict, and the markers
+    // name both sides.
+    let status = std::fs::read_to_string(state.join("resolver-status")).expect("the resolver ran");
+    assert_eq!(status, "UU f.txt\n", "git status in the resolver's worktree");
+    let saw = std::fs::read_to_string(state.join("resolver-saw")).expect("the resolver ran");
+    assert_eq!(saw, format!("<<<<<<< main\na\n=======\nb\n>>>>>>> loop/{b}\n"));
     // The resolver was told the paths and both sides' tasks.
     let prompt = std::fs::read_to_string(state.join("resolver-prompt")).expect("the resolver ran");
     assert!(prompt.contains("- f.txt"), "{prompt}");

@@ -116,16 +116,36 @@ fn three_consecutive_failures_pause_the_walk_with_exit_4_and_hold_the_claims() {
 }
 
 #[test]
-fn a_p0_failure_pauses_at_once() {
+fn a_p0_task_that_asks_pauses_at_once_saying_so_and_one_that_fails_says_it_failed() {
     let env = TestEnv::new();
     let repo = env.repo("r");
-    repo.add(&["urgent", "-p", "p0"]);
+    let urgent = repo.add(&["urgent", "-p", "p0"]);
     repo.add(&["later"]);
-    let cmd = env.agent("fail", "git loop finish blocked --message 'need a key'");
-    let out = run(&repo, &cmd, &["--json"]).code(4);
+    let ask = env.agent("ask", "git loop finish blocked --message 'need a key'");
+    let out = run(&repo, &ask, &["--json"]).code(4);
     let last = events(&out).pop().expect("finished");
-    assert_eq!(last["policy"], "p0_failure");
+    assert_eq!((last["policy"].as_str(), last["state"].as_str()), (Some("p0_waiting"), Some("needs-you")), "{last}");
     assert_eq!(repo.run(&["list", "--state", "open", "--json"]).ok().json()["tasks"].as_array().map(Vec::len), Some(1));
+    let paused = repo.run(&["log", "--json"]).ok().json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "walk_paused")
+        .cloned()
+        .expect("journaled");
+    assert_eq!(paused["data"]["policy"], "a p0 task needs you");
+    // The same, in words.
+    let second = repo.add(&["urgent too", "-p", "p0"]);
+    let human = run(&repo, &ask, &[]).code(4);
+    assert!(human.stdout.contains(&format!("paused: p0 task {second} needs you")), "{}", human.stdout);
+    assert!(!human.stdout.contains("failed"), "{}", human.stdout);
+    // One that fails is a failure.
+    let third = repo.add(&["urgent three", "-p", "p0"]);
+    let fail = env.agent("fail", "git loop finish failed --message 'it broke'");
+    let failed = run(&repo, &fail, &[]).code(4);
+    assert!(failed.stdout.contains(&format!("paused: p0 task {third} failed")), "{}", failed.stdout);
+    let _ = urgent;
 }
 
 #[test]

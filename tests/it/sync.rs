@@ -58,3 +58,55 @@ fn a_mirror_pointing_at_a_missing_object_is_refilled_by_the_next_fetch() {
         "the mirror holds the remote's record again"
     );
 }
+
+#[test]
+fn sync_offers_to_fast_forward_a_clean_checked_out_target_and_ff_does_it_never_over_changes() {
+    let env = TestEnv::new();
+    let (_remote, a, b) = env.two_clones();
+    let advance = |file: &str| {
+        std::fs::write(a.dir.join(file), "new\n").expect("write");
+        a.git(&["add", file]);
+        a.git(&["commit", "-q", "-m", file]);
+        a.git(&["push", "-q", "origin", "main"]);
+        a.git(&["rev-parse", "main"])
+    };
+    let first = advance("one.txt");
+    let before = b.git(&["rev-parse", "main"]);
+    // Not fetched here yet: sync says where the remote's is, and that --ff would fetch it.
+    let offered = b.run(&["sync"]).ok();
+    assert!(
+        offered.stderr.contains(&format!(
+            "origin's main is at {}, which this clone has not fetched: 'git loop sync --ff' fetches it and fast-forwards main if it can",
+            &first[..12]
+        )),
+        "{}",
+        offered.stderr
+    );
+    // Its objects here (a plain fetch): sync knows it is behind, and says the checkout is clean.
+    b.git(&["fetch", "-q", "origin"]);
+    let offered = b.run(&["sync"]).ok();
+    assert!(
+        offered.stderr.contains(&format!(
+            "main is behind origin's ({}) and its checkout is clean: 'git loop sync --ff' fast-forwards it",
+            &first[..12]
+        )),
+        "{}",
+        offered.stderr
+    );
+    assert_eq!(b.git(&["rev-parse", "main"]), before, "nothing moves unless asked");
+    let json = b.run(&["sync", "--json"]).ok().json();
+    assert_eq!(json["target"]["state"], "behind", "{json}");
+    let done = b.run(&["sync", "--ff"]).ok();
+    assert!(done.stderr.contains("main fast-forwarded to origin's"), "{}", done.stderr);
+    assert_eq!(b.git(&["rev-parse", "main"]), first);
+    assert_eq!(std::fs::read_to_string(b.dir.join("one.txt")).expect("the checkout followed"), "new\n");
+    assert_eq!(b.git(&["status", "--porcelain"]), "");
+    // A checkout with changes is never touched: said, and --ff fails.
+    let second = advance("two.txt");
+    std::fs::write(b.dir.join("README"), "my edit\n").expect("edit");
+    let refused = b.run(&["sync", "--ff"]).code(1);
+    assert!(refused.stderr.contains("with changes: it is left where it is"), "{}", refused.stderr);
+    assert_eq!(b.git(&["rev-parse", "main"]), first, "main stays under a dirty checkout");
+    assert_ne!(first, second);
+    assert_eq!(std::fs::read_to_string(b.dir.join("README")).expect("README"), "my edit\n");
+}

@@ -375,7 +375,11 @@ impl<'e> Board<'e> {
         }
         for t in &o.waiting {
             let column = if t.state == State::Failed { 5 } else { 2 };
-            let note = (t.state != State::Failed).then(|| t.state.as_str().to_owned());
+            let note = match o.taken.get(&t.id) {
+                // Where the person works it: its worktree.
+                Some((worktree, _)) if t.state == State::TakenOver => Some(format!("taken over · {}", clean(worktree))),
+                _ => (t.state != State::Failed).then(|| t.state.as_str().to_owned()),
+            };
             model.columns[column].push(card(t, note));
         }
         let mut done: Vec<_> = board.tasks.iter().filter(|r| r.state == State::Done).collect();
@@ -518,6 +522,11 @@ impl<'e> Board<'e> {
         field("labels", t.labels.join(", "));
         field("agents", t.agents.join(", "));
         field("assigned", t.assigned.as_ref().map(|a| a.agent.clone()).unwrap_or_default());
+        if t.state == git_loop::store::task::State::TakenOver {
+            if let Some((worktree, by)) = self.overview.as_ref().and_then(|o| o.taken.get(&t.id)) {
+                field("worktree", format!("{worktree} (taken over by {by})"));
+            }
+        }
         if let Some(c) = &t.completion {
             field("done by", c.session.clone().unwrap_or_default());
             field("note", c.message.clone().unwrap_or_default());
