@@ -596,6 +596,14 @@ impl GitDispatcher<'_> {
                         running.stop(grace)?;
                         return Ok(Ending::Lost(format!("its claim was taken by {}", held.record.holder)));
                     }
+                    // Not ours to refresh any more: someone released it, or took it over and let
+                    // it go (a clone that did the task meanwhile). What was taken back just now
+                    // is let go again, and the session stops as one whose claim is lost.
+                    Ok(Acquire::Acquired(_) | Acquire::TookOver { .. }) => {
+                        running.stop(grace)?;
+                        let _ = claim::release(self.store, &self.walker.ctx, &key, &self.walker.key, false);
+                        return Ok(Ending::Lost("its claim was released by someone else while it ran".to_owned()));
+                    }
                     Ok(_) => {}
                     Err(err) => self.walker.observer.event(&Event::Warning {
                         message: format!("could not refresh the claim on {}: {err:#}", task.id),

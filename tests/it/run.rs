@@ -784,3 +784,28 @@ fn a_walk_limited_to_some_tasks_journals_its_end_under_a_key() {
         (Some("walk_terminated"), Some("no_work"), Some(1))
     );
 }
+
+/// A walk whose claim someone released while its session ran does not quietly take it back:
+/// the session stops as one whose claim is lost, and the claim stays free.
+#[test]
+fn a_claim_released_under_a_running_session_stops_it_as_lost() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["held"]);
+    let flag = env.path("started");
+    let cmd = env.agent("sleeper", &format!("touch {}\nsleep 30", flag.display()));
+    let walk = repo
+        .command(&["run", "--agent-cmd", &cmd, "--grace", "1", "--lease", "3s", "--max-iterations", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for("the session", || flag.exists());
+    let claims = repo.run(&["claim", "list", "--json"]).ok().json();
+    let holder = claims["claims"][0]["holder"].as_str().expect("the walk's claim").to_owned();
+    repo.run(&["claim", "release", &format!("node:{id}"), "--holder", &holder]).ok();
+    let out = crate::harness::Run::from(walk.wait_with_output().expect("wait"));
+    let ended: Vec<serde_json::Value> = events(&out).into_iter().filter(|e| e["event"] == "session_ended").collect();
+    assert_eq!(ended[0]["reason"], "its claim was released by someone else while it ran", "{}", out.stdout);
+    assert!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().is_some_and(|c| c.is_empty()));
+}
