@@ -28,8 +28,13 @@ use git_loop::walk::{self, Event, Observer};
 /// task is raced by several agents at once.
 ///
 /// Exit codes: 0 no work left (or once mode succeeded), 1 budget spent or failure (or, with
-/// --land, done work that could not be landed), 2 usage, 3 another walker runs here, 4 paused by
-/// policy, 77 agent program missing, 130 interrupted.
+/// --land, done work that could not be landed), 2 usage (or a setting changed while an
+/// unconfined session ran), 3 another walker runs here, 4 paused by policy, 77 agent program
+/// missing, a checks, setup or review command that cannot run, or --sandbox required and no
+/// sandbox here, 130 interrupted.
+///
+/// Sessions and their checks run confined in bubblewrap where it works (docs/agents.md, "The
+/// sandbox"): an agent changes its own try and nothing else.
 ///
 /// Example: git loop run --agent claude --checks "cargo test" --max-units 5
 #[derive(Args)]
