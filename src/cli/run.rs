@@ -646,9 +646,10 @@ impl Observer for Progress {
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
                 self.say(Some(task), format!("session {session} started{role} ({agent}, try {number}{which})"))
             }
-            Event::SessionEnded { task, session, elapsed, why, commit, commits, usage, log, tail } => {
+            Event::SessionEnded { task, session, elapsed, why, commit, own, commits, usage, log, tail } => {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
+                    Some(c) if *own => format!(" · its own commits, up to {}: nothing was left uncommitted", short(c)),
                     Some(c) => format!(" · work committed as {}", short(c)),
                     // Nothing was left to commit: the agent (or its hook) may have committed its
                     // work itself, so this says no more than that.
@@ -846,8 +847,9 @@ fn event_json(event: &Event) -> serde_json::Value {
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,
             "role": role.as_deref().unwrap_or("worker"),
         }),
-        Event::SessionEnded { task, session, elapsed, why, commit, usage, log, tail, .. } => json!({
+        Event::SessionEnded { task, session, elapsed, why, commit, own, usage, log, tail, .. } => json!({
             "event": "session_ended", "task": task, "session": session, "elapsed_ms": elapsed.as_millis() as u64, "reason": why, "commit": commit,
+            "own_commit": own,
             "usage": usage, "log": log, "tail": tail,
         }),
         Event::Checks { task, passed, elapsed, log, tail } => json!({

@@ -155,8 +155,10 @@ fn config(store: &Store, author: &str) -> String {
 pub enum Adopted {
     /// `HEAD` is where it started: nothing to take.
     Unmoved,
-    /// `HEAD` moved to this commit, now in the real repository with what it needs.
-    Commit { id: ObjectId, copied: usize },
+    /// `HEAD` moved to this commit, now in the real repository with what it needs;
+    /// `merge_concluded`: no merge is in progress in the directory any more (one the run was
+    /// given, it committed or aborted).
+    Commit { id: ObjectId, copied: usize, merge_concluded: bool },
     /// Not taken, and why (a link in the directory, a `HEAD` that names nothing readable, an
     /// object that is not what its name says).
     Refused(String),
@@ -183,7 +185,11 @@ pub fn adopt(store: &Store, git: &PrivateGit) -> Result<Adopted> {
         .with_context(|| format!("could not write '{}'", info.display()))?;
     let _ = std::fs::remove_file(info.join("http-alternates"));
     match store.import_objects(&git.dir.join("objects"), head) {
-        Ok(copied) => Ok(Adopted::Commit { id: head, copied }),
+        Ok(copied) => Ok(Adopted::Commit {
+            id: head,
+            copied,
+            merge_concluded: std::fs::symlink_metadata(git.dir.join("MERGE_HEAD")).is_err(),
+        }),
         Err(err) => Ok(Adopted::Refused(format!("its commits cannot be taken: {err:#}"))),
     }
 }

@@ -89,6 +89,20 @@ pub fn commit_on_stop(store: &Store, try_: &Try, author: &gix::actor::Signature,
         }
     }
     let tree = git::retry_vanished(|| editor.write()).context("could not write the worktree's tree")?.detach();
+    if tree == head_tree && store.is_ancestor(branch_tip, head)? {
+        // What looked changed (against a stale index) is what HEAD already holds: no commit
+        // that changes nothing.
+        git::write_index(&wt, tree)?;
+        if head == branch_tip {
+            if head_reattach {
+                attach_head(&wt, &try_.branch)?;
+            }
+            return Ok(Committed::Clean);
+        }
+        set_branch(store, try_, branch_tip, head)?;
+        attach_head(&wt, &try_.branch)?;
+        return Ok(Committed::Adopted(head));
+    }
     let parents: Vec<ObjectId> = if store.is_ancestor(branch_tip, head)? { vec![head] } else { vec![head, branch_tip] };
     let mut committer = store.signature();
     committer.time = author.time;
@@ -131,9 +145,15 @@ fn head_is(wt: &gix::Repository, branch: &str) -> bool {
 /// onto `try_`: its worktree's `HEAD` is put on them for commit-on-stop to build on; when the
 /// worktree is gone (deleted under the loop), the try branch moves to them itself, if they
 /// build on it. What happened: whether they are on the try branch (or will be).
-pub fn take_commits(store: &Store, try_: &Try, worktree: &Path, commit: ObjectId) -> Result<bool> {
+pub fn take_commits(
+    store: &Store,
+    try_: &Try,
+    worktree: &Path,
+    commit: ObjectId,
+    merge_concluded: bool,
+) -> Result<bool> {
     if worktree.join(".git").exists() {
-        detach_head(worktree, commit)?;
+        detach_head(worktree, commit, merge_concluded)?;
         return Ok(true);
     }
     let Some(tip) = store.ref_target(&try_.branch)? else { return Ok(false) };
@@ -146,10 +166,20 @@ pub fn take_commits(store: &Store, try_: &Try, worktree: &Path, commit: ObjectId
 
 /// Put the `HEAD` of the worktree at `worktree` on `commit`, detached: where a confined
 /// session's own commits end (adopted from its private git directory), for commit-on-stop to
-/// build on and attach to the try branch again. The index is left as it is: it is what the
-/// worktree's files are compared with.
-pub fn detach_head(worktree: &Path, commit: ObjectId) -> Result<()> {
+/// build on and attach to the try branch again. The index becomes `commit`'s tree, with no
+/// file's stat in it, so that every file is compared with what the session committed by its
+/// content: the index the session staged its commits with was its private one. A merge the
+/// session concluded there (`merge_concluded`) is concluded here too.
+pub fn detach_head(worktree: &Path, commit: ObjectId, merge_concluded: bool) -> Result<()> {
     let wt = gix::open(worktree).with_context(|| format!("could not open the worktree '{}'", worktree.display()))?;
+    let tree = wt.find_commit(commit).context("could not read the session's commit")?.tree_id()?.detach();
+    let mut index = wt.index_from_tree(&tree).context("could not build the index")?;
+    index.write(Default::default()).context("could not write the index")?;
+    if merge_concluded {
+        for name in ["MERGE_HEAD", "MERGE_MSG", "MERGE_MODE"] {
+            let _ = std::fs::remove_file(wt.git_dir().join(name));
+        }
+    }
     let path = wt.git_dir().join("HEAD");
     let tmp = path.with_extension("lock");
     std::fs::write(&tmp, format!("{commit}\n")).with_context(|| format!("could not write '{}'", tmp.display()))?;

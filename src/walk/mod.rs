@@ -218,6 +218,9 @@ pub enum Event {
         why: String,
         /// What its work was committed as; `None` when there was nothing to commit.
         commit: Option<String>,
+        /// The commit is the agent's own (or its hooks'): the loop found nothing left
+        /// uncommitted, and took the commits as they are.
+        own: bool,
         /// False for a session whose role never commits (a reviewer, a summarizer).
         commits: bool,
         /// What it used; `None`: unknown.

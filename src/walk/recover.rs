@@ -36,8 +36,8 @@ fn adopt_confined(store: &Store, walker: &Walker<'_>, loop_dir: &std::path::Path
     };
     let git = crate::sandbox::PrivateGit { dir, box_dir: box_dir.clone(), start };
     let taken = crate::sandbox::private_git::adopt(store, &git).and_then(|adopted| match adopted {
-        crate::sandbox::Adopted::Commit { id, .. } => {
-            tries::commit::take_commits(store, try_, &rec.worktree, id).map(|_| ())
+        crate::sandbox::Adopted::Commit { id, merge_concluded, .. } => {
+            tries::commit::take_commits(store, try_, &rec.worktree, id, merge_concluded).map(|_| ())
         }
         crate::sandbox::Adopted::Refused(why) => anyhow::bail!("{why}"),
         crate::sandbox::Adopted::Unmoved => Ok(()),

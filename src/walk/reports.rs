@@ -213,8 +213,8 @@ impl GitDispatcher<'_> {
         let Some(git) = &prepared.git else { return Ok(()) };
         match crate::sandbox::private_git::adopt(self.store, git)? {
             Adopted::Unmoved => Ok(()),
-            Adopted::Commit { id, .. } => {
-                if !crate::tries::commit::take_commits(self.store, l.try_, l.worktree, id)? {
+            Adopted::Commit { id, merge_concluded, .. } => {
+                if !crate::tries::commit::take_commits(self.store, l.try_, l.worktree, id, merge_concluded)? {
                     let why = format!(
                         "its worktree is gone and its commits ({id}) do not build on its try branch; they are kept in the repository, unreferenced"
                     );

@@ -389,7 +389,7 @@ impl GitDispatcher<'_> {
             Ending::Halted => "another try won the race".to_owned(),
         };
         // A reviewer's checkout is thrown away, never committed: nothing it did is the work.
-        let commit = if l.commits {
+        let committed = if l.commits {
             let author = gix::actor::Signature {
                 name: agent.name.as_str().into(),
                 email: format!("{}@agent.invalid", agent.name).as_str().into(),
@@ -407,16 +407,21 @@ impl GitDispatcher<'_> {
                 self.adopt_commits(l, &session, prepared)?;
             }
             match tries::commit::commit_on_stop(self.store, try_, &author, &message)? {
-                Committed::Commit { id, .. } | Committed::Adopted(id) => Some(id.to_string()),
-                // Nothing was left uncommitted; but what its hooks committed turn by turn is
-                // its work all the same.
+                Committed::Commit { id, .. } => Some((id.to_string(), false)),
+                Committed::Adopted(id) => Some((id.to_string(), true)),
+                // Nothing was left uncommitted; but what it or its hooks committed turn by
+                // turn is its work all the same.
                 Committed::Clean | Committed::NoWorktree => {
                     let now = self.store.ref_target(&try_.branch)?;
-                    now.filter(|now| Some(*now) != branch_before).map(|id| id.to_string())
+                    now.filter(|now| Some(*now) != branch_before).map(|id| (id.to_string(), true))
                 }
             }
         } else {
             None
+        };
+        let (commit, own) = match committed {
+            Some((id, own)) => (Some(id), own),
+            None => (None, false),
         };
         rec.ended_at = Some(self.walker.ctx.now());
         rec.ended = Some(why.clone());
@@ -458,6 +463,7 @@ impl GitDispatcher<'_> {
             elapsed,
             why: why.clone(),
             commit: commit.clone(),
+            own,
             commits: l.commits,
             usage,
             log: log.clone(),

@@ -759,8 +759,9 @@ fn a_walk_stops_in_one_line_when_its_remote_has_no_repository_any_more() {
     clone.git(&["config", "loop.syncEvery", "1s"]);
     clone.add(&["One"]);
     loop_run(&clone, &["sync"]).ok();
-    let started = env.path("home/started");
-    let go = env.path("home/go");
+    // Outside the home: a confined session has a private one.
+    let started = env.path("started");
+    let go = env.path("go");
     let agent = env.agent(
         "waits",
         &format!(

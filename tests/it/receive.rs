@@ -633,18 +633,37 @@ fn a_server_that_knows_who_pushes_binds_claims_to_them() {
     let prefix = format!(
         "error: remote 'origin' refused the update of '{claim}': [remote rejected] (pre-receive hook declined): "
     );
+    // Alice's own client will not refresh it (it holds no capability for it: the remote is
+    // not even asked), and the server refuses her release of it, even when she says she is bob.
     refusal(
         alice.run(&["claim", "acquire", "node:t-1", "--holder", "bob"]),
-        &format!("{prefix}'node:t-1' is held by 'bob' (user 'bob') until 2026-03-01 13:00:00 UTC; user 'alice' may not refresh, release or rewrite it"),
+        "error: claim 'node:t-1' is held by 'bob' in another clone: only the clone that took it can refresh or release it",
     );
-    refusal(
-        alice.run(&["claim", "release", "node:t-1", "--holder", "bob"]),
-        &format!("{prefix}'node:t-1' is held by 'bob' (user 'bob') until 2026-03-01 13:00:00 UTC; user 'alice' may not refresh, release or rewrite it"),
-    );
+    let uncapable = format!("{prefix}'node:t-1' is held by 'bob' until 2026-03-01 13:00:00 UTC; this change in its name is refused: its capability does not continue the live record's");
+    refusal(alice.run(&["claim", "release", "node:t-1", "--holder", "bob"]), &uncapable);
     alice.git(&["config", "loop.user", "bob"]);
     refusal(
         alice.run(&["claim", "release", "node:t-1", "--holder", "bob"]),
         &format!("{prefix}the record is user 'bob''s but user 'alice' pushed it (loop.bindHolders: a claim is changed only by its own user)"),
+    );
+    // Nor does the server take a release she makes by hand, in bob's name or in her own.
+    let released = |user: &str| {
+        let changes = json!({ "released_at": NOON, "expires_at": NOON, "user": user, "lamport": 99 });
+        blob(&alice, &claim_record("node:t-1", "bob", NOON, NOON, changes))
+    };
+    refused(
+        &bare,
+        &alice,
+        &released("bob"),
+        claim,
+        &["the record is user 'bob''s but user 'alice' pushed it (loop.bindHolders: a claim is changed only by its own user)"],
+    );
+    refused(
+        &bare,
+        &alice,
+        &released("alice"),
+        claim,
+        &["'node:t-1' is held by 'bob' until", "it carries no capability"],
     );
     alice.git(&["config", "loop.user", "alice"]);
     let skewed = [("GIT_LOOP_NOW", "2026-03-01T14:00:00Z")];
