@@ -672,3 +672,55 @@ fn claude_reviews_a_scripted_workers_try_and_its_verdict_is_read_from_its_own_re
     assert_eq!(approval["agent"], "claude");
     assert_eq!(approval["tree"].as_str(), Some(repo.git(&["rev-parse", &format!("{branch}^{{tree}}")]).as_str()));
 }
+
+/// Claude Code and Codex race on one task, each confined in its own try: the first whose work
+/// passes the checks wins, the task branch moves to its try, the other is stopped and its work
+/// kept on its own try branch.
+#[test]
+fn claude_and_codex_race_confined_and_the_first_to_pass_wins() {
+    let (Some(claude), Some(codex)) = (installed(CLAUDE), installed(CODEX)) else { return };
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Write hello", "--body", "Create hello.txt saying hello."]);
+    let from_claude = ModelServer::start(CLAUDE.api, hello_script("hello from claude\n"));
+    let from_codex = ModelServer::start(CODEX.api, hello_script("hello from codex\n"));
+    let mut cmd = repo.command(&[
+        "race",
+        &id,
+        "--together",
+        "claude,codex",
+        "--checks",
+        "grep -q '^hello from' hello.txt",
+        "--grace",
+        "2s",
+        "--session-timeout",
+        "180s",
+    ]);
+    cmd.envs(cli_env(&env, CLAUDE, &claude, &from_claude));
+    // Codex's own variables; PATH and TMPDIR are the same for both.
+    cmd.envs(cli_env(&env, CODEX, &codex, &from_codex).into_iter().filter(|(k, _)| k == "CODEX_HOME"));
+    let started = Instant::now();
+    let out = Run::from(cmd.output().expect("run git-loop"));
+    eprintln!("claude and codex raced in {:.1} s", started.elapsed().as_secs_f64());
+    let out = out.ok();
+    assert!(out.stdout.contains("sessions and checks run confined ("), "{}", out.stdout);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(task["state"], "done", "{}\n{}", out.stdout, diagnose(&repo));
+    let log = repo.run(&["log", "--task", &id, "--json"]).ok().json();
+    let won = log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "race_won")
+        .unwrap_or_else(|| panic!("a race_won event: {log}"))
+        .clone();
+    let winner = won["data"]["agent"].as_str().expect("the winner's agent").to_owned();
+    assert!(winner == "claude" || winner == "codex", "{won}");
+    let branch = format!("loop/{id}");
+    assert_eq!(repo.git(&["show", &format!("{branch}:hello.txt")]), format!("hello from {winner}"));
+    // Both CLIs were asked (each ran in its own try), and every session ended.
+    assert!(!from_claude.requests().is_empty() && !from_codex.requests().is_empty(), "both raced");
+    let records = records(&repo);
+    assert_eq!(records.len(), 2, "one session each: {records:?}");
+    assert!(records.iter().all(|r| !r["ended"].is_null()), "{records:?}");
+}
