@@ -718,9 +718,12 @@ fn claude_and_codex_race_confined_and_the_first_to_pass_wins() {
     assert!(winner == "claude" || winner == "codex", "{won}");
     let branch = format!("loop/{id}");
     assert_eq!(repo.git(&["show", &format!("{branch}:hello.txt")]), format!("hello from {winner}"));
-    // Both CLIs were asked (each ran in its own try), and every session ended.
-    assert!(!from_claude.requests().is_empty() && !from_codex.requests().is_empty(), "both raced");
+    // The winner's CLI was asked; each entrant had a session of its own in its own try (the
+    // loser may be stopped before its first call), and every session ended.
+    let asked = if winner == "claude" { from_claude.requests() } else { from_codex.requests() };
+    assert!(!asked.is_empty(), "the winner's CLI called its model");
     let records = records(&repo);
-    assert_eq!(records.len(), 2, "one session each: {records:?}");
+    let agents: std::collections::BTreeSet<&str> = records.iter().filter_map(|r| r["agent"].as_str()).collect();
+    assert_eq!(agents, ["claude", "codex"].into(), "one session each: {records:?}");
     assert!(records.iter().all(|r| !r["ended"].is_null()), "{records:?}");
 }
