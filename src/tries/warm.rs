@@ -198,7 +198,7 @@ impl Warmed {
             Source::Checkout => "the main checkout".to_owned(),
         };
         let mut line = if self.paths.is_empty() {
-            format!("nothing warmed from {from}")
+            format!("nothing to warm from {from}")
         } else {
             let how = match self.method {
                 Method::Reflink => " by reflink",
