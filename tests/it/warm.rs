@@ -199,3 +199,49 @@ fn a_warm_path_that_is_absolute_leaves_the_repository_or_is_tracked_is_refused_w
     assert!(out.stderr.starts_with("error: .worktreeinclude:2 '**/node_modules' has '**'"), "{}", out.stderr);
     assert!(Path::new(&repo.dir.join("target/debug/out")).exists());
 }
+
+/// Warming never goes through a symlink: not a symlinked parent in the source (which would
+/// copy from outside it), nor one in the try (which would write outside it).
+#[test]
+fn warming_never_reads_or_writes_through_a_symlinked_directory() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let outside = env.path("outside");
+    std::fs::create_dir_all(outside.join("node_modules")).expect("mkdir");
+    std::fs::write(outside.join("node_modules/secret"), "not the repository's\n").expect("write");
+    std::fs::write(repo.dir.join(".gitignore"), "node_modules/\n").expect("gitignore");
+    std::fs::create_dir_all(repo.dir.join("web/node_modules")).expect("mkdir");
+    std::fs::write(repo.dir.join("web/index.js"), "//\n").expect("write");
+    std::fs::write(repo.dir.join("web/node_modules/dep.js"), "dep\n").expect("write");
+    std::os::unix::fs::symlink(&outside, repo.dir.join("lib")).expect("link");
+    repo.git(&["add", ".gitignore", "web/index.js", "lib"]);
+    repo.git(&["commit", "-q", "-m", "a web app and a linked lib"]);
+    // The try's branch has `web` as a link out of the repository.
+    let main = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["rm", "-q", "-r", "--cached", "web"]);
+    let tree_web = env.path("elsewhere");
+    std::fs::create_dir_all(&tree_web).expect("mkdir");
+    std::fs::rename(repo.dir.join("web"), env.path("web-aside")).expect("aside");
+    std::os::unix::fs::symlink(&tree_web, repo.dir.join("web")).expect("link");
+    repo.git(&["add", "web"]);
+    repo.git(&["commit", "-q", "-m", "web elsewhere"]);
+    let linked = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["reset", "-q", "--hard", &main]);
+    // The reset checked out `web/index.js` again; the ignored build state comes back beside it.
+    std::fs::rename(env.path("web-aside/node_modules"), repo.dir.join("web/node_modules")).expect("back");
+    repo.git(&["config", "--add", "loop.warm", "web/node_modules"]);
+    repo.git(&["config", "--add", "loop.warm", "lib/node_modules"]);
+    let store = crate::library::open(&repo.dir);
+    let plan = tries::warm::Plan::read(&store).expect("a plan");
+    let task: TaskId = "t-links".parse().expect("an id");
+    let root = tries::worktrees_root(&store).expect("root");
+    let one = Try::describe(&task, 1, &root);
+    repo.git(&["branch", &format!("loop-try/{task}/1"), &linked]);
+    repo.git(&["worktree", "add", "-q", one.worktree.to_str().expect("utf-8"), &format!("loop-try/{task}/1")]);
+    let warmed = tries::warm::warm(&store, &one, &plan, 1).expect("warm").expect("a plan");
+    assert!(warmed.paths.is_empty(), "nothing warmed through a link: {warmed:?}");
+    assert_eq!(warmed.links_left_out, 1, "the source's linked lib/ is left out: {warmed:?}");
+    assert_eq!(warmed.failed.len(), 1, "the try's linked web/ is refused: {warmed:?}");
+    assert!(std::fs::read_dir(&tree_web).expect("read").next().is_none(), "nothing written outside the try");
+    assert!(one.worktree.join("lib").is_symlink(), "the try's lib is its tracked link, nothing copied into it");
+}
