@@ -381,6 +381,9 @@ pub(super) fn walk_options(
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
     opts.warm = git_loop::tries::warm::Plan::read(store)?;
+    for line in &opts.warm.skipped {
+        super::output::stderr_line(format!("warning: not warmed: {line}"));
+    }
     opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = match args.checks_timeout {

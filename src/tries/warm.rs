@@ -48,14 +48,17 @@ pub struct Wanted {
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
     pub wanted: Vec<Wanted>,
+    /// `.worktreeinclude` lines that cannot be taken (a `**`, a negation, `..`), each with why:
+    /// the file may have been written for another tool, so they are said, not refused.
+    pub skipped: Vec<String>,
 }
 
 impl Plan {
-    /// The plan the repository's settings and its `.worktreeinclude` make. A path that is
-    /// absolute, leaves the repository, names `.git`, or is tracked in the main checkout is a
-    /// usage error naming it, with a hint.
+    /// The plan the repository's settings and its `.worktreeinclude` make. A `loop.warm` path
+    /// that is absolute, leaves the repository, names `.git`, or is tracked in the main checkout
+    /// is a usage error naming it, with a hint; such a line of `.worktreeinclude` is skipped.
     pub fn read(store: &Store) -> Result<Plan> {
-        let mut wanted = Vec::new();
+        let (mut wanted, mut skipped) = (Vec::new(), Vec::new());
         for value in store.config_values("loop.warm") {
             if value.trim().is_empty() {
                 continue;
@@ -72,25 +75,33 @@ impl Plan {
                 if line.is_empty() || line.starts_with('#') {
                     continue;
                 }
-                wanted.push(parse(line, &format!("{INCLUDE_FILE}:{}", i + 1), true)?);
-            }
-        }
-        let plan = Plan { wanted };
-        if !plan.wanted.is_empty() {
-            let main = open_worktree(store.workdir())?;
-            let index = main.index_or_empty().context("could not read the main checkout's index")?;
-            for w in plan.wanted.iter().filter(|w| !is_glob(&w.path)) {
-                if tracked_at(&index, &w.path) {
-                    return Err(usage(format!(
-                        "{} '{}' is tracked: only ignored build state is warmed",
-                        w.origin, w.path
-                    ))
-                    .hint("name a directory git ignores, e.g. target; 'git check-ignore -v <path>' says whether it is")
-                    .into());
+                match parse(line, &format!("{INCLUDE_FILE}:{}", i + 1), true) {
+                    Ok(w) => wanted.push(w),
+                    Err(refusal) => skipped.push(refusal.message),
                 }
             }
         }
-        Ok(plan)
+        if !wanted.is_empty() {
+            let main = open_worktree(store.workdir())?;
+            let index = main.index_or_empty().context("could not read the main checkout's index")?;
+            let mut kept = Vec::new();
+            for w in wanted {
+                if is_glob(&w.path) || !tracked_at(&index, &w.path) {
+                    kept.push(w);
+                    continue;
+                }
+                let message = format!("{} '{}' is tracked: only ignored build state is warmed", w.origin, w.path);
+                if w.origin != "loop.warm" {
+                    skipped.push(message);
+                    continue;
+                }
+                return Err(usage(message)
+                    .hint("name a directory git ignores, e.g. target; 'git check-ignore -v <path>' says whether it is")
+                    .into());
+            }
+            wanted = kept;
+        }
+        Ok(Plan { wanted, skipped })
     }
 
     pub fn is_empty(&self) -> bool {
