@@ -380,6 +380,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
                 worktree: try_.worktree.display().to_string(),
                 resumed: false,
                 race: false,
+                warmed: None,
             }),
         )?;
         if let Some(started) = merging.clone().filter(|m| m.number == try_.number) {

@@ -380,6 +380,10 @@ pub(super) fn walk_options(
     opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
+    opts.warm = git_loop::tries::warm::Plan::read(store)?;
+    for line in &opts.warm.skipped {
+        super::output::stderr_line(format!("warning: not warmed: {line}"));
+    }
     opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(to_std(args.session_timeout));
     opts.checks_timeout = match args.checks_timeout {
@@ -633,12 +637,13 @@ impl Observer for Progress {
             Event::Claimed { task, title, priority } => {
                 self.say(Some(task), format!("claimed · {priority} · {}", title.lines().next().unwrap_or("")))
             }
-            Event::TryOpened { task, number, branch, worktree, resumed } => self.say(
+            Event::TryOpened { task, number, branch, worktree, resumed, warmed } => self.say(
                 Some(task),
                 format!(
-                    "{} try {number} on {branch} · {}",
+                    "{} try {number} on {branch} · {}{}",
                     if *resumed { "continuing" } else { "opened" },
-                    worktree.display()
+                    worktree.display(),
+                    warmed.as_ref().map(|w| format!(" · {}", w.describe())).unwrap_or_default()
                 ),
             ),
             Event::SessionStarted { task, session, agent, number, attempt, role } => {
@@ -840,8 +845,9 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Claimed { task, title, priority } => {
             json!({ "event": "claimed", "task": task, "title": title, "priority": priority })
         }
-        Event::TryOpened { task, number, branch, worktree, resumed } => json!({
+        Event::TryOpened { task, number, branch, worktree, resumed, warmed } => json!({
             "event": "try_opened", "task": task, "try": number, "branch": branch, "worktree": worktree, "resumed": resumed,
+            "warmed": warmed.as_ref().map(|w| w.record()),
         }),
         Event::SessionStarted { task, session, agent, number, attempt, role } => json!({
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,

@@ -600,6 +600,23 @@ pub struct TryOpened {
     /// A race entrant's try (a race finds its own tries again; the walk's unit does not).
     #[serde(default)]
     pub race: bool,
+    /// How its new worktree was warmed (`loop.warm`). Added later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmed: Option<Warmed>,
+}
+
+/// How a try's new worktree was warmed (`try_opened`'s `warmed`, docs/storage.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warmed {
+    /// `checkout` (the main checkout), or `try <n>` (an earlier try's worktree).
+    pub from: String,
+    /// The paths warmed, directories with a trailing `/`.
+    pub paths: Vec<String>,
+    /// `reflink`, `copy`, or `reflink and copy`.
+    pub method: String,
+    pub bytes: u64,
+    pub files: u64,
+    pub elapsed_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -40,6 +40,10 @@ pub const KEYS: &[Key] = &[
         key: "loop.setup",
         meaning: "a command run in each new try worktree before its first session (copy `.env` from `$GIT_LOOP_CHECKOUT`, the main checkout; install dependencies; `run`/`race --setup`); what it leaves untracked is never committed; its output heads the session's log, its failure sends the task to needs-you, and one that cannot run (the shell's 126, 127) stops the walk, exit 77",
     },
+    Key {
+        key: "loop.warm",
+        meaning: "a path, relative to the repository's root, whose ignored build state (`target`, `node_modules`, `.venv`) each new try starts with: copied from the task's previous try's worktree if it is there, else from the main checkout, by reflink where the file system clones, else copied, before `loop.setup` runs (repeatable; a `.worktreeinclude` at the root adds paths and globs, one a line; docs/architecture.md, \"Warm tries\"); a tracked, absolute or `..` path is refused (exit 2)",
+    },
     Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
     Key {
         key: "loop.reviewer",

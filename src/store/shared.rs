@@ -44,6 +44,7 @@ const SHARED_KEYS: &[&str] = &[
     "loop.agent",
     "loop.checks",
     "loop.setup",
+    "loop.warm",
     "loop.review",
     "loop.reviewer",
     "loop.reviewRounds",

@@ -15,6 +15,7 @@
 pub mod checks;
 pub mod commit;
 pub mod merge;
+pub mod warm;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -167,6 +167,8 @@ impl GitDispatcher<'_> {
                 (opened.try_, opened.resumed)
             }
         };
+        // Before `loop.setup`, which runs before the first session.
+        let warmed = self.walker.warm(self.store, &try_, try_.number);
         self.walker.record(
             self.store,
             Some(&unit.task.id),
@@ -177,6 +179,7 @@ impl GitDispatcher<'_> {
                 worktree: try_.worktree.display().to_string(),
                 resumed,
                 race: false,
+                warmed: warmed.as_ref().map(|w| w.record()),
             }),
         )?;
         unit.merging = match started {
@@ -192,6 +195,7 @@ impl GitDispatcher<'_> {
             branch: refs::short_branch(&try_.branch).to_owned(),
             worktree: try_.worktree.clone(),
             resumed,
+            warmed,
         });
         unit.try_ = Some(try_);
         Ok(None)

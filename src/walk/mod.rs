@@ -118,6 +118,8 @@ pub struct Options {
     /// A command run in each new try worktree before its first session (`--setup`,
     /// `loop.setup`): copy `.env`, install dependencies.
     pub setup: Option<String>,
+    /// The ignored build state each new try starts with (`loop.warm`, `.worktreeinclude`).
+    pub warm: crate::tries::warm::Plan,
     /// A command told, as JSON on its stdin, when a task needs a person and how the walk
     /// ended (`loop.notify`; docs/hooks.md, "Notifications").
     pub notify: Option<String>,
@@ -165,6 +167,7 @@ impl Options {
             task_budget_usd: None,
             mission: None,
             setup: None,
+            warm: Default::default(),
             notify: None,
             confinement: crate::sandbox::Confinement::Off,
             accept_settings: false,
@@ -201,6 +204,8 @@ pub enum Event {
         branch: String,
         worktree: PathBuf,
         resumed: bool,
+        /// How its worktree was warmed (`loop.warm`), if it was.
+        warmed: Option<crate::tries::warm::Warmed>,
     },
     SessionStarted {
         task: String,
@@ -560,6 +565,21 @@ impl<'a> Walker<'a> {
 impl Walker<'_> {
     pub fn writer(&self) -> WriterId {
         self.key.parse().expect("walker keys are valid writer ids")
+    }
+
+    /// Warm `try_`'s worktree by the walk's plan (`opts.warm`) from the task's latest try
+    /// below `below` that still has its worktree, else the main checkout. A failure is said
+    /// and the try starts cold: warming is never why a try does not run.
+    pub fn warm(&self, store: &Store, try_: &crate::tries::Try, below: u32) -> Option<crate::tries::warm::Warmed> {
+        match crate::tries::warm::warm(store, try_, &self.opts.warm, below) {
+            Ok(warmed) => warmed,
+            Err(err) => {
+                self.observer.event(&Event::Warning {
+                    message: format!("could not warm the worktree of try {} of {}: {err:#}", try_.number, try_.task),
+                });
+                None
+            }
+        }
     }
 
     /// Journal a walk event in this walker's chain.

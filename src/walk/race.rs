@@ -237,6 +237,7 @@ pub fn run(
     let task = unit.task.clone();
     let id = task.task_id();
     let root = tries::worktrees_root(store)?;
+    let mut retired: Option<Try> = None;
     let race = match entry {
         Entry::New { agents, pick, history } => {
             if let Some(why) = d.review_refusal(&task, &agents)? {
@@ -274,10 +275,9 @@ pub fn run(
                     line: announce(&labels(&agents, &numbers), pick, &task.id, walker.opts.checks.is_some()),
                 });
             }
-            if let Some(from) = unit.try_.take() {
-                // Its work is where the entrants start; its branch stays, its worktree goes.
-                let _ = tries::remove_worktree(store, &from);
-            }
+            // Its work is where the entrants start; its branch stays, its worktree goes once the
+            // entrants are warmed from it.
+            retired = unit.try_.take();
             Unfinished { agents, tries: numbers, pick, start: Some(start), ended: HashMap::new(), won: None }
         }
         Entry::Resume(race) => {
@@ -309,38 +309,52 @@ pub fn run(
     // Each entrant's try: its branch (from the race's start) and, if it still runs, its worktree.
     let start = race.start;
     let mut seats: Vec<(usize, Try)> = Vec::new();
-    for (i, n) in race.tries.iter().enumerate() {
-        let try_ = Try::describe(&id, *n, &root);
-        if store.ref_target(&try_.branch)?.is_none() {
-            let Some(start) = start else {
-                anyhow::bail!("the race on {id} has no start commit to open try {n} from");
-            };
-            tries::open_branch(store, &try_, start)?;
-            walker.record(
-                store,
-                Some(&task.id),
-                Recorded::TryOpened(events::TryOpened {
+    let seated = (|| -> Result<()> {
+        for (i, n) in race.tries.iter().enumerate() {
+            let try_ = Try::describe(&id, *n, &root);
+            if store.ref_target(&try_.branch)?.is_none() {
+                let Some(start) = start else {
+                    anyhow::bail!("the race on {id} has no start commit to open try {n} from");
+                };
+                tries::open_branch(store, &try_, start)?;
+                walker.record(
+                    store,
+                    Some(&task.id),
+                    Recorded::TryOpened(events::TryOpened {
+                        number: *n,
+                        agent: race.agents[i].clone(),
+                        branch: refs::short_branch(&try_.branch).to_owned(),
+                        worktree: try_.worktree.display().to_string(),
+                        resumed: false,
+                        race: true,
+                        warmed: None,
+                    }),
+                )?;
+            }
+            if !race.ended.contains_key(n) {
+                tries::add_worktree(store, &try_)?;
+                // From the try the race began from, else the main checkout: never one entrant's
+                // build state from another's.
+                let first = race.tries.iter().copied().min().unwrap_or(*n);
+                let warmed = walker.warm(store, &try_, first);
+                walker.observer.event(&Event::TryOpened {
+                    task: task.id.clone(),
                     number: *n,
-                    agent: race.agents[i].clone(),
                     branch: refs::short_branch(&try_.branch).to_owned(),
-                    worktree: try_.worktree.display().to_string(),
+                    worktree: try_.worktree.clone(),
                     resumed: false,
-                    race: true,
-                }),
-            )?;
+                    warmed,
+                });
+                seats.push((i, try_));
+            }
         }
-        if !race.ended.contains_key(n) {
-            tries::add_worktree(store, &try_)?;
-            walker.observer.event(&Event::TryOpened {
-                task: task.id.clone(),
-                number: *n,
-                branch: refs::short_branch(&try_.branch).to_owned(),
-                worktree: try_.worktree.clone(),
-                resumed: false,
-            });
-            seats.push((i, try_));
-        }
+        Ok(())
+    })();
+    // Gone whether or not every entrant was seated: a race taken up again never needs it.
+    if let Some(from) = retired {
+        let _ = tries::remove_worktree(store, &from);
     }
+    seated?;
     let shared =
         Shared { halt: AtomicBool::new(false), winner: Mutex::new(None), prepaid: AtomicBool::new(true), budget };
     let handoff = unit.handoff.take();

@@ -95,6 +95,16 @@ impl GitDispatcher<'_> {
             // Deleted under the loop: the branch holds the work; check it out again.
             tries::add_worktree(self.store, try_)?;
             self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).remove(&try_.worktree);
+            if let Some(warmed) = self.walker.warm(self.store, try_, try_.number) {
+                self.walker.observer.event(&Event::TryOpened {
+                    task: task.id.clone(),
+                    number: try_.number,
+                    branch: refs::short_branch(&try_.branch).to_owned(),
+                    worktree: try_.worktree.clone(),
+                    resumed: true,
+                    warmed: Some(warmed),
+                });
+            }
         }
         let session = format!("s-{}", random_base32(8));
         if let Some(step) = self.set_up(task, try_, agent, &session)? {

@@ -44,3 +44,4 @@ mod share;
 mod soak;
 mod summarize;
 mod sync;
+mod warm;

@@ -131,6 +131,7 @@ fn opened(number: u32, race: bool) -> Recorded {
         worktree: String::new(),
         resumed: false,
         race,
+        warmed: None,
     })
 }
 

@@ -1,0 +1,255 @@
+//! Warm tries (issue 25): a new try starts with the ignored build state `loop.warm` and
+//! `.worktreeinclude` name, from the task's previous try's worktree or else the main checkout,
+//! before `loop.setup`; only what git ignores is warmed, the source is never written, and
+//! race entrants never share a build directory.
+
+use std::path::Path;
+
+use git_loop::ids::TaskId;
+use git_loop::tries::warm::Source;
+use git_loop::tries::{self, Try};
+
+use super::people::{journal, named, state_dir};
+use crate::harness::{Repo, TestEnv};
+
+/// A repository whose `target/` is ignored and holds a "build": `target/debug/out` (with an
+/// old modification time) and a link pointing into the checkout; plus an untracked file that
+/// is not ignored and an ignored one that `loop.warm` does not name.
+fn built(env: &TestEnv) -> Repo<'_> {
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), "target/\n.env\nscratch/\n").expect("gitignore");
+    repo.git(&["add", ".gitignore"]);
+    repo.git(&["commit", "-q", "-m", "ignore the build"]);
+    std::fs::create_dir_all(repo.dir.join("target/debug/deps")).expect("mkdir");
+    std::fs::write(repo.dir.join("target/debug/out"), "built in the checkout\n").expect("write");
+    std::fs::write(repo.dir.join("target/debug/deps/lib.rlib"), vec![7u8; 64 * 1024]).expect("write");
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(repo.dir.join("target/debug/out"))
+        .and_then(|f| f.set_modified(old))
+        .expect("set mtime");
+    std::os::unix::fs::symlink(repo.dir.join("README"), repo.dir.join("target/into-checkout")).expect("link");
+    std::os::unix::fs::symlink("debug/out", repo.dir.join("target/inside")).expect("link");
+    std::fs::write(repo.dir.join("notes.txt"), "mine, not ignored\n").expect("write");
+    std::fs::create_dir_all(repo.dir.join("scratch")).expect("mkdir");
+    std::fs::write(repo.dir.join("scratch/big"), "ignored, not named\n").expect("write");
+    repo
+}
+
+/// An agent that writes what it found into `seen.txt` (committed with its work), rewrites
+/// the build output in place as cargo does, and says done.
+const LOOK: &str = "{ cat target/debug/out; stat -c %Y target/debug/out; test -f notes.txt && echo notes; \
+     test -e scratch && echo scratch; test -L target/into-checkout && echo into-checkout; \
+     readlink target/inside; cat setup-saw 2>/dev/null || true; } > seen.txt\n\
+     echo 'rewritten by the try' > target/debug/out\ngit loop finish done";
+
+#[test]
+fn a_new_try_starts_with_the_checkouts_ignored_build_state_before_setup_and_never_writes_the_checkout() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    repo.git(&["config", "--add", "loop.warm", "target"]);
+    repo.git(&["config", "--add", "loop.warm", "notes.txt"]);
+    let id = repo.add(&["Build it"]);
+    let agent = env.agent("look", LOOK);
+    // The setup sees the warm state already there; what it writes is ignored via exclude.
+    std::fs::write(repo.dir.join(".git/info/exclude"), "setup-saw\n").expect("exclude");
+    let setup = "test -f target/debug/out && echo 'setup saw the build' > setup-saw";
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--setup", setup]).ok();
+    let line = out.stdout.lines().find(|l| l.contains("opened try 1")).unwrap_or_default().to_owned();
+    assert!(
+        line.contains("· warmed target/ from the main checkout, copied (")
+            || line.contains("· warmed target/ from the main checkout by reflink ("),
+        "the opened line says how the try was warmed: {}",
+        out.stdout
+    );
+    let seen = repo.git(&["show", &format!("loop/{id}:seen.txt")]);
+    assert_eq!(
+        seen, "built in the checkout\n1000000000\ndebug/out\nsetup saw the build",
+        "the try had the build with its modification time, the link that stays inside it, and the \
+         setup ran after warming; not the untracked file, not the unnamed ignored one, not the link \
+         into the checkout"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("target/debug/out")).expect("read"),
+        "built in the checkout\n",
+        "rewriting the warmed file in place never reaches the checkout's"
+    );
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", &format!("loop/{id}")]);
+    assert!(!tree.contains("target/") && !tree.contains("notes.txt"), "warm state is never the work: {tree}");
+    let opened = journal(&repo, &id).into_iter().find(|e| e["kind"] == "try_opened").expect("try_opened");
+    let warmed = &opened["data"]["warmed"];
+    assert_eq!(warmed["from"], "checkout", "{opened}");
+    assert_eq!(warmed["paths"], serde_json::json!(["target/"]), "{opened}");
+    assert_eq!(warmed["files"], 2, "two files, the links not counted: {opened}");
+    assert!(warmed["method"] == "copy" || warmed["method"] == "reflink", "{opened}");
+}
+
+/// Called on the library: a walk's recovery removes a try worktree it did not journal, so
+/// the previous try's worktree is made here as a walk leaves one (a race's, a take-over's).
+#[test]
+fn a_new_try_is_warmed_from_the_previous_tries_worktree_while_it_is_there_else_from_the_checkout() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    std::fs::write(repo.dir.join(".worktreeinclude"), "# build state\n/targ*\n").expect("include");
+    let store = crate::library::open(&repo.dir);
+    let plan = tries::warm::Plan::read(&store).expect("a plan");
+    let task: TaskId = "t-warm".parse().expect("an id");
+    let root = tries::worktrees_root(&store).expect("root");
+    let add = |n: u32| {
+        let try_ = Try::describe(&task, n, &root);
+        let path = try_.worktree.to_str().expect("utf-8").to_owned();
+        repo.git(&["worktree", "add", "-q", "-b", &format!("loop-try/{task}/{n}"), &path]);
+        try_
+    };
+    let one = add(1);
+    std::fs::create_dir_all(one.worktree.join("target/debug")).expect("mkdir");
+    std::fs::write(one.worktree.join("target/debug/out"), "built in try 1\n").expect("write");
+    let two = add(2);
+    let warmed = tries::warm::warm(&store, &two, &plan, 2).expect("warm").expect("a plan to warm by");
+    assert_eq!((&warmed.source, &warmed.paths[..]), (&Source::Try(1), &["target/".to_owned()][..]));
+    assert_eq!(std::fs::read_to_string(two.worktree.join("target/debug/out")).expect("read"), "built in try 1\n");
+    assert!(warmed.describe().starts_with("warmed target/ from try 1"), "{}", warmed.describe());
+    // Warming again leaves the try's own build as it is.
+    std::fs::write(two.worktree.join("target/debug/out"), "try 2's own\n").expect("write");
+    let again = tries::warm::warm(&store, &two, &plan, 2).expect("warm").expect("a plan");
+    assert!(again.paths.is_empty(), "{again:?}");
+    assert_eq!(std::fs::read_to_string(two.worktree.join("target/debug/out")).expect("read"), "try 2's own\n");
+    // Gone: the next try is warmed from the main checkout.
+    tries::remove_worktree(&store, &one).expect("remove");
+    tries::remove_worktree(&store, &two).expect("remove");
+    let three = add(3);
+    let warmed = tries::warm::warm(&store, &three, &plan, 3).expect("warm").expect("a plan");
+    assert_eq!(warmed.source, Source::Checkout);
+    assert_eq!(
+        std::fs::read_to_string(three.worktree.join("target/debug/out")).expect("read"),
+        "built in the checkout\n"
+    );
+}
+
+#[test]
+fn race_entrants_each_get_a_build_directory_of_their_own() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    repo.git(&["config", "loop.warm", "target/"]);
+    let id = repo.add(&["Race to build"]);
+    let s = state_dir(&env);
+    // Each appends its name to the build output, waits for the other to have done so, and
+    // records what it sees: with a shared (or hard-linked) build both would see both names.
+    for (me, other) in [("a", "b"), ("b", "a")] {
+        named(
+            &repo,
+            &env,
+            me,
+            &format!(
+                "echo {me} >> target/debug/out\ntouch {s}/{me}-wrote\n\
+                 while [ ! -f {s}/{other}-wrote ]; do sleep 0.05; done\n\
+                 cat target/debug/out > seen-{me}.txt\ngit loop finish done",
+                s = s.display()
+            ),
+        );
+    }
+    let out =
+        repo.run_with(&["race", &id, "--together", "a,b", "--grace", "1", "--checks", "true"], &[("GIT_LOOP_NOW", "")]);
+    let out = out.ok();
+    let warmed = out.stdout.lines().filter(|l| l.contains("warmed target/ from the main checkout")).count();
+    assert_eq!(warmed, 2, "both entrants warmed from the checkout: {}", out.stdout);
+    let mut seen_by = 0;
+    for (me, n) in [("a", 1), ("b", 2)] {
+        let seen = std::process::Command::new("git")
+            .args(["show", &format!("loop-try/{id}/{n}:seen-{me}.txt")])
+            .current_dir(&repo.dir)
+            .output()
+            .expect("git");
+        let seen = String::from_utf8_lossy(&seen.stdout).into_owned();
+        // The loser may be stopped before it wrote what it saw; the winner has.
+        if !seen.is_empty() {
+            seen_by += 1;
+            assert_eq!(seen, format!("built in the checkout\n{me}\n"), "{me} saw only its own build");
+        }
+    }
+    assert!(seen_by >= 1, "the winner recorded what it saw: {}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("target/debug/out")).expect("read"),
+        "built in the checkout\n",
+        "no entrant wrote the checkout's build"
+    );
+}
+
+#[test]
+fn a_warm_path_that_is_absolute_leaves_the_repository_or_is_tracked_is_refused_with_a_hint() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    repo.add(&["Build it"]);
+    let agent = env.agent("done", "git loop finish done");
+    for (value, says) in [
+        ("/tmp/target", "error: loop.warm '/tmp/target' is an absolute path"),
+        ("../elsewhere", "error: loop.warm '../elsewhere' has '..', which leaves the repository"),
+        ("README", "error: loop.warm 'README' is tracked: only ignored build state is warmed"),
+    ] {
+        repo.git(&["config", "loop.warm", value]);
+        let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).code(2);
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert_eq!(first, says, "{}", out.stderr);
+        assert!(out.stderr.lines().nth(1).is_some_and(|l| l.starts_with("hint: ")), "{}", out.stderr);
+    }
+    repo.git(&["config", "--unset", "loop.warm"]);
+    // A .worktreeinclude may have been written for another tool: what it cannot take is said.
+    std::fs::write(repo.dir.join(".worktreeinclude"), "target\n**/node_modules\nREADME\n").expect("include");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    assert!(
+        out.stderr.contains(
+            "warning: not warmed: .worktreeinclude:2 '**/node_modules' has '**', which warming does not take\n"
+        ) && out.stderr.contains("warning: not warmed: .worktreeinclude:3 'README' is tracked"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("warmed target/ from the main checkout"), "the rest is warmed: {}", out.stdout);
+    assert!(Path::new(&repo.dir.join("target/debug/out")).exists());
+}
+
+/// Warming never goes through a symlink: not a symlinked parent in the source (which would
+/// copy from outside it), nor one in the try (which would write outside it).
+#[test]
+fn warming_never_reads_or_writes_through_a_symlinked_directory() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let outside = env.path("outside");
+    std::fs::create_dir_all(outside.join("node_modules")).expect("mkdir");
+    std::fs::write(outside.join("node_modules/secret"), "not the repository's\n").expect("write");
+    std::fs::write(repo.dir.join(".gitignore"), "node_modules/\n").expect("gitignore");
+    std::fs::create_dir_all(repo.dir.join("web/node_modules")).expect("mkdir");
+    std::fs::write(repo.dir.join("web/index.js"), "//\n").expect("write");
+    std::fs::write(repo.dir.join("web/node_modules/dep.js"), "dep\n").expect("write");
+    std::os::unix::fs::symlink(&outside, repo.dir.join("lib")).expect("link");
+    repo.git(&["add", ".gitignore", "web/index.js", "lib"]);
+    repo.git(&["commit", "-q", "-m", "a web app and a linked lib"]);
+    // The try's branch has `web` as a link out of the repository.
+    let main = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["rm", "-q", "-r", "--cached", "web"]);
+    let tree_web = env.path("elsewhere");
+    std::fs::create_dir_all(&tree_web).expect("mkdir");
+    std::fs::rename(repo.dir.join("web"), env.path("web-aside")).expect("aside");
+    std::os::unix::fs::symlink(&tree_web, repo.dir.join("web")).expect("link");
+    repo.git(&["add", "web"]);
+    repo.git(&["commit", "-q", "-m", "web elsewhere"]);
+    let linked = repo.git(&["rev-parse", "HEAD"]);
+    repo.git(&["reset", "-q", "--hard", &main]);
+    // The reset checked out `web/index.js` again; the ignored build state comes back beside it.
+    std::fs::rename(env.path("web-aside/node_modules"), repo.dir.join("web/node_modules")).expect("back");
+    repo.git(&["config", "--add", "loop.warm", "web/node_modules"]);
+    repo.git(&["config", "--add", "loop.warm", "lib/node_modules"]);
+    let store = crate::library::open(&repo.dir);
+    let plan = tries::warm::Plan::read(&store).expect("a plan");
+    let task: TaskId = "t-links".parse().expect("an id");
+    let root = tries::worktrees_root(&store).expect("root");
+    let one = Try::describe(&task, 1, &root);
+    repo.git(&["branch", &format!("loop-try/{task}/1"), &linked]);
+    repo.git(&["worktree", "add", "-q", one.worktree.to_str().expect("utf-8"), &format!("loop-try/{task}/1")]);
+    let warmed = tries::warm::warm(&store, &one, &plan, 1).expect("warm").expect("a plan");
+    assert!(warmed.paths.is_empty(), "nothing warmed through a link: {warmed:?}");
+    assert_eq!(warmed.links_left_out, 1, "the source's linked lib/ is left out: {warmed:?}");
+    assert_eq!(warmed.failed.len(), 1, "the try's linked web/ is refused: {warmed:?}");
+    assert!(std::fs::read_dir(&tree_web).expect("read").next().is_none(), "nothing written outside the try");
+    assert!(one.worktree.join("lib").is_symlink(), "the try's lib is its tracked link, nothing copied into it");
+}
