@@ -66,6 +66,9 @@ struct WrapUp {
 /// A session that exits 126 or 127 (the shell's "cannot execute", "not found") sooner than
 /// this never ran the agent: its command is wrong, and another session would fare no better.
 const CANNOT_RUN_WITHIN: Duration = Duration::from_secs(2);
+/// How many times a claim that could not be read is read again before it is called
+/// unconfirmed (a remote that does not answer is waited for apart from these).
+const CONFIRM_ATTEMPTS: u32 = 4;
 
 /// How many of its last lines a failed session or failed checks show the person watching.
 pub const FAILURE_TAIL: usize = 10;
@@ -895,9 +898,25 @@ impl GitDispatcher<'_> {
     /// that another clone took the task over; one that cannot ask the remote goes no further.
     pub fn claim_lost(&self, task: &Task) -> Result<Option<String>> {
         let key = ClaimKey::node(&task.task_id());
-        let held = match claim::read_confirmed(self.store, &key) {
-            Ok(held) => held,
-            Err(err) => return Ok(Some(format!("its claim could not be confirmed: {err:#}"))),
+        // A remote that does not answer is waited for inside `read_confirmed`; any other
+        // failure (a ref lock another worker of this walk holds a moment, a transfer cut short)
+        // is tried again a few times before the claim is called unconfirmed.
+        let mut attempt = 0;
+        let held = loop {
+            match claim::read_confirmed(self.store, &key) {
+                Ok(held) => break held,
+                Err(_) if attempt < CONFIRM_ATTEMPTS && !gix::interrupt::is_triggered() => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+                }
+                Err(err) => {
+                    // Unconfirmed is not lost to someone else: what this walk may still hold is
+                    // given back, so that the task is not left claimed by a walk that has gone
+                    // on (its work stays on its try branch for whoever takes it next).
+                    let _ = claim::release(self.store, &self.walker.ctx, &key, &self.walker.key, false);
+                    return Ok(Some(format!("its claim could not be confirmed: {err:#}")));
+                }
+            }
         };
         Ok(match held {
             Some(held) if held.record.holder != self.walker.key => {
