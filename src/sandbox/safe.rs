@@ -77,10 +77,9 @@ fn open_plain(dir: Option<&OwnedFd>, name: &[u8], directory: bool) -> std::io::R
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The bytes of the regular file `rel` beneath `root`, if there is one: `Ok(None)` when it does
-/// not exist; an error when it is a link, a directory, anything but a regular file, or larger
-/// than `limit`.
-pub fn read(root: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+/// The regular file `rel` beneath `root`, opened without following links, and what it is:
+/// `Ok(None)` when it does not exist; an error when it is a link or anything but a regular file.
+fn open_file(root: &Path, rel: &Path) -> Result<Option<(File, std::fs::Metadata)>> {
     let file = match open_beneath(root, rel, false) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -91,6 +90,14 @@ pub fn read(root: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     };
     let meta = file.metadata().with_context(|| format!("could not look at '{}'", rel.display()))?;
     anyhow::ensure!(meta.is_file(), "'{}' in '{}' is not a regular file", rel.display(), root.display());
+    Ok(Some((file, meta)))
+}
+
+/// The bytes of the regular file `rel` beneath `root`, if there is one: `Ok(None)` when it does
+/// not exist; an error when it is a link, a directory, anything but a regular file, or larger
+/// than `limit`.
+pub fn read(root: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
+    let Some((file, meta)) = open_file(root, rel)? else { return Ok(None) };
     anyhow::ensure!(
         meta.len() <= limit,
         "'{}' in '{}' is larger than {limit} bytes ({})",
@@ -108,16 +115,7 @@ pub fn read(root: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
 /// at most `limit` of them; `Ok(None)` when it does not exist.
 pub fn read_from(root: &Path, rel: &Path, from: u64, limit: u64) -> Result<Option<Vec<u8>>> {
     use std::io::{Seek as _, SeekFrom};
-    let mut file = match open_beneath(root, rel, false) {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => {
-            return Err(err)
-                .with_context(|| format!("'{}' in '{}' cannot be read safely", rel.display(), root.display()))
-        }
-    };
-    let meta = file.metadata().with_context(|| format!("could not look at '{}'", rel.display()))?;
-    anyhow::ensure!(meta.is_file(), "'{}' in '{}' is not a regular file", rel.display(), root.display());
+    let Some((mut file, meta)) = open_file(root, rel)? else { return Ok(None) };
     if meta.len() <= from {
         return Ok(Some(Vec::new()));
     }

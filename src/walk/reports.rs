@@ -123,8 +123,7 @@ impl GitDispatcher<'_> {
             }
             Report::Hook { source, event, agent_session, transcript, cwd, detail, digest } => {
                 let Some(source) = Source::from_name(&source) else {
-                    let detail = format!("a hook report from '{}', which is no hook git-loop has", short(&source));
-                    return self.overreach(l, session, "hook", None, Vec::new(), Some(detail));
+                    return self.overreach(l, session, "hook", None, Vec::new(), Some(no_such_hook(&source)));
                 };
                 // The digest names a marker file: only what a digest looks like.
                 if digest.is_empty() || digest.len() > 64 || !digest.chars().all(|c| c.is_ascii_alphanumeric()) {
@@ -147,8 +146,7 @@ impl GitDispatcher<'_> {
             }
             Report::HookFailed { source, error } => {
                 let Some(source) = Source::from_name(&source) else {
-                    let detail = format!("a hook report from '{}', which is no hook git-loop has", short(&source));
-                    return self.overreach(l, session, "hook", None, Vec::new(), Some(detail));
+                    return self.overreach(l, session, "hook", None, Vec::new(), Some(no_such_hook(&source)));
                 };
                 let at = hook::Session { key: session.to_owned(), task, try_number: Some(l.try_.number) };
                 let error = short(&error);
@@ -293,4 +291,9 @@ fn short(text: &str) -> String {
     } else {
         line
     }
+}
+
+/// What a report naming a hook git-loop does not have is journaled as.
+fn no_such_hook(source: &str) -> String {
+    format!("a hook report from '{}', which is no hook git-loop has", short(source))
 }
