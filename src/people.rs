@@ -347,23 +347,23 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
             .filter(|m| pending.as_ref().is_some_and(|p| m.theirs.parse::<gix::ObjectId>().is_ok_and(|t| t == p.head)))
     });
     let mut merging = merging_try.clone();
-    let (try_, resumed) = match (&pending, &merging_try) {
+    let (try_, resumed, checkout) = match (&pending, &merging_try) {
         (Some(pending), None) => {
             let answer = crate::landing::conflict::Answer::of(store, &id, pending)?;
             match tries::merge::open(store, &id, &me, &events, &answer.merge())? {
                 tries::merge::Begun::Conflicts { opened, paths } => {
                     merging = Some(answer.started(opened.try_.number, paths));
-                    (opened.try_, false)
+                    (opened.try_, false, opened.checkout)
                 }
                 tries::merge::Begun::Clean(commit) => {
                     let opened = tries::open(store, &id, &me, None, &events, || Ok(commit))?;
-                    (opened.try_, opened.resumed)
+                    (opened.try_, opened.resumed, opened.checkout)
                 }
             }
         }
         _ => {
             let opened = tries::open(store, &id, &me, worked.as_ref().map(|w| w.try_number), &events, start)?;
-            (opened.try_, opened.resumed)
+            (opened.try_, opened.resumed, opened.checkout)
         }
     };
     let opened = !resumed;
@@ -381,6 +381,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
                 resumed: false,
                 race: false,
                 warmed: None,
+                checkout: checkout.as_ref().map(|c| c.record()),
             }),
         )?;
         if let Some(started) = merging.clone().filter(|m| m.number == try_.number) {

@@ -117,7 +117,10 @@ fn summary(report: &Report) -> String {
         plural(c.notes, "note", "notes"),
         plural(c.anchors, "anchor", "anchors"),
         plural(c.branches, "branch", "branches"),
-        plural(c.worktrees, "worktree", "worktrees"),
+        match c.pooled {
+            0 => plural(c.worktrees, "worktree", "worktrees"),
+            n => format!("{} ({n} pooled)", plural(c.worktrees, "worktree", "worktrees")),
+        },
         plural(c.sessions, "session", "sessions"),
     );
     let count = |severity: Severity| report.findings.iter().filter(|f| f.severity == severity).count();

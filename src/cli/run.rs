@@ -381,6 +381,8 @@ pub(super) fn walk_options(
     opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
     opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
     opts.warm = git_loop::tries::warm::Plan::read(store)?;
+    // Read where it is used; refused here, before anything runs.
+    git_loop::tries::pool::size(store)?;
     for line in &opts.warm.skipped {
         super::output::stderr_line(format!("warning: not warmed: {line}"));
     }
@@ -637,15 +639,22 @@ impl Observer for Progress {
             Event::Claimed { task, title, priority } => {
                 self.say(Some(task), format!("claimed · {priority} · {}", title.lines().next().unwrap_or("")))
             }
-            Event::TryOpened { task, number, branch, worktree, resumed, warmed } => self.say(
-                Some(task),
-                format!(
-                    "{} try {number} on {branch} · {}{}",
-                    if *resumed { "continuing" } else { "opened" },
-                    worktree.display(),
-                    warmed.as_ref().map(|w| format!(" · {}", w.describe())).unwrap_or_default()
-                ),
-            ),
+            Event::TryOpened { task, number, branch, worktree, resumed, warmed, checkout } => {
+                let pooled = checkout.as_ref().and_then(|c| c.describe());
+                // A pooled worktree kept its build state: "nothing to warm" says nothing then.
+                let warmed =
+                    warmed.as_ref().filter(|w| pooled.is_none() || !w.paths.is_empty() || !w.failed.is_empty());
+                self.say(
+                    Some(task),
+                    format!(
+                        "{} try {number} on {branch} · {}{}{}",
+                        if *resumed { "continuing" } else { "opened" },
+                        worktree.display(),
+                        pooled.map(|p| format!(" · {p}")).unwrap_or_default(),
+                        warmed.map(|w| format!(" · {}", w.describe())).unwrap_or_default()
+                    ),
+                )
+            }
             Event::SessionStarted { task, session, agent, number, attempt, role } => {
                 let which = if *attempt > 1 { format!(", continuation {}", attempt - 1) } else { String::new() };
                 let role = role.as_ref().map(|r| format!(" as {r}")).unwrap_or_default();
@@ -845,9 +854,10 @@ fn event_json(event: &Event) -> serde_json::Value {
         Event::Claimed { task, title, priority } => {
             json!({ "event": "claimed", "task": task, "title": title, "priority": priority })
         }
-        Event::TryOpened { task, number, branch, worktree, resumed, warmed } => json!({
+        Event::TryOpened { task, number, branch, worktree, resumed, warmed, checkout } => json!({
             "event": "try_opened", "task": task, "try": number, "branch": branch, "worktree": worktree, "resumed": resumed,
             "warmed": warmed.as_ref().map(|w| w.record()),
+            "checkout": checkout.as_ref().map(|c| c.record()),
         }),
         Event::SessionStarted { task, session, agent, number, attempt, role } => json!({
             "event": "session_started", "task": task, "session": session, "agent": agent, "try": number, "attempt": attempt,

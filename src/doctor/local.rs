@@ -39,8 +39,52 @@ pub(super) fn check(
 ) -> Result<()> {
     check_locks(store, opts, out)?;
     check_walks(store, ctx, opts, out, checked)?;
+    check_pool(store, ctx, opts, out, checked)?;
     check_temp_objects(store, opts, out);
     check_caches(store, opts, states, out);
+    Ok(())
+}
+
+/// A pooled worktree nobody has taken for this long is left over: its build state is stale.
+pub const POOL_IDLE: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// The pool of finished tries' worktrees (`tries::pool`): each entry counted as kept for the
+/// next try (the summary's "N pooled"), unless nobody uses it — it is not a sound worktree of this clone any more, it is
+/// beyond `loop.pool` (or the pool is off), or nobody has taken it for [`POOL_IDLE`] — when
+/// `--repair` removes it.
+fn check_pool(
+    store: &Store,
+    ctx: &Context,
+    opts: &Options,
+    out: &mut Vec<Finding>,
+    checked: &mut Checked,
+) -> Result<()> {
+    let size = tries::pool::size(store).unwrap_or(tries::pool::DEFAULT_SIZE);
+    let now_ms = ctx.now().timestamp_millis().max(0) as u64;
+    let mut kept = 0;
+    for (i, entry) in tries::pool::entries(store)?.iter().enumerate() {
+        let place = shown(opts, &entry.path);
+        let idle = Duration::from_millis(now_ms.saturating_sub(entry.kept_at_ms));
+        let why = if entry.admin.is_none() {
+            "it is no worktree this clone registers any more".to_owned()
+        } else if i >= size {
+            match size {
+                0 => "the pool is off (loop.pool 0)".to_owned(),
+                n => format!("loop.pool keeps {n}, and {n} newer ones are there"),
+            }
+        } else if idle >= POOL_IDLE {
+            format!("nobody has taken it for {} days", idle.as_secs() / 86_400)
+        } else {
+            kept += 1;
+            continue;
+        };
+        out.push(
+            Finding::leftover(Kind::Worktree, &place, format!("pooled worktree '{place}' is left over: {why}"))
+                .fix("'git loop doctor --repair' removes it and its registration")
+                .repair(Action::ClearPooled(entry.path.clone())),
+        );
+    }
+    checked.pooled = kept;
     Ok(())
 }
 
@@ -191,7 +235,9 @@ fn check_walks(
     let loop_dir = Layout::of(store.common_dir()).root().to_owned();
     let root = tries::worktrees_root(store)?;
     let regs = registrations(store);
-    checked.worktrees = regs.iter().filter(|r| r.on_try || r.worktree.starts_with(&root)).count();
+    let pool = tries::pool::dir(store)?;
+    checked.worktrees =
+        regs.iter().filter(|r| (r.on_try || r.worktree.starts_with(&root)) && !r.worktree.starts_with(&pool)).count();
     let walk_key = || format!("walker:{}", store.clone_id().unwrap_or_default());
     let mut found = Vec::new();
     match walk::this_clones_walk(store, ctx)? {

@@ -90,6 +90,8 @@ pub enum Action {
     RemoveFile(PathBuf),
     /// Remove a stale cache directory.
     RemoveDir(PathBuf),
+    /// Remove a pooled worktree nobody uses, and its registration.
+    ClearPooled(PathBuf),
 }
 
 /// One problem found.
@@ -166,6 +168,8 @@ pub struct Checked {
     pub branches: usize,
     pub missions: usize,
     pub worktrees: usize,
+    /// Finished tries' worktrees kept in the pool for the next tries (`tries::pool`).
+    pub pooled: usize,
     pub sessions: usize,
 }
 
@@ -392,6 +396,10 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
             Ok(()) => Ok(format!("removed '{}'", shown(path))),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(format!("'{}' was gone already", shown(path))),
             Err(err) => return Err(anyhow::Error::from(err).context(format!("could not remove '{}'", path.display()))),
+        },
+        Action::ClearPooled(path) => match tries::pool::clear_entry(store, path)? {
+            true => Ok(format!("removed the pooled worktree '{}'", shown(path))),
+            false => Ok(format!("'{}' was gone already (taken for a try, or cleared)", shown(path))),
         },
         Action::RemoveDir(path) => match std::fs::remove_dir_all(path) {
             Ok(()) => Ok(format!("removed '{}'", shown(path))),

@@ -603,6 +603,27 @@ pub struct TryOpened {
     /// How its new worktree was warmed (`loop.warm`). Added later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmed: Option<Warmed>,
+    /// How its worktree was made: added, or a pooled one checked out in place (`loop.pool`).
+    /// Added later; absent when the worktree was there already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<Checkout>,
+}
+
+/// How a try's worktree was made (`try_opened`'s `checkout`, docs/storage.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkout {
+    /// `added` (made from nothing) or `pooled` (a finished try's worktree checked out in place).
+    pub how: String,
+    pub elapsed_ms: u64,
+    /// Pooled: the worktree it was (`<task>-<n>`), and the files written, removed and kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<u64>,
 }
 
 /// How a try's new worktree was warmed (`try_opened`'s `warmed`, docs/storage.md).

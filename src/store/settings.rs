@@ -42,7 +42,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "loop.warm",
-        meaning: "a path, relative to the repository's root, whose ignored build state (`target`, `node_modules`, `.venv`) each new try starts with: copied from the task's previous try's worktree if it is there, else from the main checkout, by reflink where the file system clones, else copied, before `loop.setup` runs (repeatable; a `.worktreeinclude` at the root adds paths and globs, one a line; docs/architecture.md, \"Warm tries\"); a tracked, absolute or `..` path is refused (exit 2)",
+        meaning: "a path, relative to the repository's root, whose ignored build state (`target`, `node_modules`, `.venv`) each new try starts with (unset, with no `.worktreeinclude`: `target` and `node_modules`; `none`: nothing): copied from the task's previous try's worktree if it is there, else from the main checkout, by reflink where the file system clones, else copied, before `loop.setup` runs (repeatable; a `.worktreeinclude` at the root adds paths and globs, one a line; docs/architecture.md, \"Warm tries\"); a tracked, absolute or `..` path is refused (exit 2)",
     },
     Key { key: "loop.review", meaning: "a command that must approve a try (exit 0) after its checks pass" },
     Key {
@@ -117,6 +117,10 @@ pub const KEYS: &[Key] = &[
         meaning: "how many task branches the landing queue merges before checking the result once (default 8; `land --batch`)",
     },
     Key { key: "loop.worktrees", meaning: "where try worktrees go (default: `<git-common-dir>/loop/worktrees`)" },
+    Key {
+        key: "loop.pool",
+        meaning: "how many finished tries' worktrees to keep for the next tries, which check their branch out in place and keep the ignored build state (default 4; 0 to 64; 0: none); docs/cli.md",
+    },
     Key {
         key: "loop.holder",
         meaning: "a holder the `pre-push` hook counts as this clone's, besides its own (repeatable)",

@@ -90,6 +90,7 @@ pub fn run_fed(
     let mut program = "sh".to_owned();
     let mut args = vec!["-c".to_owned(), command.to_owned()];
     let mut env = env.to_vec();
+    env.extend(super::warm::own_build_dirs(cwd));
     let room = match runner.sandbox {
         Some(sandbox) => {
             let room = store.layout()?.room(&marker);

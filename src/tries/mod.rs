@@ -15,6 +15,7 @@
 pub mod checks;
 pub mod commit;
 pub mod merge;
+pub mod pool;
 pub mod warm;
 
 use std::path::{Path, PathBuf};
@@ -364,6 +365,8 @@ pub struct Opened {
     pub try_: Try,
     /// An unfinished try taken up again (its branch, with its work, was there already).
     pub resumed: bool,
+    /// How its worktree was made (`None`: it was there).
+    pub checkout: Option<pool::Checkout>,
 }
 
 /// Open a try of `task` to work in, with its worktree: the unfinished try `unfinished` if its
@@ -393,8 +396,8 @@ pub fn open(
             (try_, false)
         }
     };
-    add_worktree(store, &try_)?;
-    Ok(Opened { try_, resumed })
+    let checkout = add_worktree(store, &try_)?;
+    Ok(Opened { try_, resumed, checkout })
 }
 
 /// Make `try_`'s branch at `start`, unless it exists: then it holds the try's own work (its
@@ -409,14 +412,20 @@ pub fn open_branch(store: &Store, try_: &Try, start: ObjectId) -> Result<()> {
 }
 
 /// Add the worktree for `try_` on its branch (which must exist), serialized across
-/// processes: concurrent `worktree add`s otherwise fail now and then. A leftover registration
-/// whose directory is gone (deleted under the loop) is pruned first.
-pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
+/// processes: concurrent `worktree add`s otherwise fail now and then. A finished try's worktree
+/// in the pool is checked out in place when there is one (see `pool`), else one is added. A
+/// leftover registration whose directory is gone (deleted under the loop) is pruned first.
+/// `None` when the worktree is there already.
+pub fn add_worktree(store: &Store, try_: &Try) -> Result<Option<pool::Checkout>> {
     let _guard = WorktreeLock::take(store)?;
     if try_.worktree.join(".git").exists() {
-        return Ok(());
+        return Ok(None);
     }
     prune_missing(store)?;
+    let (reused, elapsed) = pool::timed(|| pool::take(store, try_))?;
+    if let Some(reused) = reused {
+        return Ok(Some(pool::Checkout { how: pool::How::Pooled(reused), elapsed }));
+    }
     if let Some(parent) = try_.worktree.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("could not create '{}'", parent.display()))?;
     }
@@ -425,12 +434,15 @@ pub fn add_worktree(store: &Store, try_: &Try) -> Result<()> {
     // whose worktree is not there yet, and `.git/worktrees` once it is empty: gix, unlike
     // git, does not lock a worktree while it adds it. What vanished is tried again, after the
     // half-made worktree is undone.
-    store.add_worktree(&try_.worktree, &try_.branch, &|| {
-        if !existed {
-            let _ = std::fs::remove_dir_all(&try_.worktree);
-            let _ = prune_missing(store);
-        }
-    })
+    let ((), added) = pool::timed(|| {
+        store.add_worktree(&try_.worktree, &try_.branch, &|| {
+            if !existed {
+                let _ = std::fs::remove_dir_all(&try_.worktree);
+                let _ = prune_missing(store);
+            }
+        })
+    })?;
+    Ok(Some(pool::Checkout { how: pool::How::Added, elapsed: elapsed + added }))
 }
 
 /// Add a worktree at `path` with `commit` checked out on a detached HEAD (a reviewer's
@@ -483,9 +495,16 @@ pub fn prune_registration(store: &Store, admin: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Remove a try's worktree, whatever is in it, and its registration (its branch and commits
-/// stay): `git worktree remove --force`. Callers commit what they keep first.
+/// Be done with a try's worktree, whatever is in it (its branch and commits stay): kept in the
+/// pool for the next try when the pool takes it (see `pool`), else removed with its
+/// registration (`git worktree remove --force`). Callers commit what they keep first.
 pub fn remove_worktree(store: &Store, try_: &Try) -> Result<()> {
+    {
+        let _guard = WorktreeLock::take(store)?;
+        if std::fs::symlink_metadata(&try_.worktree).is_ok_and(|m| m.is_dir()) && pool::give_back(store, try_)? {
+            return Ok(());
+        }
+    }
     remove_worktree_at(store, &try_.worktree)
 }
 

@@ -35,6 +35,14 @@ use crate::store::Store;
 /// The file at the repository's root whose lines name more paths to warm.
 pub const INCLUDE_FILE: &str = ".worktreeinclude";
 
+/// What is warmed when neither `loop.warm` nor a `.worktreeinclude` names anything: the build
+/// directories of cargo and npm, where git ignores them (`.venv` is not among them: its scripts
+/// name the interpreter of the checkout they were made in, which a try must not write through).
+pub const DEFAULTS: [&str; 2] = ["target", "node_modules"];
+
+/// The origin of a path warmed by default.
+const DEFAULT_ORIGIN: &str = "default";
+
 /// One path (or glob) to warm, and where it was named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
@@ -57,13 +65,18 @@ impl Plan {
     /// The plan the repository's settings and its `.worktreeinclude` make. A `loop.warm` path
     /// that is absolute, leaves the repository, names `.git`, or is tracked in the main checkout
     /// is a usage error naming it, with a hint; such a line of `.worktreeinclude` is skipped.
+    /// Neither naming anything, [`DEFAULTS`] are warmed; `loop.warm = none` warms nothing.
     pub fn read(store: &Store) -> Result<Plan> {
         let (mut wanted, mut skipped) = (Vec::new(), Vec::new());
-        for value in store.config_values("loop.warm") {
+        let values = store.config_values("loop.warm");
+        if values.iter().any(|v| v.trim() == "none") {
+            return Ok(Plan::default());
+        }
+        for value in &values {
             if value.trim().is_empty() {
                 continue;
             }
-            wanted.push(parse(&value, "loop.warm", false)?);
+            wanted.push(parse(value, "loop.warm", false)?);
         }
         let file = store.workdir().join(INCLUDE_FILE);
         // Not followed if it is a link: the file is the repository's own.
@@ -81,6 +94,10 @@ impl Plan {
                 }
             }
         }
+        if wanted.is_empty() && values.is_empty() && skipped.is_empty() {
+            wanted =
+                DEFAULTS.iter().map(|p| Wanted { path: (*p).to_owned(), origin: DEFAULT_ORIGIN.to_owned() }).collect();
+        }
         if !wanted.is_empty() {
             let main = open_worktree(store.workdir())?;
             let index = main.index_or_empty().context("could not read the main checkout's index")?;
@@ -91,6 +108,9 @@ impl Plan {
                     continue;
                 }
                 let message = format!("{} '{}' is tracked: only ignored build state is warmed", w.origin, w.path);
+                if w.origin == DEFAULT_ORIGIN {
+                    continue;
+                }
                 if w.origin != "loop.warm" {
                     skipped.push(message);
                     continue;
@@ -106,6 +126,12 @@ impl Plan {
 
     pub fn is_empty(&self) -> bool {
         self.wanted.is_empty()
+    }
+
+    /// Whether it is the default plan (nothing named): then a try with nothing to warm says
+    /// nothing of it.
+    pub fn is_default(&self) -> bool {
+        !self.wanted.is_empty() && self.wanted.iter().all(|w| w.origin == DEFAULT_ORIGIN)
     }
 }
 
@@ -152,6 +178,21 @@ fn parse(text: &str, origin: &str, include: bool) -> Result<Wanted, Refusal> {
 
 fn is_glob(path: &str) -> bool {
     path.contains(['*', '?', '['])
+}
+
+/// What a command run in `worktree` (a session, checks, setup) is given so that it builds in
+/// a directory of its own: a `CARGO_TARGET_DIR` of the environment that points outside it —
+/// one directory every try would share, and wait on, since cargo locks it — is pointed at the
+/// worktree's own `target/` instead. A relative one is already the worktree's.
+pub fn own_build_dirs(worktree: &Path) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        if dir.is_absolute() && !dir.starts_with(worktree) {
+            env.push(("CARGO_TARGET_DIR".to_owned(), worktree.join("target").display().to_string()));
+        }
+    }
+    env
 }
 
 /// Where a try's warm state came from.
@@ -279,9 +320,24 @@ pub fn warm(store: &Store, try_: &Try, plan: &Plan, below: u32) -> Result<Option
     if plan.is_empty() {
         return Ok(None);
     }
-    let began = Instant::now();
     let (source, from) = source(store, try_, below)?;
-    let into = &try_.worktree;
+    warm_into(&try_.worktree, source, &from, plan)
+}
+
+/// Warm a reviewer's checkout of `try_`'s work (at `into`) from the try's worktree, where its
+/// build is, else from the main checkout; `None` when the plan is empty.
+pub fn warm_checkout(store: &Store, into: &Path, try_: &Try, plan: &Plan) -> Result<Option<Warmed>> {
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let (source, from) = source(store, try_, try_.number + 1)?;
+    warm_into(into, source, &from, plan)
+}
+
+/// Warm the worktree at `into` by `plan` from the worktree at `from` (which is `source`).
+fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Option<Warmed>> {
+    let began = Instant::now();
+    let from = from.to_owned();
     let source_repo = open_worktree(&from)?;
     let source_index = source_repo.index_or_empty().context("could not read the source's index")?;
     let try_repo = open_worktree(into)?;
@@ -335,6 +391,9 @@ pub fn warm(store: &Store, try_: &Try, plan: &Plan, below: u32) -> Result<Option
                 failed.push((rel, err.to_string()));
             }
         }
+    }
+    if warmed.is_empty() && failed.is_empty() && plan.is_default() {
+        return Ok(None);
     }
     let method = match (tally.cloned, tally.copied) {
         (_, 0) if tally.cloned > 0 => Method::Reflink,

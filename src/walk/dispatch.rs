@@ -148,23 +148,23 @@ impl GitDispatcher<'_> {
             Some(_) => None,
         };
         let mut started = None;
-        let (try_, resumed) = match pending {
+        let (try_, resumed, checkout) = match pending {
             Some(pending) => {
                 let answer = crate::landing::conflict::Answer::of(self.store, &id, &pending)?;
                 match tries::merge::open(self.store, &id, &self.walker.key, history, &answer.merge())? {
                     tries::merge::Begun::Conflicts { opened, paths } => {
                         started = Some(answer.started(opened.try_.number, paths));
-                        (opened.try_, false)
+                        (opened.try_, false, opened.checkout)
                     }
                     tries::merge::Begun::Clean(commit) => {
                         let opened = tries::open(self.store, &id, &self.walker.key, None, history, || Ok(commit))?;
-                        (opened.try_, opened.resumed)
+                        (opened.try_, opened.resumed, opened.checkout)
                     }
                 }
             }
             None => {
                 let opened = tries::open(self.store, &id, &self.walker.key, unfinished, history, || Ok(head))?;
-                (opened.try_, opened.resumed)
+                (opened.try_, opened.resumed, opened.checkout)
             }
         };
         // Before `loop.setup`, which runs before the first session.
@@ -180,6 +180,7 @@ impl GitDispatcher<'_> {
                 resumed,
                 race: false,
                 warmed: warmed.as_ref().map(|w| w.record()),
+                checkout: checkout.as_ref().map(|c| c.record()),
             }),
         )?;
         unit.merging = match started {
@@ -196,6 +197,7 @@ impl GitDispatcher<'_> {
             worktree: try_.worktree.clone(),
             resumed,
             warmed,
+            checkout,
         });
         unit.try_ = Some(try_);
         Ok(None)

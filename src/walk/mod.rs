@@ -206,6 +206,8 @@ pub enum Event {
         resumed: bool,
         /// How its worktree was warmed (`loop.warm`), if it was.
         warmed: Option<crate::tries::warm::Warmed>,
+        /// How its worktree was made (added, or a pooled one reused), if it was made.
+        checkout: Option<crate::tries::pool::Checkout>,
     },
     SessionStarted {
         task: String,
@@ -579,6 +581,19 @@ impl Walker<'_> {
                 });
                 None
             }
+        }
+    }
+
+    /// Warm a reviewer's checkout of `try_`'s work by the walk's plan, from the try's worktree
+    /// (else the main checkout), as `warm` does; a failure is said and it starts cold.
+    pub fn warm_checkout(&self, store: &Store, checkout: &std::path::Path, try_: &crate::tries::Try) {
+        if let Err(err) = crate::tries::warm::warm_checkout(store, checkout, try_, &self.opts.warm) {
+            self.observer.event(&Event::Warning {
+                message: format!(
+                    "could not warm the reviewer's checkout of try {} of {}: {err:#}",
+                    try_.number, try_.task
+                ),
+            });
         }
     }
 

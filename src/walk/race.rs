@@ -328,11 +328,12 @@ pub fn run(
                         resumed: false,
                         race: true,
                         warmed: None,
+                        checkout: None,
                     }),
                 )?;
             }
             if !race.ended.contains_key(n) {
-                tries::add_worktree(store, &try_)?;
+                let checkout = tries::add_worktree(store, &try_)?;
                 // From the try the race began from, else the main checkout: never one entrant's
                 // build state from another's.
                 let first = race.tries.iter().copied().min().unwrap_or(*n);
@@ -344,6 +345,7 @@ pub fn run(
                     worktree: try_.worktree.clone(),
                     resumed: false,
                     warmed,
+                    checkout,
                 });
                 seats.push((i, try_));
             }

@@ -215,6 +215,8 @@ impl GitDispatcher<'_> {
             let session = format!("s-{}", random_base32(8));
             let checkout = self.store.layout()?.review_checkout(&session);
             tries::add_detached_worktree(self.store, &checkout, head)?;
+            // The try's build state, so a reviewer that builds or tests does not start cold.
+            self.walker.warm_checkout(self.store, &checkout, seat.try_);
             self.walker.record(
                 self.store,
                 Some(&seat.task.id),

@@ -96,7 +96,7 @@ impl GitDispatcher<'_> {
         let (task, try_, agent) = (seat.task, seat.try_, seat.agent);
         if !try_.worktree.join(".git").exists() {
             // Deleted under the loop: the branch holds the work; check it out again.
-            tries::add_worktree(self.store, try_)?;
+            let checkout = tries::add_worktree(self.store, try_)?;
             self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).remove(&try_.worktree);
             if let Some(warmed) = self.walker.warm(self.store, try_, try_.number) {
                 self.walker.observer.event(&Event::TryOpened {
@@ -106,6 +106,7 @@ impl GitDispatcher<'_> {
                     worktree: try_.worktree.clone(),
                     resumed: true,
                     warmed: Some(warmed),
+                    checkout,
                 });
             }
         }
@@ -733,6 +734,7 @@ impl GitDispatcher<'_> {
             env.push(("GIT_LOOP_SPENT_SESSIONS".into(), before.sessions.to_string()));
             env.push(("GIT_LOOP_SPENT_UNKNOWN".into(), before.unknown.to_string()));
         }
+        env.extend(crate::tries::warm::own_build_dirs(&try_.worktree));
         env.extend(agent.session_env(dir));
         Ok(env)
     }

@@ -157,8 +157,20 @@ fn a_walk_killed_between_any_two_writes_is_picked_up_by_the_next_walk() {
             let repaired = repo.run(&["doctor", "--repair", "--json"]);
             assert_eq!(repaired.code, 0, "{when}: doctor --repair\n{}{}", repaired.stdout, repaired.stderr);
             let json = repaired.json();
-            let mut kinds = json["repaired"].as_array().expect("repaired").iter().map(|r| &r["kind"]);
-            assert!(kinds.all(|k| k == "walk" || k == "lock"), "{when}: {}", repaired.stdout);
+            // A kill while a finished try's worktree moves into the pool leaves a pool entry
+            // its registration does not name yet: cleared, with the registration, not used.
+            let pool_move = |r: &serde_json::Value| {
+                let outcome = r["outcome"].as_str().unwrap_or_default();
+                r["kind"] == "worktree"
+                    && (outcome.starts_with("removed the pooled worktree")
+                        || outcome.ends_with("of a worktree that is gone"))
+            };
+            let mut repairs = json["repaired"].as_array().expect("repaired").iter();
+            assert!(
+                repairs.all(|r| r["kind"] == "walk" || r["kind"] == "lock" || pool_move(r)),
+                "{when}: {}",
+                repaired.stdout
+            );
         }
         // The next walk works the task to its end.
         let again = repo.run(&["run", "--agent-cmd", agent.as_str(), "--grace", "1"]);
@@ -169,8 +181,8 @@ fn a_walk_killed_between_any_two_writes_is_picked_up_by_the_next_walk() {
         }
         let task = repo.run(&["show", &id, "--json"]).ok().json();
         assert_eq!(task["state"], "done", "after kill {n}, the task was done by the next walk");
-        let worktrees = repo.git(&["worktree", "list", "--porcelain"]);
-        assert_eq!(worktrees.matches("worktree ").count(), 1, "after kill {n}, no try worktree is left: {worktrees}");
+        let (left, pooled) = repo.worktrees();
+        assert!(left.is_empty() && pooled <= 1, "after kill {n}, no try worktree is left: {left:?}, {pooled} pooled");
         if !killed(&run) {
             assert!(n > 10, "a walk of one unit has many writes ({n})");
             break;

@@ -103,7 +103,7 @@ fn doctor_says_a_walked_repository_is_clean() {
     let out = repo.run(&["doctor"]).ok();
     assert_eq!(
         chains_hidden(&out.stdout),
-        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees, 3 sessions\n"
+        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees (1 pooled), 3 sessions\n"
     );
     let json = repo.run(&["doctor", "--json"]).ok().json();
     assert_eq!((json["clean"].as_bool(), json["findings"].as_array().map(Vec::len)), (Some(true), Some(0)));
@@ -306,7 +306,7 @@ repaired: removed '.git/loop/index-v3'
 repaired: removed '.git/loop/journal-v1'
 note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
   fix: nothing to do: it goes when its holder finishes
-no problems found (1 thing in use, left alone): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees, 0 sessions
+no problems found (1 thing in use, left alone): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees (1 pooled), 0 sessions
 "
     );
     assert_eq!(repo.run(&["doctor", "--json"]).ok().json()["clean"], true);
@@ -334,7 +334,8 @@ no problems found (1 thing in use, left alone): checked 2 tasks, 2 claims, <N> j
     }
     drop(holder);
     assert!(!worktree.exists(), "the leftover worktree is gone");
-    assert_eq!(repo.git(&["worktree", "list", "--porcelain"]).matches("worktree ").count(), 2, "main and 'other'");
+    let (others, pooled) = repo.worktrees();
+    assert_eq!((others.len(), pooled), (1, 1), "'other', and the leftover try's worktree pooled: {others:?}");
 }
 
 /// A leftover worktree with work in it: the work is committed to its try branch before the

@@ -195,6 +195,16 @@ impl Repo<'_> {
         String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
     }
 
+    /// The try worktrees `git worktree list` shows besides the checkout itself, and how many
+    /// finished tries' worktrees are kept in the pool (`.git/loop/worktrees/.pool/`).
+    pub fn worktrees(&self) -> (Vec<String>, usize) {
+        let listed = self.git(&["worktree", "list", "--porcelain"]);
+        let paths: Vec<&str> = listed.lines().filter_map(|l| l.strip_prefix("worktree ")).skip(1).collect();
+        let pooled = paths.iter().filter(|p| p.contains("/.git/loop/worktrees/.pool/")).count();
+        let tries = paths.iter().filter(|p| !p.contains("/.git/loop/worktrees/.pool/")).map(|p| p.to_string());
+        (tries.collect(), pooled)
+    }
+
     /// The session records of this repository's walks, oldest first.
     pub fn session_records(&self) -> Vec<serde_json::Value> {
         let Ok(entries) = std::fs::read_dir(self.dir.join(".git/loop/sessions")) else { return Vec::new() };

@@ -13,13 +13,6 @@ fn head(repo: &Repo<'_>, rev: &str) -> String {
     repo.git(&["rev-parse", rev])
 }
 
-fn worktrees(repo: &Repo<'_>) -> Vec<String> {
-    repo.git(&["worktree", "list", "--porcelain"])
-        .lines()
-        .filter_map(|l| l.strip_prefix("worktree ").map(ToOwned::to_owned))
-        .collect()
-}
-
 fn sessions_of(repo: &Repo<'_>, id: &str) -> Vec<(String, u64)> {
     journal(repo, id)
         .iter()
@@ -70,7 +63,8 @@ fn first_mode_one_winner_the_loser_is_stopped_and_its_work_kept() {
     let slow = repo.session_records().into_iter().find(|r| r["agent"] == "slow").expect("slow's record");
     let pid = slow["pid"].as_u64().expect("pid");
     assert!(!PathBuf::from(format!("/proc/{pid}")).exists(), "the loser's process group is gone");
-    assert_eq!(worktrees(&repo).len(), 1, "no try worktree is left: {:?}", worktrees(&repo));
+    let (left, pooled) = repo.worktrees();
+    assert_eq!((left.len(), pooled), (0, 2), "no try worktree is left, both are pooled: {left:?}");
     let task = show(&repo, &id);
     assert_eq!((task["state"].as_str(), task["completion"]["try"].as_u64()), (Some("done"), Some(2)));
     let kinds = kinds_of(&journal(&repo, &id));
@@ -173,7 +167,8 @@ fn w2_sixteen_entrants_at_once_leave_no_orphaned_worktree() {
     assert!(!out.stderr.contains("warning"), "{}", out.stderr);
     let branches = repo.git(&["branch", "--list", &format!("loop-try/{id}/*")]);
     assert_eq!(branches.lines().count(), 16, "{branches}");
-    assert_eq!(worktrees(&repo).len(), 1, "{:?}", worktrees(&repo));
+    let (left, pooled) = repo.worktrees();
+    assert_eq!((left.len(), pooled), (0, 4), "no try worktree is left, loop.pool's 4 are kept: {left:?}");
     assert_eq!(repo.git(&["worktree", "prune", "--dry-run", "--verbose"]), "", "nothing to prune");
     let opened = journal(&repo, &id).iter().filter(|e| e["kind"] == "try_opened" && e["data"]["race"] == true).count();
     assert_eq!(opened, 16);

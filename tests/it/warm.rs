@@ -253,3 +253,124 @@ fn warming_never_reads_or_writes_through_a_symlinked_directory() {
     assert!(std::fs::read_dir(&tree_web).expect("read").next().is_none(), "nothing written outside the try");
     assert!(one.worktree.join("lib").is_symlink(), "the try's lib is its tracked link, nothing copied into it");
 }
+
+/// What a try sees of its worktree, written into it last (so it is committed with its work):
+/// every path but `.git` and `target/`, the tracked file the try before changed, the
+/// modification time of a file nobody changed, the build state, and `git status`.
+const INVENTORY: &str = "{ find . -path ./.git -prune -o -path ./target -prune -o -print | sort; cat keep.txt; \
+     stat -c %Y src/x; cat target/by 2>/dev/null || echo no-build; git status --porcelain; } > /tmp/seen\n\
+     mv /tmp/seen seen.txt\n\
+     echo changed >> keep.txt\necho mine > \"new-$GIT_LOOP_TASK.txt\"\n\
+     printf 'extra-ignored/\\n' >> .gitignore\nmkdir -p extra-ignored && echo secret > extra-ignored/secret\n\
+     mkdir -p target && echo \"$GIT_LOOP_TASK\" > target/by\ngit loop finish done";
+
+fn opened_line(out: &crate::harness::Run, id: &str) -> String {
+    out.stdout.lines().find(|l| l.contains(id) && l.contains("opened try")).unwrap_or_default().to_owned()
+}
+
+fn checkout_of(repo: &Repo<'_>, id: &str) -> serde_json::Value {
+    journal(repo, id).into_iter().find(|e| e["kind"] == "try_opened").expect("try_opened")["data"]["checkout"].clone()
+}
+
+/// Issue 25's pool: a finished try's worktree is kept and the next try checks its own branch
+/// out in it, in place — whatever the try before (or anyone) left there that is not ignored
+/// build state goes, a file the new tree has and nobody changed keeps its modification time,
+/// and the ignored build state stays. With `loop.pool 0` nothing is kept, and `doctor` clears
+/// what the pool still holds.
+#[test]
+fn a_finished_tries_worktree_is_checked_out_in_place_for_the_next_try_and_leaks_nothing_of_it() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), "target/\n").expect("gitignore");
+    std::fs::create_dir_all(repo.dir.join("src")).expect("mkdir");
+    std::fs::write(repo.dir.join("src/x"), "one\n").expect("write");
+    std::fs::write(repo.dir.join("keep.txt"), "keep\n").expect("write");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "files"]);
+    let agent = env.agent("inventory", INVENTORY);
+    let (first, second, third) = (repo.add(&["First"]), repo.add(&["Second"]), repo.add(&["Third"]));
+    let walk = |id: &str| repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--task", id]).ok();
+    let out = walk(&first);
+    assert!(!opened_line(&out, &first).contains("reused"), "nothing pooled yet: {}", out.stdout);
+    assert_eq!(checkout_of(&repo, &first)["how"], "added");
+    let pool = repo.dir.join(".git/loop/worktrees/.pool");
+    let kept: Vec<_> = std::fs::read_dir(&pool).expect("a pool").flatten().map(|e| e.path()).collect();
+    assert_eq!(kept.len(), 1, "the finished try's worktree is kept: {kept:?}");
+    assert!(!repo.dir.join(format!(".git/loop/worktrees/{first}-1")).exists(), "not at its try's place any more");
+    let listed = repo.git(&["worktree", "list"]);
+    assert!(listed.contains(".pool/") && listed.contains("(detached HEAD)"), "no branch stays checked out: {listed}");
+    // Whatever else lands there while it waits: files, a nested repository, a link out, a
+    // changed tracked file, a touched one.
+    let entry = &kept[0];
+    let outside = env.path("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::fs::write(entry.join("stray.txt"), "stray\n").expect("write");
+    std::fs::create_dir_all(entry.join("stray-dir/deeper")).expect("mkdir");
+    std::fs::write(entry.join("stray-dir/deeper/file"), "stray\n").expect("write");
+    std::fs::create_dir_all(entry.join("nested")).expect("mkdir");
+    env.git(&entry.join("nested"), &["init", "-q"]);
+    std::os::unix::fs::symlink(&outside, entry.join("escape")).expect("symlink");
+    std::fs::write(entry.join("keep.txt"), "tampered\n").expect("write");
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    std::fs::File::options().write(true).open(entry.join("src/x")).and_then(|f| f.set_modified(old)).expect("mtime");
+
+    let out = walk(&second);
+    let line = opened_line(&out, &second);
+    assert!(
+        line.contains(&format!("reused the pooled worktree of {first}-1 (")) && line.contains("kept"),
+        "the opened line says the worktree was reused: {}",
+        out.stdout
+    );
+    assert!(line.contains(&format!("/{second}-1 ")), "at the try's own place: {line}");
+    let checkout = checkout_of(&repo, &second);
+    assert_eq!((checkout["how"].as_str(), checkout["from"].as_str()), (Some("pooled"), Some(&*format!("{first}-1"))));
+    let seen = repo.git(&["show", &format!("loop/{second}:seen.txt")]);
+    assert_eq!(
+        seen,
+        ".\n./.gitignore\n./README\n./keep.txt\n./src\n./src/x\nkeep\n1000000000\n".to_owned() + &first,
+        "only the new try's tree (the first try's files, its ignore rule and what was put in the pool \
+         gone, the tampered file restored), the untouched file not rewritten, the build state kept, \
+         and git status clean"
+    );
+    assert_eq!(std::fs::read_dir(&outside).expect("outside").count(), 0, "nothing written through the link");
+
+    // Off: nothing is reused or kept, and doctor clears what the pool holds.
+    repo.git(&["config", "loop.pool", "0"]);
+    let out = walk(&third);
+    assert!(!opened_line(&out, &third).contains("reused"), "{}", out.stdout);
+    assert_eq!(checkout_of(&repo, &third)["how"], "added");
+    assert!(!repo.dir.join(format!(".git/loop/worktrees/{third}-1")).exists(), "removed, not kept");
+    let doctor = repo.run(&["doctor"]).code(1);
+    assert!(doctor.stdout.contains("is left over: the pool is off (loop.pool 0)"), "{}", doctor.stdout);
+    repo.run(&["doctor", "--repair"]).ok();
+    assert_eq!(std::fs::read_dir(&pool).map(|d| d.count()).unwrap_or(0), 0);
+    assert_eq!(repo.git(&["worktree", "list", "--porcelain"]).matches("worktree ").count(), 1, "only the main one");
+}
+
+/// A `loop.pool` that is not a count is refused before the walk starts; a pool entry that is no
+/// worktree (its registration pruned beside the loop) is never used, and doctor clears it.
+#[test]
+fn a_bad_pool_setting_is_refused_and_a_broken_pool_entry_is_cleared_not_used() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let agent = env.agent("done", "git loop finish done");
+    let id = repo.add(&["Work"]);
+    repo.git(&["config", "loop.pool", "lots"]);
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).code(2);
+    assert!(out.stderr.contains("loop.pool 'lots' is not a number from 0 to 64"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    repo.git(&["config", "--unset", "loop.pool"]);
+    let broken = repo.dir.join(".git/loop/worktrees/.pool/1-broken");
+    std::fs::create_dir_all(&broken).expect("mkdir");
+    std::fs::write(broken.join(".git"), "gitdir: /nowhere\n").expect("write");
+    std::fs::write(broken.join("left.txt"), "not the try's\n").expect("write");
+    let doctor = repo.run(&["doctor"]).code(1);
+    assert!(
+        doctor.stdout.contains("is left over: it is no worktree this clone registers any more"),
+        "{}",
+        doctor.stdout
+    );
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    assert!(!opened_line(&out, &id).contains("reused"), "{}", out.stdout);
+    assert!(!broken.exists(), "cleared when its turn came, not used");
+}

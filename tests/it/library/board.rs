@@ -132,6 +132,7 @@ fn opened(number: u32, race: bool) -> Recorded {
         resumed: false,
         race,
         warmed: None,
+        checkout: None,
     })
 }
 
