@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod warm;
+
 const BIN: &str = env!("CARGO_BIN_EXE_git-loop");
 
 /// A sealed scratch area, like the tests': own HOME, no global or system git config.
@@ -974,7 +976,7 @@ fn main() {
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 12] = [
+    let all: [(&str, Bench); 13] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -987,6 +989,7 @@ fn main() {
         ("cost", bench_cost),
         ("scale", bench_scale),
         ("sandbox", bench_sandbox),
+        ("warm", warm::bench_warm),
     ];
     for (name, bench) in all {
         if wanted(name) {
