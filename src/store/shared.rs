@@ -67,12 +67,14 @@ const SHARED_KEYS: &[&str] = &[
 /// Sections of named settings that are shared whole: agents, roles, prices.
 const SHARED_SECTIONS: &[&str] = &["loop.agent.", "loop.role.", "loop.price."];
 
-/// A clone's own: the remote it follows, where its worktrees go, who it is, how it notifies,
-/// how long it waits on its network, and how its machine confines sessions (paths of its own).
+/// A clone's own: the remote it follows, where its worktrees go and how many it keeps, who it
+/// is, how it notifies, how long it waits on its network, and how its machine confines sessions
+/// (paths of its own).
 const LOCAL_KEYS: &[&str] = &[
     "loop.remote",
     "loop.notify",
     "loop.worktrees",
+    "loop.pool",
     "loop.holder",
     "loop.user",
     "loop.transferTimeout",

@@ -7,9 +7,9 @@
 //!    incremental build after `touch src/lib.rs` (the mean of two; target ≤ 2×); the same with
 //!    the warming itself added (`try_opened`'s `warmed.elapsed_ms`); the main checkout's cold
 //!    and nothing-changed builds for scale. Bounded by what cargo rebuilds in the try: the
-//!    workspace's own crate and its build script, whose checked-out sources are newer than the
-//!    warmed outputs (modification times are kept); every dependency is kept. A cold try is not
-//!    run: its first build is the main checkout's cold build again (minutes).
+//!    workspace's own crate and its build script, in full — rustc ignores an incremental cache
+//!    made in another directory (docs/performance.md) — while every dependency is kept. A cold
+//!    try is not run: its first build is the main checkout's cold build again (minutes).
 //! 2. **npm**: a small package (express, lodash, chalk; mocha and chai to test) whose
 //!    `package-lock.json` is committed and `node_modules/` ignored. Rows: `npm ci && npm test`
 //!    and `npm install && npm test`, each as a try's first command, warm (`loop.warm
@@ -21,14 +21,13 @@
 //!    time with `loop.pool 4`; each `try_opened`'s `checkout` (`how`: `pooled` or `added`,
 //!    `elapsed_ms`, git-loop's own clock) against `git worktree add <dir> -b <branch>` of the
 //!    same repository, whole process (the median of five; target for pooled ≤ 0.5×), and
-//!    `git worktree remove` for reference. Until the pool is built `try_opened` has no
-//!    `checkout` and these rows say "n/a".
+//!    `git worktree remove` for reference.
 //! 4. **Disk**: in the Rust project, four tasks walked with `--parallel 4`, agents that wait
 //!    until all four tries are open; while they are, the growth of the file system's used blocks
 //!    (`statvfs`, after `sync`, from before the walk) and `du -sk` of the four worktrees, for
-//!    four warm tries (`loop.warm target`) against four cold ones. With the copy fallback (ext4)
-//!    each warm try costs a whole `target/`; with reflinks (XFS, btrfs) next to nothing, which
-//!    `du` does not see (it counts shared blocks in full). Other work writing to the same file
+//!    four warm tries (`loop.warm target`) against four cold ones (`loop.warm none`). With the
+//!    copy fallback (ext4) each warm try costs a whole `target/`; with reflinks (XFS, btrfs)
+//!    next to nothing, which `du` does not see (it counts shared blocks in full). Other work writing to the same file
 //!    system shows up in the `df` figure. `TMPDIR` picks the file system the scratch is on.
 //!
 //! Every timed command — the main checkout's and the agents' alike — runs through the same
@@ -346,7 +345,7 @@ fn npm(s: &Scratch, env: &str) -> Vec<Row> {
         if warm {
             config(s, &repo, &[("loop.warm", "node_modules")]);
         } else {
-            s.run("git", &repo, &["config", "--unset-all", "loop.warm"]);
+            config(s, &repo, &[("loop.warm", "none")]);
         }
         let task = s.run(BIN, &repo, &["add", &format!("npm {n}")]);
         let kind = if warm { "warm" } else { "cold" };
@@ -462,7 +461,7 @@ fn disk(s: &Scratch, proj: &Path) -> Vec<Row> {
         if warm {
             config(s, proj, &[("loop.warm", "target")]);
         } else {
-            s.run("git", proj, &["config", "--unset-all", "loop.warm"]);
+            config(s, proj, &[("loop.warm", "none")]);
         }
         let tasks: Vec<String> = (0..4).map(|i| s.run(BIN, proj, &["add", &format!("disk {kind} {i}")])).collect();
         let dir = s.path(&format!("warm-disk-{kind}"));
