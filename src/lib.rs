@@ -6,7 +6,9 @@
 //! or decides an exit code. The layers, from the top (docs/architecture.md draws them, and
 //! says which module may import which):
 //!
-//! - `walk` (the loop over a backlog), `mission`, `people` (a person's verbs on tries),
+//! - `ops` (the porcelain: one file per verb, typed flags in, outcomes out; `ops::config`
+//!   decides which value of a setting wins);
+//! - `walk` (the loop over a backlog), `mission`,
 //!   `prune` (deleting the branches of finished tasks), `hooks` (what git and the agent CLIs
 //!   call back into);
 //! - `landing` (the merge queue: done task branches onto a target, checked on the merged
@@ -31,7 +33,7 @@ pub mod hooks;
 pub mod ids;
 pub mod landing;
 pub mod mission;
-pub mod people;
+pub mod ops;
 pub mod prune;
 pub mod refs;
 pub mod sandbox;

@@ -56,7 +56,7 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
     // A task whose history is damaged is reported (exit 3) before anything is added to it.
     task::read_whole(&store, &backlog::resolve(&store, &args.id)?)?;
     if let Some(n) = args.try_number {
-        let decided = git_loop::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
+        let decided = git_loop::ops::people::decide(&store, &env.ctx, &args.id, n, args.message)?;
         if args.json {
             let snapshot = task::read(&store, &decided.task)?
                 .ok_or_else(|| anyhow::anyhow!("task '{}' vanished after it was done", decided.task))?;

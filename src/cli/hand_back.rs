@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use git_loop::people::{self, HandBack};
+use git_loop::ops::people::{self, HandBack};
 use git_loop::refs;
 
 /// Hand back a task you took over.

@@ -1,17 +1,16 @@
 //! `git loop land`: the landing queue — done task branches onto the target branch, checked on
 //! the merged result.
 
+use std::time::Duration;
+
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use super::run::{parse_sandbox, walk_confinement};
+use super::run::parse_sandbox;
 use super::{exit, text, Env};
-use git_loop::agent::role;
-use git_loop::error::{usage, Class, Refusal};
 use git_loop::ids::Span;
-use git_loop::landing::{self, Outcome};
-use git_loop::walk;
+use git_loop::{ops, walk};
 
 /// Land done work on the target branch, checked on the merged result.
 ///
@@ -71,101 +70,25 @@ pub struct LandArgs {
 }
 
 pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
-    if args.batch == Some(0) {
-        return Err(usage("--batch must be at least 1").into());
-    }
     let store = env.open()?;
     let only = args.ids.iter().map(|id| git_loop::backlog::resolve(&store, id)).collect::<Result<Vec<_>>>()?;
-    let batch = match args.batch {
-        Some(n) => n,
-        None => store.settings().land_batch()?,
-    };
-    let checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
-    let checks_timeout = match args.checks_timeout {
-        Some(span) => std::time::Duration::from_secs(span.0.num_seconds().max(0) as u64),
-        None => store.settings().checks_timeout()?,
-    };
-    let cancelled = || gix::interrupt::is_triggered();
-    let resolver = match args.resolver.or_else(|| store.settings().resolver()) {
-        Some(name) => Some(role::of_contract(&store, &name, role::Contract::ConflictResolver, "--resolver")?),
-        None => None,
-    };
-    let summarizer = walk::summarize::role_of(&store, args.summarizer.as_deref())?;
-    // Every agent a role names must be known before anything lands.
-    let mut agent = None;
-    for role in resolver.iter().chain(&summarizer) {
-        let found =
-            git_loop::agent::presets::resolve(&store, role.agent.as_deref().unwrap_or_default(), None, &env.exe)?;
-        agent.get_or_insert(found);
-    }
-    // The checks run the merged code, and the roles are agents: confined as a walk's are.
-    let confinement = walk_confinement(env, &store, args.sandbox)?;
-    if checks.is_some() || agent.is_some() {
-        if let git_loop::sandbox::Confinement::Unconfined { .. } = &confinement {
-            super::output::stderr_line(format!("warning: {}", confinement.describe()));
-        }
-    }
-    let opts = landing::Options {
+    let flags = ops::land::LandFlags {
         into: args.into,
         only,
-        batch,
-        checks,
-        checks_timeout,
-        grace: std::time::Duration::from_secs(10),
-        exe: env.exe.clone(),
-        holder: format!("lander-{}", git_loop::ids::random_base32(8)),
-        cancelled: &cancelled,
-        resolver: &landing::NoResolver,
-        summarizer: &landing::NoSummarizer,
-        sandbox: confinement.sandbox().map(|s| s.as_ref()),
+        batch: args.batch,
+        checks: args.checks,
+        checks_timeout: args.checks_timeout.map(|span| Duration::from_secs(span.0.num_seconds().max(0) as u64)),
+        resolver: args.resolver,
+        summarizer: args.summarizer,
+        sandbox: args.sandbox,
     };
-    let outcome = match agent {
-        None => landing::land(&store, &env.ctx, &opts)?,
-        Some(agent) => {
-            // The roles' sessions run as a walk's do, under a walker of this command's own.
-            let mut walk_opts = walk::Options::new(agent);
-            walk_opts.checks = opts.checks.clone();
-            walk_opts.checks_timeout = opts.checks_timeout;
-            walk_opts.confinement = confinement.clone();
-            let observer = Warnings;
-            walk::one_off(&store, &env.ctx, env.cwd.clone(), env.exe.clone(), walk_opts, &observer, |walker| {
-                let resolver = resolver.map(|role| walk::resolve::AgentResolver { walker, role });
-                let summarizer = summarizer.map(|role| walk::summarize::AgentSummarizer { walker, role });
-                let opts = landing::Options {
-                    resolver: match &resolver {
-                        Some(r) => r,
-                        None => &landing::NoResolver,
-                    },
-                    summarizer: match &summarizer {
-                        Some(s) => s,
-                        None => &landing::NoSummarizer,
-                    },
-                    ..opts
-                };
-                landing::land(&store, &env.ctx, &opts)
-            })?
-        }
-    };
-    let report = match outcome {
-        Outcome::Ran(report) => report,
-        Outcome::Busy(held) => {
-            let r = &held.record;
-            return Err(Refusal::new(
-                Class::Busy,
-                format!("another lander is at work on this target: {} (pid {} on {})", r.holder, r.pid, r.host),
-            )
-            .hint(
-                "its landing takes in every done task; wait for it, then run 'git loop land' again if anything is left",
-            )
-            .into());
-        }
-    };
-    // A landing failed; or asked for tasks by id, one is not on the target now (the queue left
-    // out only what the target holds already); or asked for every done task, it landed none of
-    // those left in the queue.
-    let unlanded = !report.failed.is_empty()
-        || (!args.ids.is_empty() && !report.waiting.is_empty())
-        || (report.landed.is_empty() && !report.waiting.is_empty());
+    let prepared = ops::land::prepare(&store, &env.ctx, &env.exe, flags)?;
+    if prepared.runs_unconfined() {
+        super::output::stderr_line(format!("warning: {}", prepared.confinement.describe()));
+    }
+    let cancelled = || gix::interrupt::is_triggered();
+    let report = ops::land::land(&store, &env.ctx, &env.cwd, &env.exe, prepared, &cancelled, &Warnings)?;
+    let unlanded = ops::land::unlanded(&report, !args.ids.is_empty());
     let code = if unlanded { exit::FAILED } else { exit::OK };
     let mut out = super::output::Out::new();
     if args.json {

@@ -13,10 +13,11 @@ use serde_json::json;
 use super::human::count;
 use super::{text, Env};
 use git_loop::agent::presets;
-use git_loop::engine::{Limits, PausePolicy, Stop};
+use git_loop::engine::{PausePolicy, Stop};
 use git_loop::error::usage;
 use git_loop::ids::Span;
 use git_loop::mission::AgentChoice;
+use git_loop::ops;
 use git_loop::walk::unit::human_duration;
 use git_loop::walk::{self, Event, Observer};
 
@@ -90,22 +91,8 @@ impl AgentArgs {
     /// The agent asked for: the options, else loop.agent, else `default` (a race's first
     /// entrant); none at all is a usage error.
     pub(super) fn choose(self, store: &git_loop::store::Store, default: Option<&str>) -> Result<AgentChoice> {
-        if let Some(cmd) = self.agent_cmd {
-            return Ok(AgentChoice::Command(cmd));
-        }
-        let configured = || store.settings().agent();
-        match self.agent.or_else(configured) {
-            Some(name) => Ok(AgentChoice::Named { name, model: self.model }),
-            None => match default {
-                Some(name) => Ok(AgentChoice::Named { name: name.to_owned(), model: None }),
-                None => Err(usage("no agent to run")
-                    .hint(format!(
-                        "pass --agent <{}> or --agent-cmd <command>, or set loop.agent",
-                        presets::preset_names().join("|")
-                    ))
-                    .into()),
-            },
-        }
+        let flags = ops::run::AgentFlags { agent: self.agent, agent_cmd: self.agent_cmd, model: self.model };
+        ops::run::choose_agent(store, flags, default)
     }
 }
 
@@ -227,8 +214,7 @@ pub(super) fn walk_confinement(
     store: &git_loop::store::Store,
     mode: Option<git_loop::sandbox::Mode>,
 ) -> Result<git_loop::sandbox::Confinement> {
-    let policy = git_loop::sandbox::Policy::read(store, &env.ctx, mode)?;
-    Ok(git_loop::sandbox::Confinement::decide(policy, &env.ctx, &env.exe)?)
+    ops::run::confinement(store, &env.ctx, &env.exe, mode)
 }
 
 pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
@@ -239,16 +225,14 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
     let store = env.open()?;
-    let agent = match args.agent.choose(&store, args.together.first().map(String::as_str))? {
-        AgentChoice::Command(cmd) => presets::custom("custom", &cmd),
-        AgentChoice::Named { name, model } => presets::resolve(&store, &name, model.as_deref(), &env.exe)?,
-    };
+    let choice = args.agent.choose(&store, args.together.first().map(String::as_str))?;
+    let agent = ops::run::agent_of(&store, &env.exe, choice)?;
     let tasks = args
         .task
         .iter()
         .map(|t| git_loop::backlog::resolve(&store, t).map(|id| id.to_string()))
         .collect::<Result<Vec<_>>>()?;
-    refuse_stuck(env, &store, &tasks)?;
+    ops::run::refuse_stuck(&store, &env.ctx, &tasks)?;
     let json = args.walk.json;
     let mut opts = walk_options(env, &store, agent, args.together, args.walk)?;
     opts.tasks = tasks;
@@ -261,52 +245,14 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     walk_and_report(env, &store, opts, json)
 }
 
-/// Refuse tasks a walk was given (`--task`) that can never be ready, their dependencies making
-/// a cycle, saying which: otherwise the walk would find nothing to do and say only that.
-fn refuse_stuck(env: &Env, store: &git_loop::store::Store, tasks: &[String]) -> Result<()> {
-    if tasks.is_empty() {
-        return Ok(());
-    }
-    let board = git_loop::backlog::Board::load(store, &env.ctx)?;
-    for id in tasks {
-        if let Some(cycle) = board.cycle_blocking(id) {
-            let waits = if cycle.first() == Some(id) { "is in" } else { "waits on" };
-            return Err(git_loop::error::refused(format!(
-                "task '{id}' can never be ready: it {waits} a dependency cycle, {}",
-                git_loop::backlog::cycle_line(&cycle)
-            ))
-            .hint(format!("break it: git loop edit {} --remove-after {}", cycle[0], cycle[1]))
-            .into());
-        }
-    }
-    Ok(())
-}
-
 impl WalkArgs {
     pub fn json(&self) -> bool {
         self.json
     }
 }
 
-/// Check that every agent named for racing or falling back exists; a missing program is
-/// exit 77 before anything is claimed.
-fn check_agents(env: &Env, store: &git_loop::store::Store, names: &[String], what: &str) -> Result<()> {
-    for name in names {
-        git_loop::backlog::check_agent_name(name)?;
-        let agent = presets::resolve(store, name, None, &env.exe)?;
-        if let Some(program) = agent.missing_program(env.ctx.path_var.as_deref()) {
-            return Err(git_loop::error::Refusal::new(
-                git_loop::error::Class::AgentMissing,
-                format!("the {what} agent '{name}' needs '{program}', which was not found"),
-            )
-            .hint("install it or put it on PATH; see docs/agents.md")
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// The walk options shared by `run` and `race`.
+/// The walk options shared by `run` and `race` (decided in `ops::run`); what could not be
+/// warmed is said here.
 pub(super) fn walk_options(
     env: &Env,
     store: &git_loop::store::Store,
@@ -314,123 +260,37 @@ pub(super) fn walk_options(
     together: Vec<String>,
     args: WalkArgs,
 ) -> Result<walk::Options> {
-    if args.per_unit_dispatches == 0 {
-        return Err(usage("--per-unit-dispatches must be at least 1").into());
-    }
-    let parse_pick = |word: Option<String>, what: &str| -> Result<Option<walk::unit::Pick>> {
-        match word {
-            Some(word) => Ok(Some(walk::unit::Pick::parse(&word).ok_or_else(|| {
-                usage(format!("{what} '{}' is not valid", word.escape_debug())).hint("use 'first' or 'judge'")
-            })?)),
-            None => Ok(None),
-        }
+    let flags = ops::run::WalkFlags {
+        pick: args.pick,
+        judge_cmd: args.judge_cmd,
+        checks: args.checks,
+        setup: args.setup,
+        review: args.review,
+        reviewer: args.reviewer,
+        reviewer_override: args.reviewer_override,
+        resolver: args.resolver,
+        summarizer: args.summarizer,
+        fallback: args.fallback,
+        budget_usd: args.budget_usd,
+        budget_tokens: args.budget_tokens,
+        task_budget_usd: args.task_budget_usd,
+        max_turns: args.max_turns,
+        per_unit_dispatches: args.per_unit_dispatches,
+        pause_after: args.pause_after,
+        session_timeout: to_std(args.session_timeout),
+        checks_timeout: args.checks_timeout.map(to_std),
+        grace: to_std(args.grace),
+        wrap_up: to_std(args.wrap_up),
+        lease: args.lease.0,
+        base: args.base,
+        land: args.land,
+        sandbox: args.sandbox,
+        accept_settings: args.accept_settings,
     };
-    let pick = parse_pick(args.pick, "pick mode")?;
-    let pick_default = parse_pick(store.settings().pick(), "loop.pick")?;
-    let judge = args.judge_cmd.or_else(|| store.settings().judge()).filter(|c| !c.trim().is_empty());
-    if pick.or(pick_default) == Some(walk::unit::Pick::Judge) && judge.is_none() {
-        return Err(usage("judge mode needs a judge")
-            .hint("pass --judge-cmd <command> (it reads the passing tries as JSON and prints the winner's number), or set loop.judge")
-            .into());
-    }
-    let fallback = if args.fallback.is_empty() { store.settings().fallback() } else { args.fallback };
-    check_agents(env, store, &together, "racing")?;
-    check_agents(env, store, &fallback, "fallback")?;
-    let reviewers = if args.reviewer.is_empty() { store.settings().reviewers() } else { args.reviewer };
-    let mut reviewer_agents = Vec::new();
-    for name in &reviewers {
-        git_loop::backlog::check_agent_name(name)?;
-        let role = git_loop::agent::role::reviewer(store, name)?;
-        reviewer_agents.extend(role.agent);
-    }
-    check_agents(env, store, &reviewer_agents, "reviewer")?;
-    if args.reviewer_override.as_deref().is_some_and(|r| r.trim().is_empty()) {
-        return Err(usage("--reviewer-override needs a reason")
-            .hint("--reviewer-override \"<why this reviewer may review this worker>\"")
-            .into());
-    }
-    let resolver = args.resolver.or_else(|| store.settings().resolver());
-    if let Some(name) = &resolver {
-        let role = git_loop::agent::role::of_contract(
-            store,
-            name,
-            git_loop::agent::role::Contract::ConflictResolver,
-            "--resolver",
-        )?;
-        check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "resolver")?;
-    }
-    let summarizer = args.summarizer.or_else(|| store.settings().summarizer());
-    if let Some(name) = &summarizer {
-        let role = git_loop::agent::role::of_contract(
-            store,
-            name,
-            git_loop::agent::role::Contract::Summarizer,
-            "--summarizer",
-        )?;
-        check_agents(env, store, &role.agent.into_iter().collect::<Vec<_>>(), "summarizer")?;
-    }
-    let mut opts = walk::Options::new(agent);
-    opts.confinement = walk_confinement(env, store, args.sandbox)?;
-    opts.accept_settings = args.accept_settings;
-    opts.resolver = resolver;
-    opts.summarizer = summarizer;
-    opts.reviewers = reviewers;
-    opts.review_rounds = store.settings().review_rounds()?;
-    opts.review_override = args.reviewer_override;
-    opts.checks = args.checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty());
-    opts.review = args.review.or_else(|| store.settings().review()).filter(|c| !c.trim().is_empty());
-    opts.setup = args.setup.or_else(|| store.settings().setup()).filter(|c| !c.trim().is_empty());
-    opts.warm = git_loop::tries::warm::Plan::read(store)?;
-    // Read where it is used; refused here, before anything runs.
-    git_loop::tries::pool::size(store)?;
+    let opts = ops::run::walk_options(store, &env.ctx, &env.exe, agent, together, flags)?;
     for line in &opts.warm.skipped {
         super::output::stderr_line(format!("warning: not warmed: {line}"));
     }
-    opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
-    opts.session_timeout = Some(to_std(args.session_timeout));
-    opts.checks_timeout = match args.checks_timeout {
-        Some(span) => to_std(span),
-        None => store.settings().checks_timeout()?,
-    };
-    opts.grace = to_std(args.grace);
-    opts.wrap_up = to_std(args.wrap_up);
-    opts.lease = args.lease.0;
-    let budget_usd = match args.budget_usd.as_deref() {
-        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
-            usage(format!("--budget-usd '{text}' is not a positive number of dollars")).hint("e.g. --budget-usd 5")
-        })?),
-        None => store.settings().budget_usd()?,
-    };
-    if args.budget_tokens == Some(0) || args.max_turns == Some(0) {
-        return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
-    }
-    opts.max_turns = args.max_turns;
-    opts.task_budget_usd = match args.task_budget_usd.as_deref() {
-        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
-            usage(format!("--task-budget-usd '{text}' is not a positive number of dollars"))
-                .hint("e.g. --task-budget-usd 2")
-        })?),
-        None => None,
-    };
-    opts.limits = Limits {
-        budget_usd,
-        budget_tokens: args.budget_tokens,
-        per_unit_dispatches: args.per_unit_dispatches,
-        pause_after: if args.pause_after == 0 { u32::MAX } else { args.pause_after },
-        ..Default::default()
-    };
-    opts.base = args.base;
-    opts.land = args.land || store.settings().land()?;
-    opts.land_batch = store.settings().land_batch()?;
-    opts.together = together;
-    opts.pick = pick;
-    opts.pick_default = pick_default;
-    opts.judge = judge;
-    opts.fallback = fallback;
-    if let Some(span) = store.settings().unreachable_for()? {
-        opts.unreachable_for = span;
-    }
-    opts.sync_every = store.settings().sync_every()?;
     Ok(opts)
 }
 

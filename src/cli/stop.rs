@@ -7,7 +7,7 @@ use serde_json::json;
 use super::output::Out;
 use super::Env;
 use git_loop::error::{refused, usage};
-use git_loop::people;
+use git_loop::ops::people;
 
 /// Stop a session, or the whole walk.
 ///

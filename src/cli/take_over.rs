@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::output::Out;
 use super::Env;
-use git_loop::people;
+use git_loop::ops::people;
 use git_loop::refs;
 
 /// Take a task over by hand.

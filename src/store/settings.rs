@@ -67,6 +67,14 @@ pub const KEYS: &[Key] = &[
     },
     Key { key: "loop.pick` / `loop.judge", meaning: "how races pick a winner; the judge command for `judge`" },
     Key { key: "loop.fallback", meaning: "agents (comma-separated) for tasks whose agent is unreachable" },
+    Key {
+        key: "loop.pick",
+        meaning: "how a race picks its winner when neither `--pick` nor the task says: `first` (the first try to pass; the default) or `judge`",
+    },
+    Key {
+        key: "loop.judge",
+        meaning: "in judge mode, the command that picks among the tries that passed (the passing tries as JSON on its stdin; it prints the winner's try number; `--judge-cmd`)",
+    },
     Key { key: "loop.unreachableFor", meaning: "how long an unreachable agent is left alone (default 15m)" },
     Key {
         key: "loop.agent.<name>.unreachable",
@@ -324,8 +332,6 @@ impl<'s> Settings<'s> {
         }
     }
 
-    /// `loop.landBatch`: how many task branches a landing merges before checking; [`LAND_BATCH`]
-    /// when unset.
     /// `loop.budgetUsd`: the dollars a walk's sessions may spend together, unless `--budget-usd`
     /// says.
     pub fn budget_usd(&self) -> Result<Option<f64>, Refusal> {
@@ -338,6 +344,8 @@ impl<'s> Settings<'s> {
         }
     }
 
+    /// `loop.landBatch`: how many task branches a landing merges before checking; [`LAND_BATCH`]
+    /// when unset.
     pub fn land_batch(&self) -> Result<usize, Refusal> {
         match self.text("loop.landBatch") {
             None => Ok(LAND_BATCH),

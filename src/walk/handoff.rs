@@ -12,6 +12,8 @@ use anyhow::Result;
 
 use crate::agent::{reach, record};
 use crate::refs;
+use crate::store::events::Recorded;
+use crate::store::journal;
 use crate::store::Store;
 use crate::tries::{self, Try};
 
@@ -103,4 +105,28 @@ pub fn note(store: &Store, try_: &Try, previous: &Previous<'_>, transcript: Opti
         ));
     }
     Ok(out)
+}
+
+/// The note for the next session after a person handed the task back, if they did since the
+/// try's last session (over the task's events, already read).
+pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
+    let mut note = None;
+    for entry in entries {
+        match Recorded::of(&entry.event) {
+            Recorded::HandedBack(back) if back.mode == "continue" => {
+                let by = back.by.as_deref().unwrap_or("a person");
+                let changes = back.changes.as_deref().unwrap_or("  (no changes)");
+                let mut text = format!(
+                    "{by} took this task over and handed it back to you. What they changed on your branch:\n{changes}\n"
+                );
+                if let Some(m) = &back.message {
+                    text.push_str(&format!("\nTheir note:\n{m}\n"));
+                }
+                note = Some(text);
+            }
+            Recorded::SessionStarted(_) => note = None,
+            _ => {}
+        }
+    }
+    note
 }

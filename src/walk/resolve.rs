@@ -33,14 +33,13 @@ use crate::store::task::{self, Task};
 use crate::store::Store;
 use crate::tries::{self, checks};
 
-/// The conflict-resolver role: `name` (`--resolver`, `loop.resolver`: a role of the
-/// conflict-resolver contract, or an agent that plays the built-in one), else the built-in role
-/// played by `loop.role.conflict-resolver.agent`, else by `fallback` (the walk's agent); `None`
-/// when there is neither.
+/// The conflict-resolver role: `name` (`--resolver`, else `loop.resolver`, as
+/// `ops::config::resolver` decided: a role of the conflict-resolver contract, or an agent that
+/// plays the built-in one), else the built-in role played by `loop.role.conflict-resolver.agent`,
+/// else by `fallback` (the walk's agent); `None` when there is neither.
 pub fn role_of(store: &Store, name: Option<&str>, fallback: Option<&str>) -> Result<Option<Role>> {
-    let name = name.map(ToOwned::to_owned).or_else(|| store.settings().resolver());
     if let Some(name) = name {
-        return Ok(Some(role::of_contract(store, &name, Contract::ConflictResolver, "--resolver")?));
+        return Ok(Some(role::of_contract(store, name, Contract::ConflictResolver, "--resolver")?));
     }
     let Some(mut builtin) = role::find(store, Contract::ConflictResolver.name())? else { return Ok(None) };
     if builtin.agent.is_none() {

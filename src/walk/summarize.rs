@@ -29,14 +29,13 @@ use crate::store::task::{self, Task};
 use crate::store::Store;
 use crate::tries;
 
-/// The summarizer role: `name` (`--summarizer`, `loop.summarizer`: a role of the summarizer
-/// contract, or an agent that plays the built-in one), else the built-in role when
-/// `loop.role.summarizer.agent` names its agent; `None` when there is neither (the loop's own
-/// landing message).
+/// The summarizer role: `name` (`--summarizer`, else `loop.summarizer`, as
+/// `ops::config::summarizer` decided: a role of the summarizer contract, or an agent that plays
+/// the built-in one), else the built-in role when `loop.role.summarizer.agent` names its agent;
+/// `None` when there is neither (the loop's own landing message).
 pub fn role_of(store: &Store, name: Option<&str>) -> Result<Option<Role>> {
-    let name = name.map(ToOwned::to_owned).or_else(|| store.settings().summarizer());
     if let Some(name) = name {
-        return Ok(Some(role::of_contract(store, &name, Contract::Summarizer, "--summarizer")?));
+        return Ok(Some(role::of_contract(store, name, Contract::Summarizer, "--summarizer")?));
     }
     Ok(role::find(store, Contract::Summarizer.name())?.filter(|r| r.agent.is_some()))
 }

@@ -28,7 +28,7 @@ use super::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{self, Readiness};
 use git_loop::error::{find_refusal, usage};
-use git_loop::people::{self, HandBack};
+use git_loop::ops::people::{self, HandBack};
 use git_loop::refs;
 use git_loop::store::events::Recorded;
 use git_loop::store::journal::{self, Filter};

@@ -73,12 +73,7 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     }
     let store = env.open()?;
     let agent = args.agent.choose(&store, None)?;
-    let budget_usd = match args.budget_usd.as_deref() {
-        Some(text) => Some(git_loop::store::settings::parse_usd(text).ok_or_else(|| {
-            usage(format!("--budget-usd '{text}' is not a positive number of dollars")).hint("e.g. --budget-usd 5")
-        })?),
-        None => store.settings().budget_usd()?,
-    };
+    let budget_usd = git_loop::ops::config::budget_usd(&store, args.budget_usd.as_deref())?;
     let seconds = |span: Option<Span>| span.map(|s| s.0.num_seconds().max(1) as u64);
     let opts = mission::Options {
         agent,

@@ -548,7 +548,7 @@ pub fn hand_back(
             Ok(HandedBack { task: id, try_, commit, changes, landed: None, merged: merged.map(|m| (m, concluded)) })
         }
         HandBack::Keep => {
-            let checks_json = match checks.or_else(|| store.settings().checks()).filter(|c| !c.trim().is_empty()) {
+            let checks_json = match super::config::checks(store, checks) {
                 Some(command) => Some(run_checks(store, ctx, exe, &try_, &command)?),
                 None => None,
             };
@@ -603,7 +603,7 @@ fn run_checks(store: &Store, ctx: &Context, exe: &Path, try_: &Try, command: &st
         exe,
         parent: ctx.pid,
         grace: Duration::from_secs(5),
-        timeout: store.settings().checks_timeout()?,
+        timeout: super::config::checks_timeout(store, None)?,
         cancelled: &|| false,
         sandbox: confinement.sandbox().map(|s| s.as_ref()),
     };
@@ -713,28 +713,4 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     }
     backlog::release_hold(store, ctx, &id)?;
     Ok(Decided { task: id, commit: target })
-}
-
-/// The note for the next session after a person handed the task back, if they did since the
-/// try's last session (over the task's events, already read).
-pub fn hand_back_note_in(entries: &[journal::Entry]) -> Option<String> {
-    let mut note = None;
-    for entry in entries {
-        match Recorded::of(&entry.event) {
-            Recorded::HandedBack(back) if back.mode == "continue" => {
-                let by = back.by.as_deref().unwrap_or("a person");
-                let changes = back.changes.as_deref().unwrap_or("  (no changes)");
-                let mut text = format!(
-                    "{by} took this task over and handed it back to you. What they changed on your branch:\n{changes}\n"
-                );
-                if let Some(m) = &back.message {
-                    text.push_str(&format!("\nTheir note:\n{m}\n"));
-                }
-                note = Some(text);
-            }
-            Recorded::SessionStarted(_) => note = None,
-            _ => {}
-        }
-    }
-    note
 }
