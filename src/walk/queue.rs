@@ -344,7 +344,7 @@ impl engine::Queue for GitQueue<'_> {
     type Unit = WorkUnit;
 
     fn next(&mut self) -> Result<Option<WorkUnit>> {
-        super::give_back_memory();
+        give_back_memory();
         let ctx = &self.walker.ctx;
         for _round in 0..100 {
             let board = self.walker.board(self.store)?;
@@ -485,5 +485,15 @@ impl engine::Queue for GitQueue<'_> {
         }
         self.walker.observer.event(&Event::Abandoned { task: unit.task.id.clone(), why: why.to_owned() });
         Ok(())
+    }
+}
+
+/// Hand the memory the last unit freed back to the system: what is freed in the middle of the
+/// arena stays resident until trimmed.
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the system; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
