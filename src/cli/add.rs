@@ -6,8 +6,8 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::backlog::{self, TaskFields};
 use git_loop::ids::Priority;
 

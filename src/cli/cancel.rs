@@ -5,8 +5,8 @@ use clap::Args;
 
 use serde_json::json;
 
+use super::env::Env;
 use super::output::{task_json, Out};
-use super::Env;
 use git_loop::backlog::{self, Board};
 use git_loop::store::index::Row;
 use git_loop::store::task::State;

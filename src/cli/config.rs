@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::human::relative;
 use super::output::Out;
-use super::Env;
 use git_loop::store::shared::{self, Compared};
 
 /// Share the loop's settings with other clones, or see and adopt the shared ones.

@@ -6,8 +6,8 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::error::usage;
 use git_loop::ids::Span;
 use git_loop::store::ledger::{self, Spent};

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 
+use super::env::Env;
 use super::run::Progress;
-use super::Env;
 use git_loop::agent::presets;
 use git_loop::backlog::{self, TaskFields};
 use git_loop::engine::Limits;

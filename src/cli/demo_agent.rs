@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::Env;
+use super::env::Env;
 use git_loop::error::usage;
 
 /// The built-in demo agent (used by 'git loop demo' and '--agent demo').

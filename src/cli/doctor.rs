@@ -5,8 +5,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::doctor::{self, Options, Report, Severity};
 
 /// Check every loop ref and record, and this clone's local state, and say what to repair.

@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::human::{relative, short};
 use super::output::Out;
-use super::Env;
 use git_loop::backlog::{self, DoneOptions, Redo};
 use git_loop::store::task;
 

@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 
 use super::add::FieldArgs;
+use super::env::Env;
 use super::output::{task_json, Out};
-use super::Env;
 use git_loop::backlog::{self, Board, Removals};
 use git_loop::store::task;
 

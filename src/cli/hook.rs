@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use super::Env;
+use super::env::Env;
 use git_loop::hooks::agent::{self, AgentEvent, Session, Source};
 use git_loop::hooks::{push, receive};
 use git_loop::store::Store;

@@ -6,8 +6,8 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::backlog::import::{self, Format};
 use git_loop::error::usage;
 

@@ -9,7 +9,8 @@
 //! the repository's loop state at all, so they are refused there too (without an overreach:
 //! reading is no harm), saying where its task is described.
 
-use super::{claim, hooks, mission, Command, Env};
+use super::env::Env;
+use super::{claim, hooks, mission, Command};
 use git_loop::error::usage;
 use git_loop::sandbox::channel::{self, Report};
 

@@ -7,8 +7,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::run::parse_sandbox;
-use super::{exit, text, Env};
+use super::{exit, text};
 use git_loop::ids::Span;
 use git_loop::{ops, walk};
 

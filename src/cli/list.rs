@@ -4,10 +4,10 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::human::short;
 use super::output::{task_json, warn_corrupt, Out, Streamed};
 use super::paint;
-use super::Env;
 use git_loop::backlog::{Board, Readiness};
 use git_loop::error::usage;
 use git_loop::store::task::{Snapshot, State};

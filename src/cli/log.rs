@@ -6,9 +6,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::human::clock;
 use super::output::Out;
-use super::Env;
 use git_loop::backlog;
 use git_loop::store::journal::{self, Entry, Filter};
 

@@ -9,8 +9,8 @@ use anyhow::{Context as _, Result};
 use clap::{Args, CommandFactory};
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::error::{refused, usage};
 
 /// Print a command's manual page (roff), or install every page where man finds them.

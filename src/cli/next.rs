@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::Value;
 
+use super::env::Env;
 use super::output::{claim_json, task_json, warn_corrupt, Out};
-use super::Env;
 use git_loop::backlog::{self, Board, NextClaimed, Readiness};
 use git_loop::error::usage;
 use git_loop::ids::Span;

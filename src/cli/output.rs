@@ -11,8 +11,9 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{paint, text};
+use super::{paint, remote_error, text};
 use git_loop::backlog::{Board, Readiness};
+use git_loop::error::find_refusal;
 use git_loop::store::claim::Held;
 use git_loop::store::lease::Lease;
 use git_loop::store::task::Snapshot;
@@ -238,5 +239,35 @@ pub fn at_work_line(w: &git_loop::walk::resolve::AtWork) -> String {
         ),
         Some(r) => format!("{who} session {} resolves its landing on {}: {}", w.session, r.into, r.paths.join(", ")),
         None => format!("{who} session {} writes its landing message", w.session),
+    }
+}
+
+/// Print an error on one `<level>:` line, with a `hint:` line when it has one. Messages quote
+/// what was given and what records hold: escaped like every other line for people.
+pub(super) fn print_error(level: &str, err: &anyhow::Error) {
+    match find_refusal(err) {
+        Some(refusal) => {
+            stderr_line(format!("{level}: {}", refusal.message));
+            if let Some(hint) = &refusal.hint {
+                stderr_line(format!("hint: {hint}"));
+            }
+        }
+        None if git_loop::store::remote::no_answer(err).is_some() => {
+            let silent = git_loop::store::remote::no_answer(err).expect("checked");
+            stderr_line(format!("{level}: {silent}"));
+            stderr_line(
+                "hint: run it again once the remote answers; what this clone holds stays here, and 'git loop sync' publishes it",
+            );
+        }
+        None => {
+            let whole = format!("{err:#}");
+            match remote_error::summarize(&whole) {
+                Some(line) => {
+                    stderr_line(format!("{level}: {line}"));
+                    stderr_line("hint: `git loop sync` retries; `git remote -v` shows the URL");
+                }
+                None => stderr_line(format!("{level}: {}", whole.replace('\n', " "))),
+            }
+        }
     }
 }

@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::prune::{self, Options, Verdict};
 
 /// Delete the task and try branches of finished tasks (done or cancelled) whose work is on the

@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Args;
 
+use super::env::Env;
 use super::run::{walk_and_report, walk_options, WalkArgs};
-use super::Env;
 use git_loop::agent::presets;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::{refused, usage};

@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Args;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::backlog;
 use git_loop::store::task::State;
 

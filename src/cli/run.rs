@@ -10,8 +10,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::human::count;
-use super::{text, Env};
+use super::text;
 use git_loop::agent::presets;
 use git_loop::engine::{PausePolicy, Stop};
 use git_loop::error::usage;

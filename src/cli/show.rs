@@ -3,10 +3,10 @@
 use anyhow::Result;
 use clap::Args;
 
+use super::env::Env;
 use super::human::{self, relative};
 use super::output::{at_work_line, resolving_json, review_json, review_line, summarizing_json, task_json, Out};
 use super::paint;
-use super::Env;
 use git_loop::backlog::{self, Board, Readiness};
 use git_loop::error::usage;
 use git_loop::store::{journal, task};

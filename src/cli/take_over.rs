@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use super::env::Env;
 use super::output::Out;
-use super::Env;
 use git_loop::ops::people;
 use git_loop::refs;
 

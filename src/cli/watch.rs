@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
+use super::env::Env;
 use super::output::stderr_line;
-use super::Env;
 use git_loop::agent::record::{self, Record};
 use git_loop::backlog;
 use git_loop::context::Context;

@@ -1,6 +1,6 @@
 //! `git loop board`: the board full-screen, kept current, with the people verbs on keys.
 //!
-//! What it shows is what `status` reads (`status::overview`), turned into columns by
+//! What it shows is what `status` reads (`ops::status::overview`), turned into columns by
 //! `model`; `layout` draws it; `keys` turns keys into verbs, which run the library functions
 //! the command line's verbs run, each on a thread of its own so the board stays live while a
 //! stop waits for its session. The board re-reads when the watch of the ref directories says
@@ -22,13 +22,13 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
 use super::human::{clock, relative, short};
-use super::status::{self, Overview};
 use super::text;
-use super::Env;
+use crate::cli::env::Env;
 use git_loop::agent::record;
 use git_loop::backlog::{self, Readiness};
 use git_loop::error::{find_refusal, usage};
 use git_loop::ops::people::{self, HandBack};
+use git_loop::ops::status::{self, Overview};
 use git_loop::refs;
 use git_loop::store::events::Recorded;
 use git_loop::store::journal::{self, Filter};

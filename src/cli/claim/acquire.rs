@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::env::Env;
 use crate::cli::human::{self, clock, relative};
 use crate::cli::output::{claim_json, Out};
-use crate::cli::Env;
 use git_loop::error::refused;
 use git_loop::ids::{ClaimKey, Span};
 use git_loop::store::claim::{self, Acquire, AcquireOptions};

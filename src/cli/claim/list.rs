@@ -6,9 +6,9 @@ use serde_json::json;
 
 use std::collections::HashSet;
 
+use crate::cli::env::Env;
 use crate::cli::human::{self, relative};
 use crate::cli::output::{claim_json, Out};
-use crate::cli::Env;
 use git_loop::store::claim::{self, Listed};
 use git_loop::store::lease::{ref_prefix, Watcher};
 

@@ -7,7 +7,7 @@ mod release;
 use anyhow::Result;
 use clap::Subcommand;
 
-use super::Env;
+use crate::cli::env::Env;
 use git_loop::error::usage;
 use git_loop::store::claim;
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::Env;
+use crate::cli::env::Env;
 use git_loop::error::usage;
 use git_loop::hooks::install::{self as files, Target};
 

@@ -7,8 +7,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{claude_settings, codex_config};
+use crate::cli::env::Env;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::hooks::install::{self, State, Target};
 
 /// Say which hooks are installed where: the agent CLIs' user configuration, this clone's

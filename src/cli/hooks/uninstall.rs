@@ -5,8 +5,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{label, Selection};
+use crate::cli::env::Env;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::hooks::install::{self, Removed};
 
 /// Remove what 'git loop hooks install' added, and nothing else.

@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::env::Env;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::backlog;
 use git_loop::error::usage;
 use git_loop::store::journal::{self, NewEvent};

@@ -5,7 +5,7 @@ pub(super) mod append;
 use anyhow::Result;
 use clap::Subcommand;
 
-use super::Env;
+use crate::cli::env::Env;
 
 /// The journal's plumbing.
 #[derive(Subcommand)]

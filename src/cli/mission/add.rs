@@ -4,8 +4,8 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::env::Env;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::mission::{plan, MissionId};
 
 /// Add a mission: a goal worked across repositories, project by project, in waves.

@@ -3,8 +3,8 @@
 use anyhow::Result;
 use clap::Args;
 
+use crate::cli::env::Env;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::mission::{plan, MissionId};
 
 /// Cancel a mission: it will not be run again.

@@ -5,9 +5,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{commander, mission_json};
+use crate::cli::env::Env;
 use crate::cli::human::short;
 use crate::cli::output::{warn_corrupt, Out};
-use crate::cli::Env;
 use git_loop::mission::record::{self, Listed, Status};
 
 /// List missions: each one's state, waves and projects at a glance.

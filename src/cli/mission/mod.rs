@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 use super::human::relative;
-use super::Env;
+use crate::cli::env::Env;
 use git_loop::mission::record::{Mission, Project};
 use git_loop::store::claim::{self, Held};
 use git_loop::store::Store;

@@ -7,8 +7,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::env::Env;
 use crate::cli::run::AgentArgs;
-use crate::cli::{text, Env};
+use crate::cli::text;
 use git_loop::error::usage;
 use git_loop::ids::Span;
 use git_loop::mission::record::Status;

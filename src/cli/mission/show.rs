@@ -4,9 +4,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{commander, commander_line, mission_json, project_line};
+use crate::cli::env::Env;
 use crate::cli::human::relative;
 use crate::cli::output::Out;
-use crate::cli::Env;
 use git_loop::mission::{record, MissionId};
 
 /// Show a mission: its state, its waves and projects, and how each project's last walk went.
