@@ -405,6 +405,17 @@ pub fn session_writer(session: &str) -> anyhow::Result<WriterId> {
     session.parse::<WriterId>().map_err(anyhow::Error::from).context("invalid session key")
 }
 
+/// How many hex digits of a commit id lines for people show: a fixed length (git's own
+/// abbreviation grows with the repository), so the same commit reads the same on every clone.
+pub const SHORT_COMMIT: usize = 12;
+
+/// A commit id as lines for people show it: its first [`SHORT_COMMIT`] hex digits (the whole of
+/// anything shorter).
+pub fn short_commit(id: &impl std::fmt::Display) -> String {
+    let text = id.to_string();
+    text.get(..SHORT_COMMIT).unwrap_or(&text).to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

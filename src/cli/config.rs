@@ -64,10 +64,10 @@ pub fn run(env: &Env, args: ConfigArgs) -> Result<u8> {
                 "shared {} as the loop's ({}, {}): other clones see them at their next sync, and adopt them with 'git loop config --adopt'",
                 super::human::count(settings.len() as u64, "setting", "settings"),
                 git_loop::refs::SETTINGS,
-                &commit.to_string()[..12]
+                git_loop::ids::short_commit(&commit)
             )
         } else {
-            format!("the loop's shared settings are these already ({})", &commit.to_string()[..12])
+            format!("the loop's shared settings are these already ({})", git_loop::ids::short_commit(&commit))
         })?;
         return Ok(0);
     }
@@ -102,7 +102,7 @@ pub fn run(env: &Env, args: ConfigArgs) -> Result<u8> {
             "adopted the settings {} shared {} ({}): {} changed in this repository's configuration",
             record.by,
             relative(record.at, env.ctx.now()),
-            &commit.to_string()[..12],
+            git_loop::ids::short_commit(&commit),
             super::human::count(written.len() as u64, "setting", "settings")
         ))?;
         return Ok(0);
@@ -133,7 +133,7 @@ pub fn run(env: &Env, args: ConfigArgs) -> Result<u8> {
         "the loop's settings, shared by {} {} ({}){}:",
         record.by,
         relative(record.at, env.ctx.now()),
-        &commit.to_string()[..12],
+        git_loop::ids::short_commit(&commit),
         if adopted { ", adopted here" } else { "" }
     ))?;
     for (key, values, how) in &compared {

@@ -70,7 +70,7 @@ pub fn run(env: &Env, args: DoneArgs) -> Result<u8> {
             "{} done with try {n} · loop/{} moved to {}",
             decided.task,
             decided.task,
-            &commit[..12]
+            git_loop::ids::short_commit(&commit)
         ))?;
         return Ok(0);
     }

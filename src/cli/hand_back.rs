@@ -64,7 +64,7 @@ pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
             "your changes ({}) are committed on {} as {}",
             super::human::count(back.changes.len() as u64, "file", "files"),
             refs::short_branch(&back.try_.branch),
-            &c.to_string()[..12]
+            git_loop::ids::short_commit(&c)
         ),
         None => "you changed nothing".to_owned(),
     };
@@ -79,10 +79,10 @@ pub fn run(env: &Env, args: HandBackArgs) -> Result<u8> {
     match (back.landed, &back.merged) {
         (Some(c), Some((m, _))) => out.line(format!(
             "{id} done · loop/{id} moved to {}: it lands on {} without a conflict (git loop land)",
-            &c.to_string()[..12],
+            git_loop::ids::short_commit(&c),
             m.into
         ))?,
-        (Some(c), None) => out.line(format!("{id} done · loop/{id} moved to {}", &c.to_string()[..12]))?,
+        (Some(c), None) => out.line(format!("{id} done · loop/{id} moved to {}", git_loop::ids::short_commit(&c)))?,
         (None, _) => out.line(format!("{id} is open again: the next walk's agent goes on, told what you changed"))?,
     }
     Ok(0)

@@ -103,7 +103,12 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     }
     for landed in &report.landed {
         let with = if landed.batch > 1 { format!(" (a batch of {})", landed.batch) } else { String::new() };
-        out.line(format!("{}  landed on {} at {}{with}", landed.task, report.into, &landed.commit[..12]))?;
+        out.line(format!(
+            "{}  landed on {} at {}{with}",
+            landed.task,
+            report.into,
+            git_loop::ids::short_commit(&landed.commit)
+        ))?;
     }
     for failed in &report.failed {
         out.line(format!("{}  not landed, needs you: {}", failed.task, text::line(&failed.reason)))?;

@@ -16,7 +16,7 @@ use super::text;
 use git_loop::agent::presets;
 use git_loop::engine::{PausePolicy, Stop};
 use git_loop::error::usage;
-use git_loop::ids::Span;
+use git_loop::ids::{short_commit, Span};
 use git_loop::mission::AgentChoice;
 use git_loop::ops;
 use git_loop::walk::unit::human_duration;
@@ -427,10 +427,6 @@ fn clock_of(d: Duration) -> String {
     format!("{}:{:02}", s / 60, s % 60)
 }
 
-fn short(commit: &str) -> &str {
-    &commit[..commit.len().min(12)]
-}
-
 impl Observer for Progress {
     fn event(&self, event: &Event) {
         match event {
@@ -524,8 +520,10 @@ impl Observer for Progress {
             Event::SessionEnded { task, session, elapsed, why, commit, own, commits, usage, log, tail } => {
                 let spent = git_loop::store::usage::describe(usage.as_ref());
                 let saved = match commit {
-                    Some(c) if *own => format!(" · its own commits, up to {}: nothing was left uncommitted", short(c)),
-                    Some(c) => format!(" · work committed as {}", short(c)),
+                    Some(c) if *own => {
+                        format!(" · its own commits, up to {}: nothing was left uncommitted", short_commit(c))
+                    }
+                    Some(c) => format!(" · work committed as {}", short_commit(c)),
                     // Nothing was left to commit: the agent (or its hook) may have committed its
                     // work itself, so this says no more than that.
                     None if *commits => " · nothing was left uncommitted".to_owned(),
@@ -551,11 +549,11 @@ impl Observer for Progress {
                 self.quote(tail);
             }
             Event::BranchMoved { task, branch, commit } => {
-                self.say(Some(task), format!("{branch} moved to {}", short(commit)))
+                self.say(Some(task), format!("{branch} moved to {}", short_commit(commit)))
             }
             Event::Landed { task, into, commit, batch } => {
                 let with = if *batch > 1 { format!(" (a batch of {batch})") } else { String::new() };
-                self.say(Some(task), format!("landed on {into} at {}{with}", short(commit)))
+                self.say(Some(task), format!("landed on {into} at {}{with}", short_commit(commit)))
             }
             Event::LandingFailed { task, into, cause, reason } => {
                 self.say(Some(task), format!("not landed on {into}, needs you: {reason}"));

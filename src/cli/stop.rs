@@ -70,7 +70,11 @@ pub fn run(env: &Env, args: StopArgs) -> Result<u8> {
         Some(s) => {
             let saved = match stopped.head {
                 Some(head) => {
-                    format!(" · its work is on loop-try/{id}/{} at {}", s.try_number, &head.to_string()[..12])
+                    format!(
+                        " · its work is on loop-try/{id}/{} at {}",
+                        s.try_number,
+                        git_loop::ids::short_commit(&head)
+                    )
                 }
                 None => String::new(),
             };

@@ -109,7 +109,7 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
 /// made (a checkout with changes) is a failure.
 fn say_target(name: &str, remote: &str, standing: &git_loop::landing::Standing, ff: bool) -> u8 {
     use git_loop::landing::Standing;
-    let short = |id: &gix::ObjectId| id.to_string()[..12].to_owned();
+    let short = |id: &gix::ObjectId| git_loop::ids::short_commit(id);
     match standing {
         Standing::Behind { remote: theirs, checkout: Some((path, false)), .. } => {
             super::output::stderr_line(format!(

@@ -135,10 +135,10 @@ pub fn recover(store: &Store, walker: &Walker<'_>) -> Result<()> {
             Committed::Commit { id, paths } => format!(
                 "session {} had crashed; its {paths} changed files are committed as {}",
                 rec.session,
-                &id.to_string()[..12]
+                crate::ids::short_commit(&id)
             ),
             Committed::Adopted(id) => {
-                format!("session {} had crashed; its commits are kept ({})", rec.session, &id.to_string()[..12])
+                format!("session {} had crashed; its commits are kept ({})", rec.session, crate::ids::short_commit(&id))
             }
             _ => format!("session {} had crashed; it left nothing uncommitted", rec.session),
         };
@@ -211,9 +211,9 @@ fn remove_closed_worktrees(store: &Store, walker: &Walker<'_>, root: &std::path:
         let kept = match committed {
             Committed::Commit { id, paths } => {
                 let files = if paths == 1 { "1 changed file".to_owned() } else { format!("{paths} changed files") };
-                format!("; its {files} committed as {}", &id.to_string()[..12])
+                format!("; its {files} committed as {}", crate::ids::short_commit(&id))
             }
-            Committed::Adopted(id) => format!("; its commits are kept ({})", &id.to_string()[..12]),
+            Committed::Adopted(id) => format!("; its commits are kept ({})", crate::ids::short_commit(&id)),
             _ => String::new(),
         };
         // Whether that walk crashed or ended is not known here: only that it left this behind.

@@ -597,7 +597,12 @@ fn act(env: &Env, task: &str, verb: &Verb) -> Result<Vec<String>> {
                 let _ = git_loop::tries::remove_worktree(&store, &back.try_);
             }
             match back.landed {
-                Some(c) => vec![format!("{} done · loop/{} moved to {}", back.task, back.task, &c.to_string()[..12])],
+                Some(c) => vec![format!(
+                    "{} done · loop/{} moved to {}",
+                    back.task,
+                    back.task,
+                    git_loop::ids::short_commit(&c)
+                )],
                 None => {
                     vec![format!("{} is open again: the next walk's agent goes on, told what you changed", back.task)]
                 }
