@@ -1,7 +1,7 @@
 //! How to answer a task that waits for a person, rendered: the ways `ops::answer` finds, as
 //! aligned lines, as JSON, and in one line by their verbs.
 
-pub use git_loop::ops::answer::{last_failure, waits, ways, Failure, Standing};
+pub use git_loop::ops::answer::{ways, Failure, Standing};
 
 /// The ways as lines, the commands aligned, under `indent`.
 pub fn lines(indent: &str, ways: &[(String, &'static str)]) -> Vec<String> {

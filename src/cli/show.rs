@@ -7,9 +7,8 @@ use super::env::Env;
 use super::human::{self, relative};
 use super::output::{at_work_line, resolving_json, review_json, review_line, summarizing_json, task_json, Out};
 use super::paint;
-use git_loop::backlog::{self, Board, Readiness};
-use git_loop::error::usage;
-use git_loop::store::{journal, task};
+use git_loop::backlog::Readiness;
+use git_loop::ops;
 
 /// Show one task: its fields, dependencies, claim, completion and plan.
 ///
@@ -25,38 +24,11 @@ pub struct ShowArgs {
 
 pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let store = env.open()?;
-    let id = backlog::resolve(&store, &args.id)?;
-    // Read this task and its whole history directly, so a corrupt record or a missing object
-    // is reported as such (exit 3).
-    let Some(snapshot) = task::read_whole(&store, &id)? else {
-        // Deleted since `resolve` found it.
-        return Err(usage(format!("task '{id}' does not exist")).hint("list tasks with 'git loop list'").into());
-    };
-    let board = Board::load(&store, &env.ctx)?;
-    let landing = landing_of(&store, &env.ctx, &id, &snapshot.task)?;
-    let filter = journal::Filter { task: Some(id.to_string()), session: None };
-    let history = journal::timeline(&store, &filter)?.entries;
-    let review = git_loop::walk::review::state_of(&history);
-    let waits = super::answer::waits(snapshot.task.state);
-    let standing = super::answer::Standing::of(&store, &id, snapshot.task.state, &history)?;
-    let ways = super::answer::ways(id.as_str(), snapshot.task.state, &standing);
-    let failure = if waits { super::answer::last_failure(&store.loop_dir()?, &history) } else { None };
-    let at_work: Vec<_> = git_loop::walk::resolve::roles_at_work(&store, &env.ctx)?
-        .into_iter()
-        .filter(|w| w.task == id.as_str())
-        .collect();
-    // Where a person works it by hand, while it is theirs.
-    let taken = (snapshot.task.state == git_loop::store::task::State::TakenOver)
-        .then(|| {
-            history.iter().rev().find_map(|e| match git_loop::store::events::Recorded::of(&e.event) {
-                git_loop::store::events::Recorded::TakenOver(over) => Some(over),
-                _ => None,
-            })
-        })
-        .flatten();
+    let ops::show::Shown { id, snapshot, board, landing, review, ways, failure, at_work, taken, spent, .. } =
+        ops::show::show(&store, &env.ctx, &args.id)?;
+    let landing = landing.as_ref().map(landing_rendered);
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
-    let spent = git_loop::store::ledger::task_total(&store, id.as_str())?;
     let mut out = Out::new();
     if args.json {
         let mut value = task_json(&board, &snapshot);
@@ -150,7 +122,8 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         out.line(format!("  claim:   {}, {}", held.record.holder, human::lease(&lease)))?;
     }
     if let Some(c) = &t.completion {
-        let commit = c.commit.as_deref().map(|c| format!(" at {}", &c[..c.len().min(12)])).unwrap_or_default();
+        let commit =
+            c.commit.as_deref().map(|c| format!(" at {}", git_loop::ids::short_commit(&c))).unwrap_or_default();
         out.line(format!("  done:    {} by {}{commit}", relative(c.at, now), c.by))?;
         if c.unchecked {
             out.line("           on its agent's word: no checks were set for the walk")?;
@@ -184,53 +157,26 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// Where task `id`'s work stands with the landing queue of the default target: as JSON, and as
-/// a line for people. `None` when it has no task branch or there is no target.
-fn landing_of(
-    store: &git_loop::store::Store,
-    ctx: &git_loop::context::Context,
-    id: &git_loop::ids::TaskId,
-    task: &git_loop::store::task::Task,
-) -> Result<Option<(serde_json::Value, String)>> {
-    let Some(head) = store.ref_target(&git_loop::refs::task_branch(id))? else { return Ok(None) };
-    let Some(view) = git_loop::landing::view(store, ctx)? else { return Ok(None) };
-    let into = git_loop::refs::short_branch(&view.into).to_owned();
-    let failure = view.last_failure.as_ref().filter(|(task, ..)| task == id.as_str()).map(|(_, at, failed)| {
+/// Where a task's work stands with the landing queue, as JSON and as a line for people.
+fn landing_rendered(landing: &ops::show::Landing) -> (serde_json::Value, String) {
+    use ops::show::LandingState;
+    let into = &landing.into;
+    let line = match &landing.state {
+        LandingState::Landed => format!("on {into}"),
+        LandingState::Noted => format!(
+            "its note says it landed on {into}, but {into} as this clone knows it does not hold its work (fetch {into}, then look again)"
+        ),
+        LandingState::Queued => format!("number {} in the queue to {into}", landing.position.unwrap_or_default()),
+        LandingState::Waiting => format!("waits for {} to land on {into} first", landing.waiting_for.join(", ")),
+        LandingState::Failed => format!("its landing on {into} failed (see the reason above)"),
+        LandingState::NotQueued => format!("not on {into}; it lands once it is done"),
+    };
+    let failure = landing.failure.as_ref().map(|(at, failed)| {
         serde_json::json!({ "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log })
     });
-    let position = view.queue.iter().position(|q| q.task == id.as_str());
-    // "Landed" only when the target as this clone knows it holds the completing commit (else the
-    // task branch's head): a completion note that says it landed is not enough — it may name a
-    // target this clone has not fetched since, or a landing that never reached it.
-    let completing = task.completion.as_ref().and_then(|c| c.commit.as_deref()).and_then(|c| c.parse().ok());
-    let landed = match view.tip {
-        Some(tip) => store.is_ancestor(completing.unwrap_or(head), tip)?,
-        None => false,
-    };
-    let noted = !landed && git_loop::landing::noted_landed(store, task, &view.into)?;
-    let (state, line) = match (landed, position) {
-        (true, _) => ("landed", format!("on {into}")),
-        (false, _) if noted => (
-            "noted",
-            format!(
-                "its note says it landed on {into}, but {into} as this clone knows it does not hold its work (fetch {into}, then look again)"
-            ),
-        ),
-        (false, Some(n)) if view.queue[n].waiting_for.is_empty() => {
-            ("queued", format!("number {} in the queue to {into}", n + 1))
-        }
-        (false, Some(n)) => {
-            ("waiting", format!("waits for {} to land on {into} first", view.queue[n].waiting_for.join(", ")))
-        }
-        (false, None) => match &failure {
-            Some(_) => ("failed", format!("its landing on {into} failed (see the reason above)")),
-            None => ("not_queued", format!("not on {into}; it lands once it is done")),
-        },
-    };
     let json = serde_json::json!({
-        "into": into, "state": state, "position": position.map(|n| n + 1),
-        "waiting_for": position.map(|n| view.queue[n].waiting_for.clone()).unwrap_or_default(),
-        "last_failure": failure,
+        "into": into, "state": landing.state.word(), "position": landing.position,
+        "waiting_for": landing.waiting_for, "last_failure": failure,
     });
-    Ok(Some((json, line)))
+    (json, line)
 }

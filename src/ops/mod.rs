@@ -11,4 +11,5 @@ pub mod finish;
 pub mod land;
 pub mod people;
 pub mod run;
+pub mod show;
 pub mod status;
