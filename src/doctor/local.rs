@@ -49,9 +49,9 @@ pub(super) fn check(
 pub const POOL_IDLE: Duration = Duration::from_secs(14 * 24 * 3600);
 
 /// The pool of finished tries' worktrees (`tries::pool`): each entry counted as kept for the
-/// next try (the summary's "N pooled"), unless nobody uses it — it is not a sound worktree of this clone any more, it is
-/// beyond `loop.pool` (or the pool is off), or nobody has taken it for [`POOL_IDLE`] — when
-/// `--repair` removes it.
+/// next try (the summary's "N pooled"), unless nobody uses it — it is not a sound worktree of
+/// this clone any more, it is beyond `loop.pool` (or the pool is off), or nobody has taken it
+/// for [`POOL_IDLE`] — when `--repair` removes it.
 fn check_pool(
     store: &Store,
     ctx: &Context,

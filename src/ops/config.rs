@@ -222,14 +222,7 @@ mod tests {
     /// docs/cli.md's "Which value wins" is [`super::table`], and names only known settings.
     #[test]
     fn the_docs_say_which_value_wins() {
-        let doc = include_str!("../../docs/cli.md");
-        let section = doc.split("## Which value wins\n").nth(1).expect("a 'Which value wins' section in docs/cli.md");
-        let table: String = section
-            .lines()
-            .skip_while(|l| !l.starts_with('|'))
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let table = crate::store::settings::table_under(include_str!("../../docs/cli.md"), "## Which value wins");
         assert_eq!(table, super::table(), "docs/cli.md's 'Which value wins' is made from ops::config::CHOICES");
         assert_eq!(super::unknown_settings(), Vec::<&str>::new());
     }

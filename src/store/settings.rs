@@ -438,19 +438,25 @@ pub fn table() -> String {
     out
 }
 
+/// The first table under the heading line `heading` (`## Configuration`) of a Markdown `doc`,
+/// its lines as written: what a test holds a table made from code against.
+#[cfg(test)]
+pub(crate) fn table_under(doc: &str, heading: &str) -> String {
+    let section = doc.split(&format!("{heading}\n")).nth(1).unwrap_or_else(|| panic!("no '{heading}' section"));
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     /// docs/storage.md lists every setting, as [`super::KEYS`] says.
     #[test]
     fn the_docs_list_every_setting() {
-        let doc = include_str!("../../docs/storage.md");
-        let section = doc.split("## Configuration\n").nth(1).expect("a Configuration section");
-        let table: String = section
-            .lines()
-            .skip_while(|l| !l.starts_with('|'))
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let table = super::table_under(include_str!("../../docs/storage.md"), "## Configuration");
         assert_eq!(table, super::table(), "docs/storage.md's settings table is made from settings::KEYS");
     }
 }
