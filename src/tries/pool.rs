@@ -226,6 +226,11 @@ pub(super) fn take(store: &Store, try_: &Try) -> Result<Option<Reused>> {
     if size(store).unwrap_or(0) == 0 || sparse(store) {
         return Ok(None);
     }
+    // An empty pool (the first tries, or one that is off) costs a directory listing, no more.
+    let kept = entries(store)?;
+    if kept.is_empty() {
+        return Ok(None);
+    }
     let Some(start) = store.ref_target(&try_.branch)? else { return Ok(None) };
     if super::checked_out_in(store, &try_.branch)?.is_some() {
         return Ok(None);
@@ -233,7 +238,7 @@ pub(super) fn take(store: &Store, try_: &Try) -> Result<Option<Reused>> {
     if std::fs::symlink_metadata(&try_.worktree).is_ok() {
         return Ok(None);
     }
-    for entry in entries(store)? {
+    for entry in kept {
         let Some(admin) = entry.admin.clone() else {
             clear(store, &entry)?;
             continue;

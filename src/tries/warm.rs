@@ -338,12 +338,6 @@ pub fn warm_checkout(store: &Store, into: &Path, try_: &Try, plan: &Plan) -> Res
 fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Option<Warmed>> {
     let began = Instant::now();
     let from = from.to_owned();
-    let source_repo = open_worktree(&from)?;
-    let source_index = source_repo.index_or_empty().context("could not read the source's index")?;
-    let try_repo = open_worktree(into)?;
-    let try_index = try_repo.index_or_empty().context("could not read the try's index")?;
-    let mut source_ignores = excludes(&source_repo, &source_index)?;
-    let mut try_ignores = excludes(&try_repo, &try_index)?;
     let mut candidates: Vec<String> = Vec::new();
     for w in &plan.wanted {
         for path in expand(&from, &w.path) {
@@ -356,6 +350,17 @@ fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Op
     let inside = |p: &str, of: &str| p.len() > of.len() && p.starts_with(of) && p.as_bytes()[of.len()] == b'/';
     let nested: Vec<String> = candidates.iter().filter(|p| candidates.iter().any(|q| inside(p, q))).cloned().collect();
     candidates.retain(|p| !nested.contains(p));
+    // The defaults name what most repositories do not have: with none of it in the source, there
+    // is nothing to say and no repository to open (every try of such a repository asks).
+    if plan.is_default() && !candidates.iter().any(|rel| std::fs::symlink_metadata(from.join(rel)).is_ok()) {
+        return Ok(None);
+    }
+    let source_repo = open_worktree(&from)?;
+    let source_index = source_repo.index_or_empty().context("could not read the source's index")?;
+    let try_repo = open_worktree(into)?;
+    let try_index = try_repo.index_or_empty().context("could not read the try's index")?;
+    let mut source_ignores = excludes(&source_repo, &source_index)?;
+    let mut try_ignores = excludes(&try_repo, &try_index)?;
     let mut tally = Tally::default();
     let mut warmed = Vec::new();
     let mut failed = Vec::new();
