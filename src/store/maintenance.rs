@@ -370,48 +370,52 @@ mod tests {
 
     /// A repack's `prune-packed` deletes the loose objects it packed and the fan-out
     /// directories that leaves empty, under processes writing objects into them. Two writers
-    /// write objects without pause while 100 repacks run: every write succeeds and every
-    /// object written can be read.
+    /// each write a fixed number of objects during each of 40 repacks: every write succeeds and
+    /// every object written can be read.
     #[test]
     fn writers_keep_writing_while_repacks_empty_their_directories() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (_, clone) = remote_and_clone(dir.path());
         let git_dir = clone.join(".git");
         let ctx = Context::for_tests();
-        let done = std::sync::atomic::AtomicBool::new(false);
-        struct Done<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
+        // Bounded by its work, not the clock: REPACKS repacks, and during each of them every
+        // writer writes PER_REPACK objects (it waits, with a deadline, for the repack to start).
+        const REPACKS: usize = 40;
+        const PER_REPACK: usize = 20;
+        let started = std::sync::atomic::AtomicUsize::new(0);
         let written = std::thread::scope(|scope| {
             let writers: Vec<_> = (0..2)
                 .map(|w| {
-                    let (ctx, clone, done) = (&ctx, &clone, &done);
+                    let (ctx, clone, started) = (&ctx, &clone, &started);
                     scope.spawn(move || {
                         let store = Store::open(ctx, clone).expect("open");
-                        let mut n = 0;
-                        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+                        for n in 0..REPACKS * PER_REPACK {
+                            while started.load(std::sync::atomic::Ordering::SeqCst) <= n / PER_REPACK {
+                                assert!(
+                                    std::time::Instant::now() < deadline,
+                                    "writer {w} waited past its deadline for repack {} to start",
+                                    n / PER_REPACK + 1
+                                );
+                                std::thread::sleep(std::time::Duration::from_millis(1));
+                            }
                             let data = format!("writer {w} object {n}\n");
                             let id = crate::git::write_blob(&store.repo, data.as_bytes())
                                 .unwrap_or_else(|err| panic!("write {n} of writer {w} failed: {err:#}"));
                             assert_eq!(crate::git::read_blob(&store.repo, id).expect("read back"), data.as_bytes());
-                            n += 1;
                         }
-                        n
+                        REPACKS * PER_REPACK
                     })
                 })
                 .collect();
-            let _done = Done(&done);
-            for _ in 0..100 {
+            for r in 1..=REPACKS {
+                started.store(r, std::sync::atomic::Ordering::SeqCst);
                 program::repack_geometric(&git_dir).expect("repack");
             }
-            drop(_done);
             writers.into_iter().map(|w| w.join().expect("every write succeeded")).sum::<usize>()
         });
         git(&clone, &["fsck", "--strict", "--no-dangling"]);
-        eprintln!("{written} objects written while 100 repacks pruned under them, none lost");
+        eprintln!("{written} objects written while {REPACKS} repacks pruned under them, none lost");
     }
 
     #[test]

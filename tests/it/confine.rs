@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::harness::{Repo, TestEnv};
+use crate::harness::{path_with, Repo, TestEnv};
 
 /// Whether bubblewrap can confine here; in CI it must (the suite fails rather than skips).
 fn confinable() -> bool {
@@ -341,16 +341,7 @@ fn required_refuses_to_start_where_bubblewrap_cannot_run_and_auto_says_so() {
     let repo = env.repo("r");
     repo.add(&["a task"]);
     // A PATH with git and a shell, and no bubblewrap.
-    let bin = env.path("bin");
-    std::fs::create_dir_all(&bin).expect("mkdir");
-    for program in ["git", "sh", "true"] {
-        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-            .expect("the program");
-        std::os::unix::fs::symlink(found, bin.join(program)).expect("link");
-    }
-    let path = bin.display().to_string();
+    let path = path_with(&env, &["git", "sh", "true"]);
     let refused = repo.run_with(&["run", "--agent-cmd", "true", "--sandbox", "required"], &[("PATH", &path)]).code(77);
     assert_eq!(
         refused.stderr,

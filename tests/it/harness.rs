@@ -560,9 +560,46 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
 /// Tests that load the whole machine (fleets of clones, many processes racing) or that measure
 /// time (latencies, Ctrl-C windows, leases) take this first, so that they run one at a time:
 /// on a small machine two of them at once would each measure the other.
-pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
-    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+///
+/// The lock is a file lock (`flock`) under the build's temporary directory, so it holds across
+/// processes: under `cargo nextest`, where every test is a process of its own, as under
+/// `cargo test`'s threads. It is let go when the guard is dropped or the process ends.
+pub fn heavy() -> Heavy {
+    use std::os::fd::AsRawFd as _;
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heavy-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|err| panic!("open {}: {err}", path.display()));
+    // SAFETY: flock on a descriptor this function owns; it blocks until the lock is ours.
+    while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        let err = std::io::Error::last_os_error();
+        assert_eq!(err.kind(), std::io::ErrorKind::Interrupted, "lock {}: {err}", path.display());
+    }
+    Heavy(file)
+}
+
+/// The heavy tests' lock, held until dropped.
+pub struct Heavy(#[allow(dead_code)] std::fs::File);
+
+/// A PATH that holds only `programs` (each linked from where the test's own PATH finds it), so
+/// that a test means what is installed and what is not, whatever this machine has.
+pub fn path_with(env: &TestEnv, programs: &[&str]) -> String {
+    let bin = env.path("path-with");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    for program in programs {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{program} is not on the tests' PATH"));
+        let link = bin.join(program);
+        if !link.exists() {
+            std::os::unix::fs::symlink(found, link).expect("link");
+        }
+    }
+    bin.display().to_string()
 }
 
 /// Hold `lock` open in a process of its own, as git holds the locks it takes, until dropped.

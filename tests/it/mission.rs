@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{wait_for, Repo, Run, TestEnv};
+use crate::harness::{path_with, wait_for, Repo, Run, TestEnv};
 
 /// A project repository with these (title, body) tasks labelled `m1`, and one task that is
 /// not part of the mission. Returns the mission's task ids and the other task's.
@@ -404,7 +404,9 @@ fn a_missing_agent_exits_77_before_any_claim() {
     let (api, _, _) = project(&env, "api", &[("api one", "")]);
     let c = commander(&env);
     add_project(&c, "api", &api.dir, 1);
-    let out = c.run_with(&["mission", "run", "m1", "--agent", "claude"], &[("PATH", "/usr/bin:/bin")]).code(77);
+    let out = c
+        .run_with(&["mission", "run", "m1", "--agent", "claude"], &[("PATH", &path_with(&env, &["git", "sh"]))])
+        .code(77);
     assert!(out.stderr.starts_with("error: the agent's program 'claude' was not found\n"), "{}", out.stderr);
     assert_eq!(claims(&c), Vec::<String>::new(), "no fleet claim was taken");
     assert_eq!(project_of(&mission(&c), "api")["dispatches"], 0);

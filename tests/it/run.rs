@@ -3,7 +3,7 @@
 
 use std::process::Stdio;
 
-use crate::harness::{wait_for, Repo, Run, TestEnv};
+use crate::harness::{path_with, wait_for, Repo, Run, TestEnv};
 
 fn run(repo: &Repo<'_>, agent_cmd: &str, extra: &[&str]) -> Run {
     let mut args = vec!["run", "--agent-cmd", agent_cmd, "--grace", "1", "--session-timeout", "60s"];
@@ -227,7 +227,7 @@ fn a_second_walker_exits_3_and_a_missing_agent_exits_77_before_any_claim() {
     let status = first.wait().expect("first walker ends");
     assert_eq!(status.code(), Some(130), "a walk stopped by 'stop --all' exits 130");
     repo.add(&["other"]);
-    let missing = repo.run_with(&["run", "--agent", "claude"], &[("PATH", "/usr/bin:/bin")]).code(77);
+    let missing = repo.run_with(&["run", "--agent", "claude"], &[("PATH", &path_with(&env, &["git", "sh"]))]).code(77);
     assert!(missing.stderr.starts_with("error: the agent's program 'claude' was not found"), "{}", missing.stderr);
     assert_eq!(
         repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().map(Vec::len),
