@@ -456,8 +456,10 @@ fn a_persons_word_from_another_clone_reaches_a_busy_walk_within_its_sync_interva
     wait_for_within(within, "the take-over to reach the walk", || session_of(&long[2])["ended_at"].is_string());
     let taken = asked.elapsed();
 
+    // The busy walk has done its part (load while the words travel): stopped, not waited out.
+    loop_run(there, &["stop", "--all"]).ok();
     let out = finish(busy, "the busy walk");
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 130, "a walk stopped by 'stop --all' exits 130: {}{}", out.stdout, out.stderr);
     loop_run(here, &["stop", "--all"]).ok();
     finish(walk, "the long walk");
     eprintln!("obeyed after: stop {stopped:?}, reassign {reassigned:?}, take-over {taken:?}");
