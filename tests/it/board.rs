@@ -195,6 +195,7 @@ fn watch_streams_a_running_sessions_output_and_ends_when_it_ends() {
     let mut watch = repo.command(&["watch", &id]);
     watch.env("GIT_LOOP_NOW", "").stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut watch = watch.spawn().expect("start watch");
+    let _deadline = crate::harness::Watchdog::new(watch.id(), Duration::from_secs(60), "git loop watch");
     let mut stdout = watch.stdout.take().expect("stdout");
     // Read until the first line is there: the session runs, the watch keeps going.
     let mut seen = Vec::new();

@@ -79,7 +79,7 @@ impl TestEnv {
 
     /// Run the real git in `dir`; panics with its stderr if it fails.
     pub fn git(&self, dir: &Path, args: &[&str]) -> String {
-        let out = self.seal(Command::new("git").args(args).current_dir(dir)).output().expect("run git");
+        let out = output_within(self.seal(Command::new("git").args(args).current_dir(dir)), COMMAND_LIMIT);
         assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
     }
@@ -164,7 +164,7 @@ impl Repo<'_> {
         for (k, v) in vars {
             cmd.env(k, v);
         }
-        Run::from(cmd.output().expect("run git-loop"))
+        Run::from(output_within(&mut cmd, COMMAND_LIMIT))
     }
 
     /// A command for `git loop <args>`, not yet run (for races and stdin).
@@ -223,6 +223,59 @@ impl Repo<'_> {
         all.extend_from_slice(args);
         self.run(&all).ok().stdout.trim().to_owned()
     }
+}
+
+/// How long one command a test runs may take before it is killed and the test fails naming it:
+/// under nextest's own deadline (3 minutes), so the message is ours.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(150);
+
+/// Kills a process that outlives its deadline, saying so on stderr (which the failing test's
+/// output shows); dropped in time, it does nothing.
+pub struct Watchdog {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    pub fn new(pid: u32, limit: Duration, what: &str) -> Watchdog {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, what) = (fired.clone(), what.to_owned());
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(limit) {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("deadline: {what} was still running after {limit:?}; killed");
+                // SAFETY: a signal to a process this test started and has not reaped.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        });
+        Watchdog { stop: Some(stop), fired }
+    }
+
+    /// Whether the deadline passed and the process was killed.
+    pub fn fired(&self) -> bool {
+        self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Run `cmd` to its end and return what it printed; past `limit` it is killed and the test
+/// fails naming it.
+#[track_caller]
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    let what = format!("{:?} {:?}", cmd.get_program(), cmd.get_args().collect::<Vec<_>>());
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let dog = Watchdog::new(child.id(), limit, &what);
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("wait for {what}: {e}"));
+    assert!(!dog.fired(), "{what} did not finish within {limit:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
 }
 
 /// Wait (up to a minute) until `cond` holds.

@@ -354,6 +354,8 @@ fn on_a_terminal(repo: &Repo<'_>, args: &[&str], vars: &[(&str, &str)]) -> Strin
         .stdout(slave.try_clone().expect("dup"))
         .stderr(slave.try_clone().expect("dup"));
     let mut child = cmd.spawn().expect("run git-loop on a terminal");
+    let _deadline =
+        crate::harness::Watchdog::new(child.id(), std::time::Duration::from_secs(60), "git-loop on a terminal");
     drop(cmd);
     drop(slave);
     let mut shown = Vec::new();

@@ -190,7 +190,7 @@ fn w3_a_worktree_deleted_mid_run_is_checked_out_again() {
         &env,
         "w",
         &format!(
-            "if [ ! -f {s}/once ]; then touch {s}/once; echo a > a.txt; git add a.txt; git -c user.name=a -c user.email=a@a commit -qm a; touch {s}/ready; while [ -d \"$GIT_LOOP_WORKTREE/.git\" ] || [ -f \"$GIT_LOOP_WORKTREE/.git\" ]; do sleep 0.05; done; exit 0; fi\ntest -f a.txt\ngit loop finish done",
+            "if [ ! -f {s}/once ]; then touch {s}/once; echo a > a.txt; git add a.txt; git -c user.name=a -c user.email=a@a commit -qm a; touch {s}/ready; n=0; while [ $n -lt 1200 ] && {{ [ -d \"$GIT_LOOP_WORKTREE/.git\" ] || [ -f \"$GIT_LOOP_WORKTREE/.git\" ]; }}; do sleep 0.05; n=$((n+1)); done; exit 0; fi\ntest -f a.txt\ngit loop finish done",
             s = s.display()
         ),
     );
@@ -402,7 +402,7 @@ fn several_fallbacks_race_and_new_tasks_go_back_to_the_agent_once_it_is_reachabl
     );
     repo.git(&["config", "loop.agent.lim.unreachable", "usage limit reached"]);
     named(&repo, &env, "fb1", "sleep 1.5\necho one > one.txt\ngit loop finish done");
-    named(&repo, &env, "fb2", "while true; do sleep 0.05; done");
+    named(&repo, &env, "fb2", "n=0; while [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done");
     repo.git(&["config", "loop.fallback", "fb1,fb2"]);
     repo.git(&["config", "loop.unreachableFor", "1s"]);
     let out = live(&repo, &["run", "--agent", "lim", "--grace", "1"]).ok();

@@ -249,7 +249,7 @@ fn sigint_commits_the_sessions_work_releases_the_claim_and_exits_130() {
         &format!(
             "echo partial > partial.txt\n(setsid sleep 60 &)\nsleep 60 &\n\
              (env -u GIT_LOOP_MARKER setsid sleep 60 & echo $! > {f}.scrubbed)\n\
-             while [ \"$(cat /proc/$(cat {f}.scrubbed)/comm)\" != sleep ]; do sleep 0.02; done\ntouch {f}\nwait",
+             n=0; while [ \"$(cat /proc/$(cat {f}.scrubbed)/comm)\" != sleep ] && [ $n -lt 3000 ]; do sleep 0.02; n=$((n+1)); done\ntouch {f}\nwait",
             f = flag.display()
         ),
     );
@@ -587,7 +587,8 @@ fn a_claim_lost_mid_session_stops_the_session_and_leaves_the_task_to_its_new_hol
     // Pause the walk (only it: the agent under its guard runs on) while it holds no ref lock.
     let walk_pid = child.id() as i32;
     let lock = repo.dir.join(format!(".git/refs/loop/claims/node/{id}.lock"));
-    loop {
+    for attempt in 0.. {
+        assert!(attempt < 1000, "the walk was never paused while it held no lock on {}", lock.display());
         // SAFETY: signalling the child this test spawned and still owns.
         unsafe { libc::kill(walk_pid, libc::SIGSTOP) };
         wait_for("the walk to stop", || {

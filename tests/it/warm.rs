@@ -143,7 +143,7 @@ fn race_entrants_each_get_a_build_directory_of_their_own() {
             me,
             &format!(
                 "echo {me} >> target/debug/out\ntouch {s}/{me}-wrote\n\
-                 while [ ! -f {s}/{other}-wrote ]; do sleep 0.05; done\n\
+                 n=0; while [ ! -f {s}/{other}-wrote ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n\
                  cat target/debug/out > seen-{me}.txt\ngit loop finish done",
                 s = s.display()
             ),

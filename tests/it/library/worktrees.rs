@@ -39,11 +39,19 @@ fn git_never_reads_a_half_written_worktree_registration_while_worktrees_are_adde
             })
         })
         .collect();
+    // The readers stop once the adds are over, also when one of them failed.
+    struct Done(Arc<AtomicBool>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let adds_over = Done(done.clone());
     for n in 0..200 {
         let path = env.path(&format!("wt/w-{n}"));
         tries::add_detached_worktree(&store, &path, head).expect("add a worktree");
     }
-    done.store(true, Ordering::Relaxed);
+    drop(adds_over);
     for reader in readers {
         let (runs, failures) = reader.join().expect("a reader");
         assert!(
