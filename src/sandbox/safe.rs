@@ -25,7 +25,13 @@ fn open_beneath(root: &Path, rel: &Path, directory: bool) -> std::io::Result<Fil
         return Err(invalid());
     }
     let root_fd = open_plain(None, root.as_os_str().as_bytes(), true)?;
-    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | if directory { libc::O_DIRECTORY } else { 0 };
+    // O_NONBLOCK: an agent may have put a FIFO where a file should be, whose open would wait
+    // for a writer for ever; opened without blocking, it is then refused as not a regular file.
+    let flags = libc::O_RDONLY
+        | libc::O_CLOEXEC
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | if directory { libc::O_DIRECTORY } else { 0 };
     let name = std::ffi::CString::new(rel.as_os_str().as_bytes()).map_err(|_| invalid())?;
     // SAFETY: open_how is plain old data; all zeroes is a valid value, filled in below.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
@@ -66,7 +72,11 @@ fn open_plain(dir: Option<&OwnedFd>, name: &[u8], directory: bool) -> std::io::R
     use std::os::fd::AsRawFd as _;
     let name = std::ffi::CString::new(name)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path holds a NUL byte"))?;
-    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | if directory { libc::O_DIRECTORY } else { 0 };
+    let flags = libc::O_RDONLY
+        | libc::O_CLOEXEC
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | if directory { libc::O_DIRECTORY } else { 0 };
     let at = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     // SAFETY: openat reads the NUL-terminated path and returns a new descriptor or -1.
     let fd = unsafe { libc::openat(at, name.as_ptr(), flags) };
@@ -165,5 +175,27 @@ mod tests {
         assert!(read(inside, Path::new("git/HEAD"), 3).is_err(), "past the limit");
         assert_eq!(read_from(inside, Path::new("git/HEAD"), 5, 100).expect("read").as_deref(), Some(&b"x\n"[..]));
         assert!(holds_links(inside) && holds_links(&inside.join("git")) && !holds_links(&inside.join("git/refs")));
+    }
+
+    /// A FIFO where a file should be is refused at once: its open would otherwise wait for a
+    /// writer for ever, and the walker with it.
+    #[test]
+    fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let fifo = std::ffi::CString::new(root.path().join("reports.jsonl").as_os_str().as_bytes()).expect("path");
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0, "mkfifo");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = root.path().to_owned();
+        std::thread::spawn(move || {
+            let read = read(&dir, Path::new("reports.jsonl"), 100).map_err(|e| format!("{e:#}"));
+            let from = read_from(&dir, Path::new("reports.jsonl"), 0, 100).map_err(|e| format!("{e:#}"));
+            let _ = tx.send((read, from));
+        });
+        let (read, from) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the reads returned instead of waiting for a writer");
+        assert!(read.is_err_and(|e| e.contains("not a regular file")), "read refuses it");
+        assert!(from.is_err_and(|e| e.contains("not a regular file")), "read_from refuses it");
     }
 }

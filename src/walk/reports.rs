@@ -37,11 +37,21 @@ pub struct Inbox {
     box_dir: PathBuf,
     /// When it last looked (it looks at most every 200 ms while the session runs).
     last: Option<std::time::Instant>,
+    /// Unreadable lines so far, and what was wrong with the first: only the first is journaled
+    /// as it is read, the rest are counted and said once when the session ends.
+    garbled: usize,
+    first_garbled: Option<String>,
 }
 
 impl Inbox {
     pub fn new(prepared: &Prepared) -> Inbox {
-        Inbox { reader: channel::Reader::default(), box_dir: prepared.box_dir.clone(), last: None }
+        Inbox {
+            reader: channel::Reader::default(),
+            box_dir: prepared.box_dir.clone(),
+            last: None,
+            garbled: 0,
+            first_garbled: None,
+        }
     }
 }
 
@@ -74,7 +84,13 @@ impl GitDispatcher<'_> {
         for read in inbox.reader.next_batch(&inbox.box_dir) {
             match read {
                 Read::Report(report) => self.take_report(l, session, report)?,
-                Read::Garbled(why) => self.overreach(l, session, "report", None, Vec::new(), Some(why))?,
+                Read::Garbled(why) => {
+                    inbox.garbled += 1;
+                    if inbox.garbled == 1 {
+                        inbox.first_garbled = Some(why.clone());
+                        self.overreach(l, session, "report", None, Vec::new(), Some(why))?;
+                    }
+                }
                 Read::TooLong => self.overreach(
                     l,
                     session,
@@ -86,6 +102,18 @@ impl GitDispatcher<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Once the session has ended and its last reports were read: the unreadable lines after
+    /// the first, said in one overreach with their count (garbage costs the journal one record
+    /// however much of it there is).
+    pub(super) fn sum_up_garbage(&self, l: &Launch<'_>, session: &str, inbox: &Inbox) -> Result<()> {
+        if inbox.garbled < 2 {
+            return Ok(());
+        }
+        let first = inbox.first_garbled.as_deref().unwrap_or("");
+        let detail = format!("{} unreadable lines in its reports in all (the first: {first})", inbox.garbled);
+        self.overreach(l, session, "report", None, Vec::new(), Some(detail))
     }
 
     fn take_report(&self, l: &Launch<'_>, session: &str, report: Report) -> Result<()> {

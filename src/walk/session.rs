@@ -392,6 +392,7 @@ impl GitDispatcher<'_> {
         if let Some(inbox) = inbox.as_mut() {
             // What it said last, before its work is committed and its verdict read.
             self.take_reports(l, &session, inbox, true)?;
+            self.sum_up_garbage(l, &session, inbox)?;
         }
         let why = match &ending {
             Ending::Exited(exit) => format!("the agent exited ({exit})"),

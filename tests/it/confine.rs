@@ -394,3 +394,62 @@ fn a_confined_sessions_own_commits_survive_its_walk_being_killed() {
     assert!(log.lines().any(|s| s == "own commit before the crash"), "its commit is on the task's branch: {log}");
     assert_eq!(repo.git(&["show", &format!("loop/{id}:work.txt")]), "work");
 }
+
+/// What an agent leaves in its box cannot stall the walk nor swamp the journal: FIFOs where the
+/// walker reads (its report file, its result file) are refused at once as not regular files,
+/// a FIFO in its try is no reason to wait either, and a flood of garbage report lines is
+/// journaled as two overreaches (the first line, then the count), not one for each line.
+#[test]
+fn fifos_and_floods_in_the_box_neither_stall_the_walk_nor_swamp_the_journal() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let fifo = repo.add(&["fifo", "-p", "p1"]);
+    let flood = repo.add(&["flood", "-p", "p0"]);
+    let agent = env.agent(
+        "hostile",
+        &format!(
+            r#"case "$GIT_LOOP_TASK" in
+{fifo}) rm -f "$GIT_LOOP_BOX/reports.jsonl" "$GIT_LOOP_RESULT"
+  mkfifo "$GIT_LOOP_BOX/reports.jsonl" "$GIT_LOOP_RESULT" fifo-in-try
+  exit 0 ;;
+{flood}) i=0; while [ $i -lt 5000 ]; do echo "garbage $i"; i=$((i+1)); done >> "$GIT_LOOP_BOX/reports.jsonl"
+  echo ok > ok.txt
+  git loop finish done --message ok ;;
+esac"#
+        ),
+    );
+    let started = std::time::Instant::now();
+    let out = repo.run(&[
+        "run",
+        "--agent-cmd",
+        &agent,
+        "--max-units",
+        "2",
+        "--per-unit-dispatches",
+        "1",
+        "--session-timeout",
+        "60s",
+        "--sandbox",
+        "required",
+    ]);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(45), "the walk ended in {took:?}: {}{}", out.stdout, out.stderr);
+    assert_eq!(task(&repo, &flood)["state"], "done", "the flood's own task is done: {}{}", out.stdout, out.stderr);
+    assert_ne!(task(&repo, &fifo)["state"], "done", "no verdict came from a FIFO");
+    let overreach = events(&repo, "agent_overreach");
+    let of = |id: &str| -> Vec<String> {
+        overreach
+            .iter()
+            .filter(|e| e["task"] == id)
+            .map(|e| e["data"]["detail"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let fifo_said = of(&fifo);
+    assert!(fifo_said.iter().any(|d| d.contains("not a regular file")), "the FIFO report file is named: {fifo_said:?}");
+    let flood_said = of(&flood);
+    assert_eq!(flood_said.len(), 2, "the first garbage line, then the count: {flood_said:?}");
+    assert!(flood_said[1].starts_with("5000 unreadable lines in its reports in all"), "{flood_said:?}");
+}
