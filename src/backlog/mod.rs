@@ -528,7 +528,8 @@ pub fn set_state(store: &Store, ctx: &Context, id: &TaskId, state: State, reason
 
 /// Move a task to another state and journal it with who did it. A task in a state cannot
 /// enter it again, and a done task can only be reopened. Reopening also releases a claim the
-/// loop kept on the closed task (park exclusion) or a person held, so it is ready at once.
+/// loop kept on the closed task (park exclusion) or a person held, so it is ready at once; so
+/// does cancelling: a cancelled task is closed for good, and holds no claim.
 pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> Result<Snapshot> {
     let (state, from) = (t.state, t.from.clone());
     let previous = std::cell::Cell::new(State::Open);
@@ -554,7 +555,7 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
     let change =
         Change { state: Some(StateChange { state, reason: t.reason.clone(), completion: None }), ..Default::default() };
     let snapshot = task::update(store, ctx, id, change, &check)?;
-    if state == State::Open {
+    if matches!(state, State::Open | State::Cancelled) {
         release_hold(store, ctx, id)?;
     }
     let (from, to, by) = (previous.get().as_str().to_owned(), state.as_str().to_owned(), store.identity.to_string());

@@ -52,6 +52,7 @@ fn unreachable(dir: &std::path::Path, remote: &str) -> Option<String> {
 pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
     let mut store = if args.remote.is_some() { env.open_as_configured()? } else { env.open()? };
     let clone_id = store.clone_id()?;
+    let mut taken = None;
     if let Some(remote) = &args.remote {
         if !store.has_remote(remote.as_str()) {
             return Err(usage(format!("remote '{remote}' is not configured"))
@@ -66,6 +67,17 @@ pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
             super::output::stderr_line(format!(
                 "hint: loop.remote is set to '{remote}' all the same; claims need it reachable ('git loop sync' tries it again)"
             ));
+        } else {
+            // Following a remote starts from its state: a fresh clone's board is the remote's
+            // backlog from the first command, not an empty one until a sync.
+            match git_loop::store::sync::take_remote_state(&store, &env.ctx, remote) {
+                Ok(changes) => taken = Some(changes),
+                Err(err) => {
+                    let text = format!("{err:#}").replace('\n', " ");
+                    super::output::stderr_line(format!("warning: could not take the remote's loop state: {text}"));
+                    super::output::stderr_line("hint: 'git loop sync' takes it once the remote answers");
+                }
+            }
         }
     }
     let identity = store.identity.to_string();
@@ -80,12 +92,20 @@ pub fn run(env: &Env, args: InitArgs) -> Result<u8> {
                 "remote": arbiter,
                 "identity": identity,
                 "identity_configured": configured,
+                "taken_from_remote": taken,
             }))
             .map(|()| 0);
     }
     out.line(format!("git-loop is ready in {}", store.workdir().display()))?;
     match &arbiter {
-        Some(remote) => out.line(format!("  claims are decided by remote '{remote}'"))?,
+        Some(remote) => {
+            out.line(format!("  claims are decided by remote '{remote}'"))?;
+            match taken {
+                Some(0) => out.line(format!("  this clone holds everything remote '{remote}' holds of the loop"))?,
+                Some(n) => out.line(format!("  took the loop's state from remote '{remote}' ({n} refs)"))?,
+                None => {}
+            }
+        }
         None => out.line("  claims are decided in this clone (share them with 'git loop init --remote <name>')")?,
     }
     if configured {

@@ -219,8 +219,13 @@ pub(super) fn walk_confinement(
 }
 
 pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
-    if args.walk.per_unit_dispatches == 0 || args.parallel == 0 {
-        return Err(usage("--parallel and --per-unit-dispatches must be at least 1").into());
+    if args.parallel == 0 {
+        return Err(usage("--parallel must be at least 1").hint("--parallel 1 runs one session at a time").into());
+    }
+    if args.walk.per_unit_dispatches == 0 {
+        return Err(usage("--per-unit-dispatches must be at least 1")
+            .hint("it is how many sessions a task may have; leave it out for the default")
+            .into());
     }
     if args.max_units == Some(0) || args.max_iterations == Some(0) {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());

@@ -444,6 +444,18 @@ where
     }
 }
 
+/// What a session's continuation note says when the session reported done and the checks then
+/// failed (the engine counts them, to say so when the unit runs out of sessions).
+pub const CHECKS_FAILED: &str = "reported done, but the checks failed";
+
+fn times(n: u32) -> String {
+    if n == 1 {
+        "once".to_owned()
+    } else {
+        format!("{n} times")
+    }
+}
+
 /// Work one unit to a close; `None` if it was abandoned (not closed).
 fn work_unit<Q, D>(
     walk: &Run,
@@ -458,6 +470,9 @@ where
 {
     let cap = walk.lock().limits.per_unit_dispatches.max(1);
     let mut carry: Option<String> = None;
+    // Sessions that said done and whose checks then failed: a unit that ends so every time
+    // ends saying that, not "no verdict".
+    let mut checks_failed = 0u32;
     let mut attempt = 0;
     while attempt < cap {
         attempt += 1;
@@ -478,7 +493,10 @@ where
         attempt += (cap - attempt) - budget.unit_left();
         match dispatched {
             Dispatched::Verdict { verdict, message } => return queue.close(unit, verdict, &message).map(Some),
-            Dispatched::Continue { note } => carry = Some(note),
+            Dispatched::Continue { note } => {
+                checks_failed += u32::from(note.contains(CHECKS_FAILED));
+                carry = Some(note)
+            }
             Dispatched::Spent => {
                 queue.abandon(unit, "the session budget is spent")?;
                 return Ok(None);
@@ -499,6 +517,13 @@ where
             }
         }
     }
-    let message = format!("no verdict after {cap} session{}", if cap == 1 { "" } else { "s" });
+    let sessions = if cap == 1 { "1 session".to_owned() } else { format!("{cap} sessions") };
+    let message = match checks_failed {
+        0 => format!("no verdict after {sessions}"),
+        n if n == cap => {
+            format!("the checks failed {} (each of its {sessions} reported done)", times(n))
+        }
+        n => format!("no verdict that stood after {sessions}: the checks failed {}", times(n)),
+    };
     queue.close(unit, Verdict::Failed, &message).map(Some)
 }

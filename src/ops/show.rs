@@ -112,22 +112,27 @@ pub fn show(store: &Store, ctx: &Context, target: &str) -> Result<Shown> {
 }
 
 /// Where task `id`'s work stands with the landing queue of the default target; `None` without
-/// a task branch or a target.
+/// a task branch or a target, and for a task that is not done and never failed to land (a
+/// failed, parked or cancelled task has no work to land: its branch is where it started).
 fn landing_of(store: &Store, ctx: &Context, id: &TaskId, task: &Task) -> Result<Option<Landing>> {
     let Some(head) = store.ref_target(&crate::refs::task_branch(id))? else { return Ok(None) };
     let Some(view) = crate::landing::view(store, ctx)? else { return Ok(None) };
     let into = crate::refs::short_branch(&view.into).to_owned();
     let failure = view.last_failure.filter(|(task, ..)| task == id.as_str()).map(|(_, at, failed)| (at, failed));
+    let done = task.state == State::Done;
+    if !done && failure.is_none() {
+        return Ok(None);
+    }
     let position = view.queue.iter().position(|q| q.task == id.as_str());
     // "Landed" only when the target as this clone knows it holds the completing commit (else the
     // task branch's head): a completion note that says it landed is not enough — it may name a
     // target this clone has not fetched since, or a landing that never reached it.
     let completing = task.completion.as_ref().and_then(|c| c.commit.as_deref()).and_then(|c| c.parse().ok());
     let landed = match view.tip {
-        Some(tip) => store.is_ancestor(completing.unwrap_or(head), tip)?,
-        None => false,
+        Some(tip) if done => store.is_ancestor(completing.unwrap_or(head), tip)?,
+        _ => false,
     };
-    let noted = !landed && crate::landing::noted_landed(store, task, &view.into)?;
+    let noted = done && !landed && crate::landing::noted_landed(store, task, &view.into)?;
     let state = match (landed, position) {
         (true, _) => LandingState::Landed,
         (false, _) if noted => LandingState::Noted,

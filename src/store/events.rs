@@ -615,6 +615,9 @@ pub struct Checkout {
     /// `added` (made from nothing) or `pooled` (a finished try's worktree checked out in place).
     pub how: String,
     pub elapsed_ms: u64,
+    /// Pooled from another task's try (`loop.pool.share`): what git ignores in it came along.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
     /// Pooled: the worktree it was (`<task>-<n>`), and the files written, removed and kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,

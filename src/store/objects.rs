@@ -465,6 +465,12 @@ impl Store {
                 }
                 gix::object::Kind::Tree => {
                     let tree = gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1).map_err(|e| bad(&e))?;
+                    if let Some(entry) = tree.entries.iter().find(|e| git::refused_path_component(e.filename)) {
+                        anyhow::bail!(
+                            "tree {id} holds '{}', a path git refuses to check out",
+                            String::from_utf8_lossy(entry.filename)
+                        );
+                    }
                     // A submodule's commit is not this repository's to hold.
                     stack.extend(tree.entries.iter().filter(|e| !e.mode.is_commit()).map(|e| e.oid.to_owned()));
                 }

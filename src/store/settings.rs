@@ -23,6 +23,19 @@ pub struct Key {
 }
 
 /// Every setting git-loop reads, in the order docs/storage.md lists them.
+/// A setting's name as the docs spell it (`loop.sandbox.readOnly`), for one read in git's
+/// case-insensitive way (`loop.sandbox.readonly`); a name the docs do not list, as it is.
+pub fn documented_name(key: &str) -> String {
+    // A row may name several keys of one section: "loop.sandbox.readOnly` / `.readWrite`".
+    let names = KEYS.iter().flat_map(|k| {
+        let mut parts = k.key.split("` / `");
+        let first = parts.next().unwrap_or_default();
+        let section = first.rsplit_once('.').map_or("", |(section, _)| section);
+        std::iter::once(first.to_owned()).chain(parts.map(move |p| format!("{section}{p}")))
+    });
+    names.into_iter().find(|name| name.eq_ignore_ascii_case(key)).unwrap_or_else(|| key.to_owned())
+}
+
 pub const KEYS: &[Key] = &[
     Key { key: "loop.remote", meaning: "the remote that decides claims (`git loop init --remote`)" },
     Key { key: "loop.agent", meaning: "the default agent for `run`" },
@@ -128,6 +141,10 @@ pub const KEYS: &[Key] = &[
     Key {
         key: "loop.pool",
         meaning: "how many finished tries' worktrees to keep for the next tries, which check their branch out in place and keep the ignored build state (default 4; 0 to 64; 0: none); docs/cli.md",
+    },
+    Key {
+        key: "loop.pool.share",
+        meaning: "`true`: a pooled worktree may go to another task's try, with what git ignores in it (written by the other task's agent); default off: only the same task's later tries take it",
     },
     Key {
         key: "loop.holder",

@@ -75,6 +75,7 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.notify",
     "loop.worktrees",
     "loop.pool",
+    "loop.pool.share",
     "loop.holder",
     "loop.user",
     "loop.transferTimeout",

@@ -746,13 +746,21 @@ pub fn adopt(store: &mut Store, ctx: &Context) -> Result<Adoption> {
         None if names.len() == 1 => names[0].clone(),
         None => return Ok(Adoption::NoRemote),
     };
-    let mut report = exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(Scope::All) })?;
-    report.changes.extend(exchange(store, ctx, &remote, Plan { push: false, ..Plan::new(only_notes()) })?.changes);
+    let changes = take_remote_state(store, ctx, &remote)?;
     if !has_loop_state(store)? {
         return Ok(Adoption::Nothing);
     }
     store.set_local_config("loop.remote", &remote)?;
-    Ok(Adoption::Followed { remote, changes: report.changes.len() })
+    Ok(Adoption::Followed { remote, changes })
+}
+
+/// Bring `remote`'s loop state (tasks, claims, journal, notes) into this clone without sending
+/// anything: what a clone that starts following a remote does first, so that its board is the
+/// remote's from its first command. Returns how many refs changed here.
+pub fn take_remote_state(store: &Store, ctx: &Context, remote: &str) -> Result<usize> {
+    let mut report = exchange(store, ctx, remote, Plan { push: false, ..Plan::new(Scope::All) })?;
+    report.changes.extend(exchange(store, ctx, remote, Plan { push: false, ..Plan::new(only_notes()) })?.changes);
+    Ok(report.changes.len())
 }
 
 /// Whether this clone holds any shared loop state (a task, a claim, a journal event...).

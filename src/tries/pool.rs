@@ -18,6 +18,11 @@
 //! - Entries are taken and given back under the clone's worktree lock (`tries::WorktreeLock`),
 //!   so two walks of one clone never take the same one. An entry that is not a worktree this
 //!   clone registers (its registration pruned, its `.git` rewritten) is removed, not used.
+//! - Per task: an entry is taken only by a later try of the task whose try gave it back, since
+//!   what git ignores in it (build state, but also any file an agent left there that the
+//!   project ignores: a `local.mk` the Makefile includes, a poisoned build output) was written
+//!   by that task's agent. With `loop.pool.share` on, any task's try takes any entry — faster
+//!   for trusted agents — and its line and `try_opened` name the other task it inherits from.
 //! - Not pooled: worktrees of a repository with sparse checkout (a checkout in place would have
 //!   to apply its patterns), and with `loop.pool = 0`.
 
@@ -62,6 +67,8 @@ pub struct Reused {
     pub written: usize,
     pub removed: usize,
     pub kept: usize,
+    /// The worktree was another task's (`loop.pool.share`): what git ignores in it came with it.
+    pub other_task: bool,
 }
 
 impl Checkout {
@@ -69,8 +76,9 @@ impl Checkout {
     pub fn describe(&self) -> Option<String> {
         let How::Pooled(r) = &self.how else { return None };
         Some(format!(
-            "reused the pooled worktree of {} ({} written, {} removed, {} kept, {:.2} s)",
+            "reused the pooled worktree of {}{} ({} written, {} removed, {} kept, {:.2} s)",
             r.from,
+            if r.other_task { ", another task's, with what git ignores in it (loop.pool.share)" } else { "" },
             files(r.written),
             r.removed,
             r.kept,
@@ -85,6 +93,7 @@ impl Checkout {
             How::Added => crate::store::events::Checkout {
                 how: "added".to_owned(),
                 elapsed_ms,
+                shared: None,
                 from: None,
                 written: None,
                 removed: None,
@@ -93,6 +102,7 @@ impl Checkout {
             How::Pooled(r) => crate::store::events::Checkout {
                 how: "pooled".to_owned(),
                 elapsed_ms,
+                shared: r.other_task.then_some(true),
                 from: Some(r.from.clone()),
                 written: Some(r.written as u64),
                 removed: Some(r.removed as u64),
@@ -119,6 +129,14 @@ pub fn size(store: &Store) -> Result<usize, crate::error::Refusal> {
                 .hint("it is how many finished try worktrees to keep for reuse, e.g. git config loop.pool 4 (0: none)")
         }),
     }
+}
+
+/// `loop.pool.share`: whether a pooled worktree may go to another task's try (off by default).
+pub fn share(store: &Store) -> bool {
+    store
+        .config_values("loop.pool.share")
+        .last()
+        .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "1"))
 }
 
 /// The pool's directory of `store`.
@@ -238,6 +256,7 @@ pub(super) fn take(store: &Store, try_: &Try) -> Result<Option<Reused>> {
     if std::fs::symlink_metadata(&try_.worktree).is_ok() {
         return Ok(None);
     }
+    let share = share(store);
     for entry in kept {
         let Some(admin) = entry.admin.clone() else {
             clear(store, &entry)?;
@@ -246,6 +265,12 @@ pub(super) fn take(store: &Store, try_: &Try) -> Result<Option<Reused>> {
         let from = std::fs::read_to_string(admin.join("loop-pool-from"))
             .map(|t| t.trim().to_owned())
             .unwrap_or_else(|_| admin.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        // `<task>-<n>`: another task's entry (or one whose task cannot be told) waits for its
+        // own task's next try, unless the person shares the pool.
+        let other_task = from.rsplit_once('-').is_none_or(|(task, _)| task != try_.task.as_str());
+        if other_task && !share {
+            continue;
+        }
         // Checked out while still in the pool, detached: a crash here leaves a pool entry.
         write_atomically(&admin.join("HEAD"), &format!("{start}\n"))?;
         let counts = match check_out_in_place(&entry.path, start) {
@@ -270,7 +295,13 @@ pub(super) fn take(store: &Store, try_: &Try) -> Result<Option<Reused>> {
         }
         write_atomically(&admin.join("HEAD"), &format!("ref: {}\n", try_.branch))?;
         let _ = std::fs::remove_file(admin.join("loop-pool-from"));
-        return Ok(Some(Reused { from, written: counts.written, removed: counts.removed, kept: counts.kept }));
+        return Ok(Some(Reused {
+            from,
+            written: counts.written,
+            removed: counts.removed,
+            kept: counts.kept,
+            other_task,
+        }));
     }
     Ok(None)
 }

@@ -235,10 +235,11 @@ impl GitDispatcher<'_> {
     /// After a confined session that commits has ended: adopt the commits of its private git
     /// directory into the real repository and put its worktree's `HEAD` on them (detached), so
     /// that commit-on-stop builds on them and attaches it to the try branch again.
-    pub(super) fn adopt_commits(&self, l: &Launch<'_>, session: &str, prepared: &Prepared) -> Result<()> {
-        let Some(git) = &prepared.git else { return Ok(()) };
+    /// Returns why its commits were refused, if they were.
+    pub(super) fn adopt_commits(&self, l: &Launch<'_>, session: &str, prepared: &Prepared) -> Result<Option<String>> {
+        let Some(git) = &prepared.git else { return Ok(None) };
         match crate::sandbox::private_git::adopt(self.store, git)? {
-            Adopted::Unmoved => Ok(()),
+            Adopted::Unmoved => Ok(None),
             Adopted::Commit { id, merge_concluded, .. } => {
                 if !crate::tries::commit::take_commits(self.store, l.try_, l.worktree, id, merge_concluded)? {
                     let why = format!(
@@ -246,9 +247,12 @@ impl GitDispatcher<'_> {
                     );
                     self.walker.observer.event(&Event::Warning { message: format!("session {session}: {why}") });
                 }
-                Ok(())
+                Ok(None)
             }
-            Adopted::Refused(why) => self.overreach(l, session, "git", None, Vec::new(), Some(why)),
+            Adopted::Refused(why) => {
+                self.overreach(l, session, "git", None, Vec::new(), Some(why.clone()))?;
+                Ok(Some(why))
+            }
         }
     }
 

@@ -140,7 +140,7 @@ impl GitDispatcher<'_> {
                 },
             )
         })?;
-        let Launched { dir, log, env, why, ending, .. } = launched;
+        let Launched { dir, log, env, why, ending, refused } = launched;
         let ran = |step: Step| Ran { session: session.clone(), step, checks: None, summary: None };
         match ending {
             Ending::Cancelled => return Ok(ran(Step::Interrupted)),
@@ -151,6 +151,13 @@ impl GitDispatcher<'_> {
                 return Ok(ran(Step::CannotRun { what: Unrunnable::Agent, said: last_said(&log), log }));
             }
             Ending::Exited(_) | Ending::TimedOut => {}
+        }
+        if let Some(why) = refused {
+            // Whatever it said, the work it says it did was not taken.
+            return Ok(ran(Step::Verdict {
+                verdict: Verdict::Failed,
+                message: format!("its commits were not taken: {why}"),
+            }));
         }
         let Evidence { verdict: evidence, violation } = self.evidence(task, &session, &dir)?;
         // A holder paused past its lease (SIGSTOP, a laptop lid) may have been superseded
@@ -210,7 +217,8 @@ impl GitDispatcher<'_> {
                     checks: checks_json,
                     ..ran(Step::Continue {
                         note: format!(
-                            "The previous session ({session}) reported done, but the checks failed: `{command}`.\nThe last lines of their output were:\n{}",
+                            "The previous session ({session}) {}: `{command}`.\nThe last lines of their output were:\n{}",
+                            crate::engine::CHECKS_FAILED,
                             checks.tail
                         ),
                     })
@@ -404,6 +412,7 @@ impl GitDispatcher<'_> {
             Ending::Halted => "another try won the race".to_owned(),
         };
         // A reviewer's checkout is thrown away, never committed: nothing it did is the work.
+        let mut refused = None;
         let committed = if l.commits {
             let author = gix::actor::Signature {
                 name: agent.name.as_str().into(),
@@ -419,7 +428,7 @@ impl GitDispatcher<'_> {
                 agent.name
             );
             if let Some(prepared) = &confined {
-                self.adopt_commits(l, &session, prepared)?;
+                refused = self.adopt_commits(l, &session, prepared)?;
             }
             match tries::commit::commit_on_stop(self.store, try_, &author, &message)? {
                 Committed::Commit { id, .. } => Some((id.to_string(), false)),
@@ -488,7 +497,7 @@ impl GitDispatcher<'_> {
                 _ => Vec::new(),
             },
         });
-        Ok(Launched { dir, log, env, why, ending })
+        Ok(Launched { dir, log, env, why, ending, refused })
     }
 
     /// What a session used: its CLI's own report in its log, else what the agent reported

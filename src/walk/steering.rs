@@ -152,7 +152,11 @@ impl Steering {
 
 /// Changes in a line for people: `loop.checks 'cargo test' → 'true'`.
 pub fn describe(changes: &[SettingChange]) -> String {
-    changes.iter().map(|c| format!("{} {} → {}", c.key, shown(&c.from), shown(&c.to))).collect::<Vec<_>>().join("; ")
+    changes
+        .iter()
+        .map(|c| format!("{} {} → {}", crate::store::settings::documented_name(&c.key), shown(&c.from), shown(&c.to)))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -175,6 +179,8 @@ mod tests {
         assert!(format!("{refused:#}").contains("loop.checks was changed to 'true' while session s-1 ran unconfined"));
         let (_, accepted) = start(&store, true).expect("a person accepts it");
         assert_eq!(describe(&accepted), "loop.checks 'cargo test' → 'true'", "named, and obeyed");
+        let read_only = SettingChange { key: "loop.sandbox.readonly".into(), from: None, to: Some("/opt".into()) };
+        assert!(describe(&[read_only]).starts_with("loop.sandbox.readOnly "), "named as the docs spell it");
         assert!(start(&store, false).expect("no longer refused").1.is_empty());
     }
 }

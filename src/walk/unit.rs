@@ -216,6 +216,9 @@ pub struct Launched {
     pub env: Vec<(String, String)>,
     pub why: String,
     pub ending: Ending,
+    /// A confined session's commits that were not taken, and why (a path git refuses, a link
+    /// in its git directory): its verdict is then failed with that reason, whatever it said.
+    pub refused: Option<String>,
 }
 
 /// Why a session's process ended.

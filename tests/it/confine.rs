@@ -453,3 +453,64 @@ esac"#
     assert_eq!(flood_said.len(), 2, "the first garbage line, then the count: {flood_said:?}");
     assert!(flood_said[1].starts_with("5000 unreadable lines in its reports in all"), "{flood_said:?}");
 }
+
+/// A session whose commits hold a path git refuses to check out (`.GIT/config` at the top,
+/// `sub/.git` as a file) made with its private git: an overreach, its commits not taken, its
+/// session failed with the reason, and the walk goes on to the next task (the crafted tree
+/// used to fail the index build and end every walk that picked the task).
+#[test]
+fn commits_holding_a_path_git_refuses_are_not_taken_and_the_walk_goes_on() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let upper = repo.add(&["upper", "-p", "p1"]);
+    let nested = repo.add(&["nested", "-p", "p1"]);
+    let good = repo.add(&["good", "-p", "p2"]);
+    let agent = env.agent(
+        "crafter",
+        &format!(
+            r#"blob=$(echo x | git hash-object -w --stdin)
+craft() {{
+  top=$( (git ls-tree HEAD; printf '040000 tree %s\t%s\n' "$1" "$2") | git mktree)
+  c=$(git commit-tree "$top" -p HEAD -m crafted)
+  git update-ref HEAD "$c"
+  git loop finish done --message crafted
+}}
+case "$GIT_LOOP_TASK" in
+{upper}) craft "$(printf '100644 blob %s\tconfig\n' "$blob" | git mktree)" .GIT ;;
+{nested}) craft "$(printf '100644 blob %s\t.git\n' "$blob" | git mktree)" sub ;;
+*) echo ok > ok.txt; git loop finish done --message ok ;;
+esac"#
+        ),
+    );
+    let out = repo.run(&[
+        "run",
+        "--agent-cmd",
+        &agent,
+        "--per-unit-dispatches",
+        "1",
+        "--session-timeout",
+        "60s",
+        "--sandbox",
+        "required",
+    ]);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(task(&repo, &good)["state"], "done", "the walk went on to the good task: {said}");
+    let overreach = events(&repo, "agent_overreach");
+    for (id, path) in [(&upper, ".GIT"), (&nested, ".git")] {
+        assert_ne!(task(&repo, id)["state"], "done", "{path}: not done on a crafted tree: {said}");
+        let details: Vec<&str> = overreach
+            .iter()
+            .filter(|e| e["task"] == id.as_str())
+            .filter_map(|e| e["data"]["detail"].as_str())
+            .collect();
+        assert!(
+            details.iter().any(|d| d.contains(&format!("holds '{path}', a path git refuses"))),
+            "{path}: the overreach names it: {details:?}"
+        );
+        let tree = repo.git(&["ls-tree", "-r", "--name-only", &format!("loop-try/{id}/1")]);
+        assert!(!tree.lines().any(|p| p.to_ascii_lowercase().contains(".git/")), "{path}: not taken: {tree}");
+    }
+}

@@ -182,7 +182,9 @@ fn a_walk_killed_between_any_two_writes_is_picked_up_by_the_next_walk() {
         let task = repo.run(&["show", &id, "--json"]).ok().json();
         assert_eq!(task["state"], "done", "after kill {n}, the task was done by the next walk");
         let (left, pooled) = repo.worktrees();
-        assert!(left.is_empty() && pooled <= 1, "after kill {n}, no try worktree is left: {left:?}, {pooled} pooled");
+        // Each task's finished try waits in the pool for that task alone: never more than
+        // loop.pool (4) of them, whatever was killed where.
+        assert!(left.is_empty() && pooled <= 4, "after kill {n}, no try worktree is left: {left:?}, {pooled} pooled");
         if !killed(&run) {
             assert!(n > 10, "a walk of one unit has many writes ({n})");
             break;

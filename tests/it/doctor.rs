@@ -103,7 +103,7 @@ fn doctor_says_a_walked_repository_is_clean() {
     let out = repo.run(&["doctor"]).ok();
     assert_eq!(
         chains_hidden(&out.stdout),
-        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees (1 pooled), 3 sessions\n"
+        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees (3 pooled), 3 sessions\n"
     );
     let json = repo.run(&["doctor", "--json"]).ok().json();
     assert_eq!((json["clean"].as_bool(), json["findings"].as_array().map(Vec::len)), (Some(true), Some(0)));

@@ -451,6 +451,7 @@ fn bad_input_is_one_line_with_a_hint_and_exit_2() {
         ),
         (&["mission", "add", "m1", "--title", "again"], 1, "error: mission 'm1' already exists\nhint: see it with 'git loop mission show m1'\n"),
         (&["mission", "run", "m1", "--agent", "demo", "--max-units", "0"], 2, "error: a budget of 0 would do nothing\nhint: leave it out for no limit\n"),
+        (&["mission", "run", "m1", "--agent", "demo", "--parallel", "0"], 2, "error: --parallel must be at least 1\nhint: --parallel 1 runs one session at a time\n"),
     ];
     for (args, code, stderr) in cases {
         let out = c.run(args).code(*code);

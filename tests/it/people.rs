@@ -420,3 +420,27 @@ fn a_stop_written_on_another_clone_is_obeyed_at_the_walks_next_sync() {
     assert_eq!(show(&here, &id)["state"], "needs-decision");
     assert_eq!(here.git(&["show", &format!("loop-try/{id}/1:far.txt")]), "far");
 }
+
+/// A failed task's claim is kept until a person answers it; cancelling it is an answer: the
+/// claim is given back (it stayed held for ever, on every clone). Neither the failed nor the
+/// cancelled task is said to have landed.
+#[test]
+fn cancelling_a_failed_task_gives_back_the_claim_the_walk_kept() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["doomed"]);
+    let agent = env.agent("fails", "git loop finish failed --message 'cannot be done'");
+    repo.run(&["run", "--agent-cmd", &agent, "--per-unit-dispatches", "1"]);
+    let held = |repo: &Repo<'_>| -> usize {
+        repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().map_or(0, Vec::len)
+    };
+    let shown = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(shown["state"], "failed");
+    // A failed task has no work to land: show says nothing of landing (it said "landed").
+    assert!(shown["landing"].is_null(), "no landing for a failed task: {}", shown["landing"]);
+    assert!(!repo.run(&["show", &id]).ok().stdout.contains("landing:"), "nor a landing line");
+    assert_eq!(held(&repo), 1, "the walk keeps the failed task's claim until a person answers");
+    repo.run(&["cancel", &id, "--reason", "not worth it"]).ok();
+    assert_eq!(held(&repo), 0, "a cancelled task holds no claim");
+    assert!(!repo.run(&["show", &id]).ok().stdout.contains("landing:"), "nor for a cancelled one");
+}

@@ -806,3 +806,28 @@ fn a_claim_released_under_a_running_session_stops_it_as_lost() {
     assert_eq!(ended[0]["reason"], "its claim was released by someone else while it ran", "{}", out.stdout);
     assert!(repo.run(&["claim", "list", "--json"]).ok().json()["claims"].as_array().is_some_and(|c| c.is_empty()));
 }
+
+/// `--parallel 0` names itself, with a hint, not an option that was never given.
+#[test]
+fn parallel_zero_names_itself_with_a_hint() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let out = repo.run(&["run", "--agent-cmd", "true", "--parallel", "0"]).code(2);
+    assert_eq!(out.stderr, "error: --parallel must be at least 1\nhint: --parallel 1 runs one session at a time\n");
+}
+
+/// A task whose agent says done every time and whose checks fail every time ends saying so,
+/// not "no verdict".
+#[test]
+fn a_task_whose_checks_fail_after_every_session_says_so_when_it_fails() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["never passes"]);
+    let agent = env.agent("eager", "echo x >> x.txt\ngit loop finish done --message done");
+    repo.run(&["run", "--agent-cmd", &agent, "--checks", "false", "--per-unit-dispatches", "2"]);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(
+        (task["state"].as_str(), task["reason"].as_str()),
+        (Some("failed"), Some("failed: the checks failed 2 times (each of its 2 sessions reported done)"))
+    );
+}

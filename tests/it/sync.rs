@@ -100,3 +100,32 @@ fn sync_offers_to_fast_forward_a_clean_checked_out_target_and_ff_does_it_never_o
     assert_ne!(first, second);
     assert_eq!(std::fs::read_to_string(b.dir.join("README")).expect("README"), "my edit\n");
 }
+
+/// The README tour's first line on a fresh clone of a shared repository: `init --remote origin`
+/// takes the remote's backlog at once, so `list` and `next` show it (they showed an empty
+/// backlog until a sync, where a clone that skipped init followed the remote by itself).
+#[test]
+fn init_with_a_remote_on_a_fresh_clone_shows_the_remotes_backlog_at_once() {
+    let env = TestEnv::new();
+    let remote = env.remote("origin");
+    let url = remote.to_str().expect("utf-8");
+    let a = env.clone_of(url, "a");
+    a.run(&["init", "--remote", "origin"]).ok();
+    let ids: Vec<String> = (0..3).map(|i| a.add(&[&format!("shared task {i}")])).collect();
+    a.run(&["sync"]).ok();
+
+    let fresh = env.clone_of(url, "fresh");
+    let init = fresh.run(&["init", "--remote", "origin"]).ok();
+    assert!(init.stdout.contains("took the loop's state from remote 'origin' ("), "{}", init.stdout);
+    let listed = fresh.run(&["list", "--json"]).ok().json();
+    let mut seen: Vec<String> =
+        listed["tasks"].as_array().expect("tasks").iter().map(|t| t["id"].as_str().expect("id").to_owned()).collect();
+    seen.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(seen, want, "the remote's backlog, from the first command after init");
+    let next = fresh.run(&["next", "--json"]).ok().json();
+    assert!(ids.iter().any(|id| next["id"] == id.as_str()), "next offers a shared task: {next}");
+    let again = fresh.run(&["init", "--remote", "origin", "--json"]).ok().json();
+    assert_eq!(again["taken_from_remote"], 0, "a second init has nothing more to take: {again}");
+}

@@ -314,13 +314,18 @@ fn a_finished_tries_worktree_is_checked_out_in_place_for_the_next_try_and_leaks_
     let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
     std::fs::File::options().write(true).open(entry.join("src/x")).and_then(|f| f.set_modified(old)).expect("mtime");
 
+    // Another task's try takes it only where the person shares the pool.
+    repo.git(&["config", "loop.pool.share", "true"]);
     let out = walk(&second);
     let line = opened_line(&out, &second);
     assert!(
-        line.contains(&format!("reused the pooled worktree of {first}-1 (")) && line.contains("kept"),
-        "the opened line says the worktree was reused: {}",
+        line.contains(&format!(
+            "reused the pooled worktree of {first}-1, another task's, with what git ignores in it (loop.pool.share) ("
+        )) && line.contains("kept"),
+        "the opened line says the worktree was reused, and whose: {}",
         out.stdout
     );
+    assert_eq!(checkout_of(&repo, &second)["shared"], true, "try_opened says it was another task's");
     assert!(line.contains(&format!("/{second}-1 ")), "at the try's own place: {line}");
     let checkout = checkout_of(&repo, &second);
     assert_eq!((checkout["how"].as_str(), checkout["from"].as_str()), (Some("pooled"), Some(&*format!("{first}-1"))));
@@ -373,4 +378,39 @@ fn a_bad_pool_setting_is_refused_and_a_broken_pool_entry_is_cleared_not_used() {
     let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
     assert!(!opened_line(&out, &id).contains("reused"), "{}", out.stdout);
     assert!(!broken.exists(), "cleared when its turn came, not used");
+}
+
+/// Issue 42: what git ignores in a finished try's worktree was written by that task's agent (a
+/// `local.mk` the Makefile includes, a poisoned build output). The pool hands it to another
+/// task's try only where a person shares the pool (`loop.pool.share`), and then says so.
+#[test]
+fn the_pool_never_hands_one_tasks_ignored_files_to_another_tasks_try_unless_shared() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), "local.mk\n").expect("gitignore");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "ignore local.mk"]);
+    let agent = env.agent(
+        "plant",
+        "if [ -e local.mk ]; then cp local.mk inherited.txt; fi\n\
+         echo \"include from $GIT_LOOP_TASK\" > local.mk\n\
+         echo ok > \"own-$GIT_LOOP_TASK.txt\"\n\
+         git loop finish done --message ok",
+    );
+    let (a, b, c) = (repo.add(&["A"]), repo.add(&["B"]), repo.add(&["C"]));
+    let walk = |id: &str| repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--task", id]).ok();
+    walk(&a);
+    let out = walk(&b);
+    assert!(!opened_line(&out, &b).contains("reused"), "another task's entry is not taken: {}", out.stdout);
+    assert_eq!(checkout_of(&repo, &b)["how"], "added");
+    let files = repo.git(&["ls-tree", "-r", "--name-only", &format!("loop/{b}")]);
+    assert!(!files.lines().any(|f| f == "inherited.txt"), "B never saw A's local.mk: {files}");
+
+    repo.git(&["config", "loop.pool.share", "true"]);
+    let out = walk(&c);
+    let line = opened_line(&out, &c);
+    assert!(line.contains(", another task's, with what git ignores in it (loop.pool.share)"), "{}", out.stdout);
+    assert_eq!(checkout_of(&repo, &c)["shared"], true);
+    let inherited = repo.git(&["show", &format!("loop/{c}:inherited.txt")]);
+    assert!(inherited.starts_with("include from t-"), "shared, the ignored file came along: {inherited}");
 }

@@ -69,8 +69,13 @@ pub fn run(env: &Env, args: RunArgs) -> Result<u8> {
     if args.max_units == Some(0) || args.max_iterations == Some(0) || args.budget_tokens == Some(0) {
         return Err(usage("a budget of 0 would do nothing").hint("leave it out for no limit").into());
     }
-    if args.per_unit_dispatches == Some(0) || args.parallel == Some(0) {
-        return Err(usage("--parallel and --per-unit-dispatches must be at least 1").into());
+    if args.parallel == Some(0) {
+        return Err(usage("--parallel must be at least 1").hint("--parallel 1 runs one session at a time").into());
+    }
+    if args.per_unit_dispatches == Some(0) {
+        return Err(usage("--per-unit-dispatches must be at least 1")
+            .hint("it is how many sessions a task may have; leave it out for the default")
+            .into());
     }
     let store = env.open()?;
     let agent = args.agent.choose(&store, None)?;
