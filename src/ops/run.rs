@@ -192,7 +192,8 @@ pub fn walk_options(
     opts.checks = config::checks(store, flags.checks);
     opts.review = config::review(store, flags.review);
     opts.setup = config::setup(store, flags.setup);
-    opts.warm = crate::tries::warm::Plan::read(store)?;
+    let hide = crate::sandbox::Policy::read(store, ctx, flags.sandbox)?.hide;
+    opts.warm = crate::tries::warm::Plan::read(store)?.hiding(store.workdir(), &hide);
     // Read where it is used; refused here, before anything runs.
     crate::tries::pool::size(store)?;
     opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());

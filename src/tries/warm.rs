@@ -59,6 +59,10 @@ pub struct Plan {
     /// `.worktreeinclude` lines that cannot be taken (a `**`, a negation, `..`), each with why:
     /// the file may have been written for another tool, so they are said, not refused.
     pub skipped: Vec<String>,
+    /// Paths `loop.sandbox.hide` keeps from sessions, relative to the repository's root: never
+    /// warmed, nor anything that holds one (else a `.worktreeinclude` an agent landed would
+    /// copy a hidden `secret.env` into every try, where the next session reads it).
+    pub hidden: Vec<String>,
 }
 
 impl Plan {
@@ -121,7 +125,27 @@ impl Plan {
             }
             wanted = kept;
         }
-        Ok(Plan { wanted, skipped })
+        Ok(Plan { wanted, skipped, hidden: Vec::new() })
+    }
+
+    /// Keep the paths of `hide` (absolute, as `loop.sandbox.hide` is read) that lie in the
+    /// repository at `root` out of every warming.
+    pub fn hiding(mut self, root: &Path, hide: &[PathBuf]) -> Plan {
+        self.hidden = hide
+            .iter()
+            .filter_map(|h| h.strip_prefix(root).ok())
+            .map(|rel| rel.to_string_lossy().trim_end_matches('/').to_owned())
+            .collect();
+        self
+    }
+
+    /// Why `rel` (a path to warm) is never warmed, if a hidden path is it, holds it, or lies in it.
+    fn hides(&self, rel: &str) -> Option<String> {
+        let within = |p: &str, of: &str| p.len() > of.len() && p.starts_with(of) && p.as_bytes()[of.len()] == b'/';
+        self.hidden.iter().find(|h| h.is_empty() || *h == rel || within(rel, h) || within(h, rel)).map(|h| {
+            let h = if h.is_empty() { "." } else { h.as_str() };
+            format!("loop.sandbox.hide covers '{h}': what sessions may not see is never warmed")
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -368,6 +392,10 @@ fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Op
         let src = from.join(&rel);
         let dst = into.join(&rel);
         let Ok(meta) = std::fs::symlink_metadata(&src) else { continue };
+        if let Some(why) = plan.hides(&rel) {
+            failed.push((rel, why));
+            continue;
+        }
         if meta.file_type().is_symlink() || !parents_are_real(&from, &rel) {
             tally.links_left_out += 1;
             continue;

@@ -83,11 +83,27 @@ pub fn shown(value: &Option<String>) -> String {
     }
 }
 
+/// What a walk watches for changes: the `loop.*` settings, and the main checkout's
+/// `.worktreeinclude` (what every new try is warmed with: an agent that lands one naming a file
+/// copies it into every later try), its lines as the value of the key `.worktreeinclude`.
+fn watched(store: &Store) -> BTreeMap<String, String> {
+    let mut now = store.loop_settings();
+    let file = store.workdir().join(crate::tries::warm::INCLUDE_FILE);
+    if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+        if !lines.is_empty() {
+            now.insert(crate::tries::warm::INCLUDE_FILE.to_owned(), lines.join("\n"));
+        }
+    }
+    now
+}
+
 /// When a walk starts: refuse a setting changed while an unconfined session ran that still
 /// stands (unless `accept`), and say what changed since the last walk. Returns the walk's
 /// steering and those changes.
 pub fn start(store: &Store, accept: bool) -> Result<(Steering, Vec<SettingChange>)> {
-    let now = store.loop_settings();
+    let now = watched(store);
     let kept = read(store);
     let standing: Vec<(&String, &Planted)> =
         kept.planted.iter().filter(|(key, planted)| now.get(*key) == planted.value.as_ref()).collect();
@@ -130,7 +146,7 @@ impl Steering {
             return Ok(Vec::new());
         }
         let fresh = Store::open(ctx, cwd)?;
-        let now = fresh.loop_settings();
+        let now = watched(&fresh);
         let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
         let new: Vec<SettingChange> =
             changes(&self.start, &now).into_iter().filter(|c| said.get(&c.key) != Some(&c.to)).collect();

@@ -414,3 +414,38 @@ fn the_pool_never_hands_one_tasks_ignored_files_to_another_tasks_try_unless_shar
     let inherited = repo.git(&["show", &format!("loop/{c}:inherited.txt")]);
     assert!(inherited.starts_with("include from t-"), "shared, the ignored file came along: {inherited}");
 }
+
+/// Issue 42: a `.worktreeinclude` that names a path `loop.sandbox.hide` keeps from sessions
+/// (as an agent's landed work might) never warms it into a try, and the walk names the changed
+/// `.worktreeinclude` with the changed settings.
+#[test]
+fn a_hidden_path_is_never_warmed_and_a_changed_worktreeinclude_is_named() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), "secret.env\n").expect("gitignore");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "ignore the secret"]);
+    std::fs::write(repo.dir.join("secret.env"), "TOKEN=hunter2\n").expect("secret");
+    repo.git(&["config", "loop.sandbox.hide", "secret.env"]);
+    let agent = env.agent(
+        "look",
+        "if [ -e secret.env ]; then echo warmed > seen.txt; else echo absent > seen.txt; fi\n\
+         git loop finish done --message ok",
+    );
+    let walk = |id: &str| repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--task", id]).ok();
+    let first = repo.add(&["first"]);
+    walk(&first);
+    // The agent's work lands a .worktreeinclude that names the secret.
+    std::fs::write(repo.dir.join(".worktreeinclude"), "secret.env\n").expect("include");
+    repo.git(&["add", ".worktreeinclude"]);
+    repo.git(&["commit", "-q", "-m", "warm the env"]);
+    let second = repo.add(&["second"]);
+    let out = walk(&second);
+    assert_eq!(repo.git(&["show", &format!("loop/{second}:seen.txt")]), "absent", "{}", out.stdout);
+    assert!(out.stdout.contains("loop.sandbox.hide covers 'secret.env'"), "said on the try's line: {}", out.stdout);
+    assert!(
+        out.stdout.contains("settings changed since the last walk: .worktreeinclude unset → 'secret.env'"),
+        "{}",
+        out.stdout
+    );
+}
