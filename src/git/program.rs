@@ -128,61 +128,164 @@ fn command(dir: &Path, args: &[String]) -> Command {
 /// error it returns (see `TimedOut`).
 pub const TIMED_OUT: &str = "no answer within the transfer timeout";
 
-/// A call to a remote that was stopped because it did not finish within its transfer timeout
-/// (`loop.transferTimeout`): a stalled connection, a server that stopped answering.
+/// What this module says of a call that moved data and then nothing for its transfer timeout.
+pub const STALLED: &str = "stalled: nothing moved within the transfer timeout";
+
+/// A call to a remote that was stopped because nothing moved for its transfer timeout
+/// (`loop.transferTimeout`): a server that never answered, or a connection that stalled.
 #[derive(Debug)]
 pub struct TimedOut {
     pub argv: String,
+    /// The transfer timeout: how long nothing moved.
     pub after: Duration,
+    /// Bytes its processes read and wrote before it stalled (0: it never got going), and for
+    /// how long it ran in all.
+    pub moved: u64,
+    pub ran: Duration,
 }
 
 impl std::fmt::Display for TimedOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "'git {}' was stopped: {TIMED_OUT} ({} s)", self.argv, self.after.as_secs())
+        if self.moved == 0 {
+            return write!(f, "'git {}' was stopped: {TIMED_OUT} ({} s)", self.argv, self.after.as_secs());
+        }
+        write!(
+            f,
+            "'git {}' was stopped: {STALLED} ({} s), after moving {} in {} s",
+            self.argv,
+            self.after.as_secs(),
+            bytes(self.moved),
+            self.ran.as_secs()
+        )
     }
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// What the processes of group `group` have read and written so far (`rchar` + `wchar` of
+/// each one's `/proc/<pid>/io`: sockets, pipes and files alike), for telling a call that moves
+/// data from one that waits. Processes gone are no longer counted: callers look for a change,
+/// not a growth.
+fn group_io(group: libc::pid_t) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let mut total = 0u64;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Fields after the command (which may hold spaces): state, ppid, pgrp.
+        let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
+        if rest.split(' ').nth(2).and_then(|g| g.parse::<libc::pid_t>().ok()) != Some(group) {
+            continue;
+        }
+        let Ok(io) = std::fs::read_to_string(format!("/proc/{pid}/io")) else { continue };
+        for line in io.lines() {
+            if let Some(n) = line.strip_prefix("rchar: ").or_else(|| line.strip_prefix("wchar: ")) {
+                total = total.saturating_add(n.trim().parse().unwrap_or(0));
+            }
+        }
+    }
+    total
 }
 
 impl std::error::Error for TimedOut {}
 
 /// Run a git call that talks to a remote, stopping it (its whole process group: git's
-/// transport helpers, `ssh`, `pack-objects`) once it has run for `timeout`: git has no
-/// timeout of its own for a connection that stalls (`git://`, and `ssh` without keep-alives),
-/// and a walk must never hang on one. A call stopped so is a [`TimedOut`] error: an unknown
-/// outcome for a push, whose caller reads the remote back.
+/// transport helpers, `ssh`, `pack-objects`) once **nothing has moved** for `timeout`: git has
+/// no timeout of its own for a connection that stalls (`git://`, and `ssh` without
+/// keep-alives), and a walk must never hang on one — but a transfer that is still moving data
+/// (a large first push, a week's history) is never cut, however long it takes. Moving is any
+/// byte its processes read or write (the socket, the pack they read from disk, their output),
+/// looked at about once a second. A call stopped so is a [`TimedOut`] error: an unknown outcome
+/// for a push, whose caller reads the remote back.
 fn git_within(dir: &Path, args: &[String], timeout: Duration) -> Result<std::process::Output> {
+    let argv = args.join(" ");
+    run_stalled_after(command(dir, args), timeout).map_err(|err| match err {
+        Within::Spawn(err) => anyhow::Error::from(err).context(format!("could not run 'git {argv}'")),
+        Within::Wait(err) => anyhow::Error::from(err).context(format!("could not wait for 'git {argv}'")),
+        Within::Stalled { moved, ran } => TimedOut { argv: argv.clone(), after: timeout, moved, ran }.into(),
+    })
+}
+
+/// Why [`run_stalled_after`] returned no output.
+#[derive(Debug)]
+enum Within {
+    Spawn(std::io::Error),
+    Wait(std::io::Error),
+    /// Nothing moved for the timeout; `moved` bytes had before, in `ran` all told.
+    Stalled {
+        moved: u64,
+        ran: Duration,
+    },
+}
+
+/// Run `cmd` in a process group of its own to its end, or stop the group once nothing it does
+/// has moved a byte for `timeout` (see [`git_within`]).
+fn run_stalled_after(mut cmd: Command, timeout: Duration) -> Result<std::process::Output, Within> {
     use std::io::Read as _;
     use std::os::unix::process::CommandExt as _;
-    let mut cmd = command(dir, args);
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let mut child = cmd.spawn().with_context(|| format!("could not run 'git {}'", args.join(" ")))?;
+    let mut child = cmd.spawn().map_err(Within::Spawn)?;
+    // Bytes seen on its output pipes, for progress besides the group's own I/O counters.
+    let piped = Arc::new(AtomicU64::new(0));
     let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        let piped = piped.clone();
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
             if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    piped.fetch_add(n as u64, Ordering::Relaxed);
+                    bytes.extend_from_slice(&buf[..n]);
+                }
             }
             bytes
         })
     };
     let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
     let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let group = child.id() as libc::pid_t;
     let started = std::time::Instant::now();
+    // The group's counters are first read at the first look, not at the start: a call that
+    // ends within a second (nearly all) never reads /proc, and what a process reads of its own
+    // files as it starts is not taken for an answer.
+    let (mut last_io, mut last_piped, mut moved) = (None::<u64>, 0u64, 0u64);
+    let (mut last_move, mut last_look) = (started, started);
     let mut pause = Duration::from_millis(1);
     let status = loop {
-        if let Some(status) =
-            child.try_wait().with_context(|| format!("could not wait for 'git {}'", args.join(" ")))?
-        {
+        if let Some(status) = child.try_wait().map_err(Within::Wait)? {
             break status;
         }
-        if started.elapsed() >= timeout {
-            let group = child.id() as libc::pid_t;
+        if last_look.elapsed() >= Duration::from_secs(1).min(timeout / 4) {
+            last_look = std::time::Instant::now();
+            let (io, out) = (group_io(group), piped.load(Ordering::Relaxed));
+            let io_moved = last_io.map_or(0, |last| io.abs_diff(last));
+            if io_moved > 0 || out != last_piped {
+                moved += io_moved + (out - last_piped);
+                (last_piped, last_move) = (out, last_look);
+            }
+            last_io = Some(io);
+        }
+        if last_move.elapsed() >= timeout {
             // SAFETY: killpg only sends a signal; the group is the one this call started.
             unsafe {
                 libc::killpg(group, libc::SIGKILL);
             }
             let _ = child.wait();
             let _ = (stdout.join(), stderr.join());
-            return Err(TimedOut { argv: args.join(" "), after: timeout }.into());
+            return Err(Within::Stalled { moved, ran: started.elapsed() });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(10));
@@ -536,6 +639,54 @@ pub fn fast_import(
 
 #[cfg(test)]
 mod tests {
+    /// The transfer timeout cuts a call in which nothing moves, never one still moving data,
+    /// however long it runs; the error says which, and how much had moved.
+    #[test]
+    fn a_call_is_cut_when_nothing_moves_for_the_timeout_never_while_it_moves() {
+        let timeout = Duration::from_millis(800);
+        let sh = |script: &str| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", script]);
+            cmd
+        };
+        // Output every 0.3 s for 2.4 s: three times the timeout, moving all along.
+        let started = std::time::Instant::now();
+        let out = run_stalled_after(sh("for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.3; done"), timeout)
+            .expect("a call that keeps moving is not cut");
+        assert!(started.elapsed() > timeout * 2, "it ran past the timeout: {:?}", started.elapsed());
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 8);
+        // No output, but a child of its group reading and writing (as pack-objects and the
+        // transport do with the socket): moving too.
+        let out = run_stalled_after(
+            sh("for i in 1 2 3 4 5 6 7 8; do head -c 65536 /dev/zero | cat > /dev/null; sleep 0.3; done"),
+            timeout,
+        );
+        assert!(out.is_ok(), "bytes moved by its processes count: {out:?}");
+        // Something, then nothing: cut once nothing moved for the timeout, saying how much had.
+        let started = std::time::Instant::now();
+        let err = run_stalled_after(sh("echo hello; exec sleep 30"), timeout).expect_err("a stall is cut");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "cut after the timeout, not at the end: {:?}",
+            started.elapsed()
+        );
+        let Within::Stalled { moved, .. } = err else { panic!("{err:?}") };
+        assert!(moved > 0, "it had moved its greeting");
+        let said = TimedOut {
+            argv: "push".into(),
+            after: Duration::from_secs(60),
+            moved: 3 << 20,
+            ran: Duration::from_secs(95),
+        };
+        assert_eq!(
+            said.to_string(),
+            "'git push' was stopped: stalled: nothing moved within the transfer timeout (60 s), after moving 3.0 MiB in 95 s"
+        );
+        let never =
+            TimedOut { argv: "fetch".into(), after: Duration::from_secs(60), moved: 0, ran: Duration::from_secs(60) };
+        assert_eq!(never.to_string(), "'git fetch' was stopped: no answer within the transfer timeout (60 s)");
+    }
+
     use super::*;
 
     #[test]

@@ -578,6 +578,7 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
         "connection timed out",
         "timed out",
         program::TIMED_OUT,
+        program::STALLED,
         "broken pipe",
         "early eof",
         "unexpected disconnect",
@@ -630,7 +631,7 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
 fn one_line(text: &str) -> String {
     // Else gix's chain, without our own context in front ("could not fetch from remote 'x': ").
     let ours = text.strip_prefix("could not ").and_then(|rest| rest.split_once("': ")).map(|(_, rest)| rest);
-    let gist = ["fatal: ", "error: ", program::TIMED_OUT]
+    let gist = ["fatal: ", "error: ", program::TIMED_OUT, program::STALLED]
         .iter()
         .filter_map(|mark| text.find(mark).map(|at| &text[at..]))
         .next()
@@ -981,7 +982,18 @@ mod tests {
             git("fatal: the remote end hung up unexpectedly"),
             git("error: RPC failed; curl 56 Recv failure: Connection reset by peer"),
             git("kex_exchange_identification: Connection closed by remote host / fatal: Could not read from remote repository."),
-            anyhow::Error::from(program::TimedOut { argv: "push".into(), after: Duration::from_secs(2) }),
+            anyhow::Error::from(program::TimedOut {
+                argv: "push".into(),
+                after: Duration::from_secs(2),
+                moved: 0,
+                ran: Duration::from_secs(2),
+            }),
+            anyhow::Error::from(program::TimedOut {
+                argv: "push".into(),
+                after: Duration::from_secs(2),
+                moved: 5 << 20,
+                ran: Duration::from_secs(90),
+            }),
             anyhow::anyhow!("Connection reset by peer (os error 104)").context("could not list the refs of remote 'origin'"),
             anyhow::anyhow!("Resource temporarily unavailable (os error 11)").context("could not fetch from remote 'origin'"),
         ];

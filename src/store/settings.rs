@@ -118,7 +118,7 @@ pub const KEYS: &[Key] = &[
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
         key: "loop.transferTimeout",
-        meaning: "how long one call to a remote (a fetch, a push, a listing) may take before it is cut and, as a fault that may heal, tried again (default 60s; docs/concurrency.md, \"Faults\")",
+        meaning: "how long one call to a remote (a fetch, a push, a listing) may go without moving a byte before it is cut and, as a fault that may heal, tried again; a transfer still moving data is never cut (default 60s; docs/concurrency.md, \"Faults\")",
     },
     Key {
         key: "loop.checksTimeout",
