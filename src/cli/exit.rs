@@ -39,7 +39,7 @@ pub fn of_error(refusal: Option<&Refusal>) -> u8 {
 pub fn of_walk(stop: &engine::Stop) -> u8 {
     match stop {
         engine::Stop::NoWork | engine::Stop::Done => OK,
-        engine::Stop::Budget | engine::Stop::Failed => FAILED,
+        engine::Stop::UnitLimit | engine::Stop::Budget | engine::Stop::Failed => FAILED,
         engine::Stop::Paused { .. } => PAUSED,
         engine::Stop::Interrupted => INTERRUPTED,
     }

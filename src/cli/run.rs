@@ -653,7 +653,8 @@ impl Observer for Progress {
             Event::Finished { stop, tally, unlanded } => {
                 let why = match stop {
                     Stop::NoWork => "nothing left to do".to_owned(),
-                    Stop::Done => "the task budget is done".to_owned(),
+                    Stop::Done => "--max-units reached, every task it took done".to_owned(),
+                    Stop::UnitLimit => "--max-units reached, not every task it took done".to_owned(),
                     Stop::Budget => "a budget ran out".to_owned(),
                     Stop::Failed => "stopped by the error below".to_owned(),
                     Stop::Paused { policy: PausePolicy::P0Failure, units } => {

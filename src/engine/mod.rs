@@ -140,7 +140,9 @@ pub enum Stop {
     NoWork,
     /// `max_units` reached and every unit closed in this walk succeeded.
     Done,
-    /// A budget ran out (or `max_units` reached with failures among the units).
+    /// `max_units` reached with units closed in this walk that did not succeed.
+    UnitLimit,
+    /// A budget ran out: money, tokens, or `max_iterations` sessions.
     Budget,
     /// The walk policy paused it; the failed units that triggered it.
     Paused { policy: PausePolicy, units: Vec<String> },
@@ -281,7 +283,7 @@ impl Run {
             if s.tally.closed + s.in_flight >= max {
                 if s.in_flight == 0 {
                     let done = s.tally.failed == 0 && s.tally.abandoned == 0;
-                    s.stop = Some(if done { Stop::Done } else { Stop::Budget });
+                    s.stop = Some(if done { Stop::Done } else { Stop::UnitLimit });
                     self.changed.notify_all();
                 }
                 return None;

@@ -291,8 +291,11 @@ impl engine::Dispatcher<ProjectUnit> for ChildDispatcher<'_> {
         if check.is_done() {
             return verdict(Verdict::Done, String::new());
         }
-        if terminated.stop == "budget" || self.commander.budget_spent().is_some() {
-            let why = self.commander.budget_spent().unwrap_or_else(|| "its walk's budget ran out".into());
+        if terminated.stop == "budget" || terminated.stop == "units" || self.commander.budget_spent().is_some() {
+            let why = self.commander.budget_spent().unwrap_or_else(|| match terminated.stop.as_str() {
+                "units" => "its walk reached its --max-units".into(),
+                _ => "its walk's budget ran out".into(),
+            });
             return Ok(Dispatched::Lost { reason: format!("the budget ran out ({why})") });
         }
         verdict(Verdict::Blocked, check.reason())

@@ -215,7 +215,7 @@ pub fn walk(
     tally.succeeded -= late;
     tally.failed += late;
     if late > 0 && stop == Stop::Done {
-        stop = Stop::Budget;
+        stop = Stop::UnitLimit;
     }
     let unlanded: Vec<String> = if walker.opts.land {
         walker.to_land.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
@@ -369,6 +369,7 @@ pub fn stop_word(stop: &Stop) -> &'static str {
     match stop {
         Stop::NoWork => "no_work",
         Stop::Done => "done",
+        Stop::UnitLimit => "units",
         Stop::Budget => "budget",
         Stop::Paused { .. } => "paused",
         Stop::Interrupted => "interrupted",

@@ -831,3 +831,24 @@ fn a_task_whose_checks_fail_after_every_session_says_so_when_it_fails() {
         (Some("failed"), Some("failed: the checks failed 2 times (each of its 2 sessions reported done)"))
     );
 }
+
+/// `--max-units` reached says so, with no budget named: exit 0 when every task it took is
+/// done, exit 1 (`stop: units`) when one is not.
+#[test]
+fn max_units_reached_says_so_and_exits_by_whether_its_tasks_were_done() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["one", "-p", "p2"]);
+    repo.add(&["two", "-p", "p2"]);
+    let done = env.agent("done", "git loop finish done --message ok");
+    let out = repo.run(&["run", "--agent-cmd", &done, "--max-units", "1"]).ok();
+    assert!(out.stdout.contains("· --max-units reached, every task it took done"), "{}", out.stdout);
+    let fails = env.agent("fails", "git loop finish failed --message no");
+    let out = repo.run(&["run", "--agent-cmd", &fails, "--max-units", "1", "--json"]).code(1);
+    let last: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().expect("a line")).expect("the last event is JSON");
+    assert_eq!(last["stop"], "units", "{}", out.stdout);
+    let said = repo.run(&["log", "--json"]).ok().json();
+    let ended = said["events"].as_array().expect("events").iter().rev().find(|e| e["kind"] == "walk_ended").cloned();
+    assert_eq!(ended.expect("walk_ended")["data"]["stop"], "units");
+}

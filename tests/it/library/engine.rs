@@ -226,7 +226,7 @@ fn max_units_is_done_only_when_every_unit_closed_succeeded() {
         (queue(&["a", "b", "c"]), Scripted::new(vec![("a", vec![Dispatched::Lost { reason: "gone".into() }])]));
     let (stop, tally) = run(Limits { max_units: Some(2), ..Default::default() }, &mut q, &mut d);
     // An abandoned unit does not count against max_units, but it spoils "done".
-    assert_eq!((stop, tally.closed, tally.abandoned, q.units.len()), (Stop::Budget, 2, 1, 0));
+    assert_eq!((stop, tally.closed, tally.abandoned, q.units.len()), (Stop::UnitLimit, 2, 1, 0));
 }
 
 #[test]
@@ -394,11 +394,12 @@ fn a_stop_flag_wakes_its_sleeper_at_once() {
 fn each_stop_has_its_word() {
     use git_loop::walk::stop_word;
     let paused = Stop::Paused { policy: PausePolicy::P0Failure, units: vec![] };
-    let words: Vec<&str> = [Stop::NoWork, Stop::Done, Stop::Budget, paused, Stop::Interrupted, Stop::Failed]
-        .iter()
-        .map(stop_word)
-        .collect();
-    assert_eq!(words, ["no_work", "done", "budget", "paused", "interrupted", "failed"]);
+    let words: Vec<&str> =
+        [Stop::NoWork, Stop::Done, Stop::UnitLimit, Stop::Budget, paused, Stop::Interrupted, Stop::Failed]
+            .iter()
+            .map(stop_word)
+            .collect();
+    assert_eq!(words, ["no_work", "done", "units", "budget", "paused", "interrupted", "failed"]);
 }
 
 // The engine's first tests, from when it lived in the crate with fakes of its own.
@@ -465,7 +466,7 @@ fn max_units_is_once_mode_and_counts_parked_units() {
     assert_eq!((stop, q.closed.len()), (Stop::Done, 1));
     let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![failed()])]));
     let (stop, _) = run(Limits { max_units: Some(1), ..Default::default() }, &mut q, &mut d);
-    assert_eq!((stop, q.closed.len()), (Stop::Budget, 1), "a parked unit counts, and the walk did not succeed");
+    assert_eq!((stop, q.closed.len()), (Stop::UnitLimit, 1), "a parked unit counts, and the walk did not succeed");
 }
 
 #[test]
