@@ -144,9 +144,14 @@ pub struct TimedOut {
     pub ran: Duration,
 }
 
+/// Less than this moved is git starting up (its configuration, its refs) and waiting for a
+/// remote that never answered: a push or fetch that got an answer moves a ref advertisement
+/// and a pack, and reads the objects it sends.
+const ANSWERED: u64 = 64 << 10;
+
 impl std::fmt::Display for TimedOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.moved == 0 {
+        if self.moved < ANSWERED {
             return write!(f, "'git {}' was stopped: {TIMED_OUT} ({} s)", self.argv, self.after.as_secs());
         }
         write!(
@@ -258,10 +263,8 @@ fn run_stalled_after(mut cmd: Command, timeout: Duration) -> Result<std::process
     let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
     let group = child.id() as libc::pid_t;
     let started = std::time::Instant::now();
-    // The group's counters are first read at the first look, not at the start: a call that
-    // ends within a second (nearly all) never reads /proc, and what a process reads of its own
-    // files as it starts is not taken for an answer.
-    let (mut last_io, mut last_piped, mut moved) = (None::<u64>, 0u64, 0u64);
+    // The group's counters from its start: what moves before the first look counts too.
+    let (mut last_io, mut last_piped, mut moved) = (group_io(group), 0u64, 0u64);
     let (mut last_move, mut last_look) = (started, started);
     let mut pause = Duration::from_millis(1);
     let status = loop {
@@ -271,12 +274,10 @@ fn run_stalled_after(mut cmd: Command, timeout: Duration) -> Result<std::process
         if last_look.elapsed() >= Duration::from_secs(1).min(timeout / 4) {
             last_look = std::time::Instant::now();
             let (io, out) = (group_io(group), piped.load(Ordering::Relaxed));
-            let io_moved = last_io.map_or(0, |last| io.abs_diff(last));
-            if io_moved > 0 || out != last_piped {
-                moved += io_moved + (out - last_piped);
-                (last_piped, last_move) = (out, last_look);
+            if io != last_io || out != last_piped {
+                moved += io.abs_diff(last_io) + (out - last_piped);
+                (last_io, last_piped, last_move) = (io, out, last_look);
             }
-            last_io = Some(io);
         }
         if last_move.elapsed() >= timeout {
             // SAFETY: killpg only sends a signal; the group is the one this call started.
@@ -671,7 +672,7 @@ mod tests {
             started.elapsed()
         );
         let Within::Stalled { moved, .. } = err else { panic!("{err:?}") };
-        assert!(moved > 0, "it had moved its greeting");
+        assert!(moved > 0, "it had moved its greeting (and sh its start)");
         let said = TimedOut {
             argv: "push".into(),
             after: Duration::from_secs(60),

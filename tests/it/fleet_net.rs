@@ -35,6 +35,11 @@ pub enum Mode {
     /// Accept it and pass nothing either way until the mode changes, then close it: a clone
     /// cut off (its packets dropped), not refused.
     Cut,
+    /// Pass it on at this many bytes a second each way: a slow link.
+    Throttle(u64),
+    /// Pass this many bytes each way, then nothing more (the connection left open): a transfer
+    /// that stalls half-way.
+    StallAfter(u64),
 }
 
 /// What a proxy did, by kind of connection.
@@ -116,6 +121,11 @@ fn accept_loop(
                 reset(client);
             }
             Mode::Pass | Mode::ResetEveryThird => pass(client, upstream, &held),
+            Mode::Throttle(rate) => pass_shaped(client, upstream, &held, Shape { rate: Some(rate), stall_after: None }),
+            Mode::StallAfter(bytes) => {
+                counts.stalled.fetch_add(1, Ordering::SeqCst);
+                pass_shaped(client, upstream, &held, Shape { rate: None, stall_after: Some(bytes) })
+            }
             Mode::Stall(length) => {
                 counts.stalled.fetch_add(1, Ordering::SeqCst);
                 let (held, stop) = (held.clone(), stop.clone());
@@ -159,8 +169,22 @@ fn reset(stream: TcpStream) {
     drop(stream);
 }
 
+/// How a passed connection's bytes are shaped.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shape {
+    /// Bytes a second each way.
+    rate: Option<u64>,
+    /// Bytes each way after which nothing more passes.
+    stall_after: Option<u64>,
+}
+
 /// Pass `client` on to the upstream port, both ways, until either side closes.
 fn pass(client: TcpStream, upstream: u16, held: &Arc<Mutex<Vec<TcpStream>>>) {
+    pass_shaped(client, upstream, held, Shape::default());
+}
+
+/// `pass`, with the bytes shaped.
+fn pass_shaped(client: TcpStream, upstream: u16, held: &Arc<Mutex<Vec<TcpStream>>>, shape: Shape) {
     let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)) else {
         reset(client);
         return;
@@ -174,15 +198,31 @@ fn pass(client: TcpStream, upstream: u16, held: &Arc<Mutex<Vec<TcpStream>>>) {
             }
         }
     }
-    let pump = |mut from: TcpStream, mut to: TcpStream| {
+    let pump = move |mut from: TcpStream, mut to: TcpStream| {
         std::thread::spawn(move || {
-            let mut buf = [0u8; 16 * 1024];
+            // Throttled, in slices of a tenth of a second's worth.
+            let slice = shape.rate.map_or(16 * 1024, |r| (r / 10).clamp(1, 16 * 1024) as usize);
+            let mut buf = vec![0u8; slice];
+            let mut passed = 0u64;
             loop {
                 match from.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
+                        let n = match shape.stall_after {
+                            Some(limit) if passed >= limit => {
+                                // Stalled: the bytes are dropped, the connection kept open
+                                // until the other side gives up.
+                                continue;
+                            }
+                            Some(limit) => n.min((limit - passed) as usize),
+                            None => n,
+                        };
                         if to.write_all(&buf[..n]).is_err() {
                             break;
+                        }
+                        passed += n as u64;
+                        if let Some(rate) = shape.rate {
+                            std::thread::sleep(Duration::from_secs_f64(n as f64 / rate as f64));
                         }
                     }
                 }
@@ -786,4 +826,73 @@ fn a_walk_stops_in_one_line_when_its_remote_has_no_repository_any_more() {
     );
     assert_eq!(errors[1], "hint: check 'git remote get-url origin'; if it moved, 'git remote set-url origin <url>'");
     assert!(!out.stderr.contains("does not answer"), "not said as an outage: {}", out.stderr);
+}
+
+/// Issue 44: the transfer timeout cuts stalls, not work. With `loop.transferTimeout 1s`, a sync
+/// publishing a 2 MiB task branch through a link slow enough that it takes three times that
+/// succeeds; through a link that stalls half-way it is cut after the timeout, the error names
+/// the stall, and a sync once the link is back publishes it.
+#[test]
+fn a_sync_that_moves_longer_than_the_timeout_succeeds_and_one_that_stalls_is_cut_naming_it() {
+    let env = TestEnv::new();
+    let bare = env.remote("slow");
+    let daemon = crate::harness::Daemon::start_on_real_clock(&env);
+    let direct = daemon.url(&bare);
+    let upstream: u16 = direct
+        .trim_start_matches("git://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the daemon's port");
+    let path = direct.split_once(&format!(":{upstream}/")).map(|(_, p)| p.to_owned()).expect("its path");
+    let proxy = Proxy::start(upstream);
+    let clone = env.clone_of(&direct, "slow");
+    clone.git(&["remote", "set-url", "origin", &format!("git://127.0.0.1:{}/{path}", proxy.port)]);
+    loop_run(&clone, &["init", "--remote", "origin"]).ok();
+    clone.git(&["config", "loop.transferTimeout", "1s"]);
+    // A task whose branch holds 2 MiB that do not compress (a pseudo-random sequence).
+    let big_task = |seed: u64| -> String {
+        let id = loop_run(&clone, &["add", &format!("big {seed}")]).ok().stdout.trim().to_owned();
+        let mut x = seed;
+        let bytes: Vec<u8> = (0..(2 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let file = env.path(&format!("big-{seed}.bin"));
+        std::fs::write(&file, bytes).expect("write");
+        let blob = clone.git(&["hash-object", "-w", file.to_str().expect("utf-8")]);
+        let tree = clone.git_with_stdin(&["mktree"], &format!("100644 blob {blob}\tbig.bin\n"));
+        let commit = clone.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "big"]);
+        clone.git(&["update-ref", &format!("refs/heads/loop/{id}"), &commit]);
+        id
+    };
+    let on_remote = |id: &str| env.git(&bare, &["for-each-ref", "--format=%(refname)", "refs/heads/loop"]).contains(id);
+
+    let first = big_task(7);
+    proxy.set(Mode::Throttle(400 * 1024));
+    let started = Instant::now();
+    let synced = loop_run(&clone, &["sync"]);
+    let took = started.elapsed();
+    assert_eq!(synced.code, 0, "{}{}", synced.stdout, synced.stderr);
+    assert!(on_remote(&first), "the remote holds it");
+    assert!(took > Duration::from_secs(3), "the push moved for three timeouts and more: {took:?}");
+
+    let second = big_task(11);
+    proxy.set(Mode::StallAfter(256 * 1024));
+    let cut = loop_run(&clone, &["sync"]);
+    assert_ne!(cut.code, 0, "{}{}", cut.stdout, cut.stderr);
+    assert!(
+        cut.stderr.contains("stalled: nothing moved within the transfer timeout (1 s), after moving"),
+        "the error names the stall: {}",
+        cut.stderr
+    );
+    assert!(!on_remote(&second), "not published");
+    proxy.set(Mode::Pass);
+    let healed = loop_run(&clone, &["sync"]);
+    assert_eq!(healed.code, 0, "{}{}", healed.stdout, healed.stderr);
+    assert!(on_remote(&second), "published by the sync once the link is back");
 }
