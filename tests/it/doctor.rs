@@ -620,3 +620,39 @@ fn doctor_finds_an_index_that_holds_a_damaged_task_as_readable() {
     assert_eq!(list.stdout.replace(&good, "<G>"), "ID          PRI  STATE  TITLE\n<G>  p2   ready  good\n");
     assert!(list.stderr.contains(&format!("object {middle} is missing")), "{}", list.stderr);
 }
+
+/// A try a person accepts (`done <id> --try 1`) is the task's work now: its worktree goes, as
+/// when a walk closes the task, and doctor finds nothing left over (it called the worktree a
+/// leftover, exit 1, until --repair).
+#[test]
+fn an_accepted_try_leaves_no_worktree_for_doctor_to_find() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["judged by hand"]);
+    let started = env.path("started");
+    let agent = env.agent(
+        "slow",
+        &format!(
+            "echo draft > draft.txt\ntouch {}\nn=0; while [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done",
+            started.display()
+        ),
+    );
+    let mut walk = repo
+        .command(&["run", "--agent-cmd", &agent, "--grace", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the walk");
+    let _deadline = crate::harness::Watchdog::new(walk.id(), std::time::Duration::from_secs(90), "the walk");
+    crate::harness::wait_for("the session to start", || started.exists());
+    repo.run(&["stop", "--all"]).ok();
+    assert_eq!(walk.wait().expect("the walk ends").code(), Some(130), "stopped");
+    let (left, _) = repo.worktrees();
+    assert_eq!(left.len(), 1, "the stopped try's worktree waits for a decision: {left:?}");
+    repo.run(&["done", &id, "--try", "1"]).ok();
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
+    let (left, _) = repo.worktrees();
+    assert!(left.is_empty(), "the accepted try's worktree is gone: {left:?}");
+    let doctor = repo.run(&["doctor"]);
+    assert_eq!(doctor.code, 0, "{}{}", doctor.stdout, doctor.stderr);
+}
