@@ -219,6 +219,7 @@ impl Confinement {
         }
         match probe(ctx.path_var.as_deref()) {
             Ok(bwrap) => Ok(Confinement::Confined(Arc::new(Sandbox {
+                toolchains: toolchains(&policy, ctx.home.as_deref()),
                 policy,
                 bwrap,
                 home: ctx.home.clone(),
@@ -258,7 +259,13 @@ impl Confinement {
                     Network::On => "network on",
                     Network::None => "no network",
                 };
-                format!("sessions and checks run confined ({}, {net})", sandbox.bwrap.version)
+                let mut line = format!("sessions and checks run confined ({}, {net})", sandbox.bwrap.version);
+                if !sandbox.toolchains.is_empty() {
+                    let named: Vec<String> =
+                        sandbox.toolchains.iter().map(|(var, path)| format!("{var} ({})", path.display())).collect();
+                    line.push_str(&format!(" · toolchains visible read-only: {}", named.join(", ")));
+                }
+                line
             }
             Confinement::Unconfined { why, .. } => {
                 format!("sessions run unconfined: {why}; an agent can reach every file this user can")
@@ -268,10 +275,57 @@ impl Confinement {
     }
 }
 
+/// Variables of the walk's environment that name a toolchain or its caches: where they point
+/// under a hidden directory (`/home`, `/srv`, `/opt` is not), sessions see it read-only, so a
+/// `RUSTUP_HOME=/srv/rustup` works inside as outside (a path `loop.sandbox.hide` names stays
+/// hidden). `GOPATH` may name several.
+pub const TOOLCHAIN_VARS: &[&str] = &[
+    "RUSTUP_HOME",
+    "CARGO_HOME",
+    "GOROOT",
+    "GOPATH",
+    "GOMODCACHE",
+    "PYENV_ROOT",
+    "VIRTUAL_ENV",
+    "UV_CACHE_DIR",
+    "UV_PYTHON_INSTALL_DIR",
+    "PIP_CACHE_DIR",
+    "NVM_DIR",
+    "VOLTA_HOME",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    "JAVA_HOME",
+    "GRADLE_USER_HOME",
+    "SDKMAN_DIR",
+    "ASDF_DATA_DIR",
+    "MISE_DATA_DIR",
+];
+
+/// The toolchain paths (see [`TOOLCHAIN_VARS`]) of this process's environment that a sandbox
+/// would hide and makes visible read-only, each with the variable that names it.
+fn toolchains(policy: &Policy, home: Option<&Path>) -> Vec<(String, PathBuf)> {
+    let hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).chain(home.map(Path::to_owned)).collect();
+    let mut out = Vec::new();
+    for var in TOOLCHAIN_VARS {
+        let Some(value) = std::env::var_os(var) else { continue };
+        for path in std::env::split_paths(&value) {
+            let under_hidden = hidden.iter().any(|h| path.starts_with(h) && path != *h);
+            let holds_hidden = hidden.iter().any(|h| h.starts_with(&path));
+            let hidden_by_person = policy.hide.iter().any(|h| path.starts_with(h) || h.starts_with(&path));
+            if path.is_absolute() && path.exists() && under_hidden && !holds_hidden && !hidden_by_person {
+                out.push(((*var).to_owned(), path));
+            }
+        }
+    }
+    out
+}
+
 /// A working sandbox and the policy it applies.
 #[derive(Debug)]
 pub struct Sandbox {
     pub policy: Policy,
+    /// Toolchains the walk's environment names under a hidden directory, visible read-only.
+    toolchains: Vec<(String, PathBuf)>,
     bwrap: Bwrap,
     home: Option<PathBuf>,
     codex_home: Option<PathBuf>,
@@ -464,6 +518,7 @@ impl Sandbox {
         }
         visible.push(store.workdir().to_owned());
         visible.extend(named_paths(req.command_line));
+        visible.extend(self.toolchains.iter().map(|(_, path)| path.clone()));
         // Only what lies under something hidden needs binding, and never a hidden root itself or
         // what holds one (`PATH=/home/me:…` must not bring the home back), nor the repository's
         // own state.

@@ -514,3 +514,36 @@ esac"#
         assert!(!tree.lines().any(|p| p.to_ascii_lowercase().contains(".git/")), "{path}: not taken: {tree}");
     }
 }
+
+/// Issue 43: a toolchain the walk's environment names under a directory the sandbox hides
+/// (`RUSTUP_HOME` under `/tmp` here, as under `/srv` or another user's home) is visible to
+/// sessions, read-only, and the walk's confinement line names it (it was invisible inside: a
+/// rustup backtrace, thirty sessions burnt).
+#[test]
+fn toolchains_the_environment_names_under_hidden_directories_are_visible_read_only() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let id = repo.add(&["build it"]);
+    let toolchain = env.path("toolchains/rustup");
+    std::fs::create_dir_all(toolchain.join("bin")).expect("mkdir");
+    std::fs::write(toolchain.join("bin/marker"), "toolchain here\n").expect("write");
+    let agent = env.agent(
+        "builder",
+        "cat \"$RUSTUP_HOME/bin/marker\" > seen.txt\n\
+         if touch \"$RUSTUP_HOME/written\" 2>/dev/null; then echo writable >> seen.txt; fi\n\
+         git loop finish done --message ok",
+    );
+    let toolchain_var = toolchain.to_str().expect("utf-8").to_owned();
+    let out =
+        repo.run_with(&["run", "--agent-cmd", &agent, "--sandbox", "required"], &[("RUSTUP_HOME", &toolchain_var)]);
+    assert!(
+        out.stdout.contains(&format!("toolchains visible read-only: RUSTUP_HOME ({toolchain_var})")),
+        "the confinement line names it: {}",
+        out.stdout
+    );
+    assert_eq!(repo.git(&["show", &format!("loop/{id}:seen.txt")]), "toolchain here", "seen, and not writable");
+    assert!(!toolchain.join("written").exists());
+}
