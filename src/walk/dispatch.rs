@@ -284,7 +284,8 @@ impl GitDispatcher<'_> {
             Step::Interrupted | Step::Halted => Ok(Dispatched::Interrupted),
             // The error ends the walk; the engine gives the task back, unburned.
             Step::CannotRun { what, said, log } => {
-                Err(super::unit::cannot_run(&agent.name, what, &said, &log, self.walker.sandbox().is_some()))
+                let unwarmed = super::unit::missing_from_try(&said, self.store.workdir(), &try_.worktree);
+                Err(super::unit::cannot_run(&agent.name, what, &said, &log, self.walker.sandbox().is_some(), unwarmed))
             }
             Step::Spent { .. } => Ok(Dispatched::Spent),
         }

@@ -587,7 +587,7 @@ fn entrant(
             Step::Withdrawn(w) => return Ok(abort(Abort::Withdrawn(w, ran.session.clone()), Outcome::Aborted)),
             Step::Interrupted => return Ok(abort(Abort::Interrupted, Outcome::Aborted)),
             Step::CannotRun { what, said, log } => {
-                return Err(super::unit::cannot_run(agent_name, what, &said, &log, d.walker.sandbox().is_some()))
+                return Err(super::unit::cannot_run(agent_name, what, &said, &log, d.walker.sandbox().is_some(), None))
             }
             // Not finished, like an entrant the session budget stops: a later walk goes on.
             Step::Spent { why } => return Ok(EntrantEnd::new(Outcome::Spent, why)),

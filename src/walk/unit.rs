@@ -273,14 +273,33 @@ pub fn never_ran(exit: Option<crate::agent::process::Exit>) -> bool {
     matches!(exit, Some(crate::agent::process::Exit::Code(126 | 127)))
 }
 
+/// A path a command that could not run names (`.venv/bin/python: not found`) whose first
+/// component the main checkout has and the try does not: ignored state (a virtualenv, a tool
+/// installed into the checkout) a new worktree lacks. Its first component.
+pub fn missing_from_try(said: &str, checkout: &std::path::Path, worktree: &std::path::Path) -> Option<String> {
+    said.split(|c: char| c.is_whitespace() || c == ':' || c == '\'' || c == '"' || c == '`')
+        .filter(|t| {
+            !t.is_empty() && !t.starts_with('/') && !t.starts_with('-') && (t.contains('/') || t.starts_with('.'))
+        })
+        .filter_map(|t| t.trim_start_matches("./").split('/').next().map(str::to_owned))
+        .filter(|first| !first.is_empty() && first != "." && first != ".." && first != ".git")
+        .find(|first| {
+            std::fs::symlink_metadata(checkout.join(first)).is_ok()
+                && std::fs::symlink_metadata(worktree.join(first)).is_err()
+        })
+}
+
 /// The error that stops a walk whose agent's command (or checks, setup or review command)
-/// could not run at all. `confined`: it ran in the sandbox, where a program can be hidden.
+/// could not run at all. `confined`: it ran in the sandbox, where a program can be hidden;
+/// `unwarmed`: what it names that the main checkout has and its try lacks (see
+/// [`missing_from_try`]), which warming, not the sandbox, brings.
 pub(super) fn cannot_run(
     agent: &str,
     what: Unrunnable,
     said: &str,
     log: &std::path::Path,
     confined: bool,
+    unwarmed: Option<String>,
 ) -> anyhow::Error {
     let said = if said.is_empty() { "it exited at once, saying nothing".to_owned() } else { said.to_owned() };
     let (whose, fix) = match what {
@@ -291,10 +310,12 @@ pub(super) fn cannot_run(
         ),
         Unrunnable::Command(name) => (format!("the {name} command"), format!("correct --{name} or loop.{name}")),
     };
-    let sandbox = if confined {
-        "; a program installed outside what a session sees can be made visible with git config --add loop.sandbox.readOnly <its directory>"
-    } else {
-        ""
+    let sandbox = match unwarmed {
+        Some(path) => format!(
+            "; '{path}' is in the main checkout but not in the try (git ignores it): warm it into each try with git config --add loop.warm {path}"
+        ),
+        None if confined => "; a program installed outside what a session sees can be made visible with git config --add loop.sandbox.readOnly <its directory>".to_owned(),
+        None => String::new(),
     };
     crate::error::Refusal::new(crate::error::Class::AgentMissing, format!("{whose} could not run: {said}"))
         .hint(format!("{fix}{sandbox}; the task is released, not failed; the output is in {}", log.display()))

@@ -449,3 +449,28 @@ fn a_hidden_path_is_never_warmed_and_a_changed_worktreeinclude_is_named() {
         out.stdout
     );
 }
+
+/// Issue 43: checks that run a virtualenv the main checkout has and a try lacks (git ignores
+/// it, nothing warms it) fail at once; the hint names what works — warming it — not the
+/// sandbox's read-only paths.
+#[test]
+fn a_command_that_needs_what_the_checkout_has_and_the_try_lacks_is_told_to_warm_it() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    std::fs::write(repo.dir.join(".gitignore"), ".venv/\n").expect("gitignore");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "ignore the venv"]);
+    std::fs::create_dir_all(repo.dir.join(".venv/bin")).expect("mkdir");
+    let python = repo.dir.join(".venv/bin/python");
+    std::fs::write(&python, "#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    repo.add(&["test it"]);
+    let agent = env.agent("done", "git loop finish done --message ok");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--checks", ".venv/bin/python -m unittest"]);
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("'.venv' is in the main checkout but not in the try (git ignores it): warm it into each try with git config --add loop.warm .venv"),
+        "{}",
+        out.stderr
+    );
+}
