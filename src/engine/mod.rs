@@ -450,6 +450,20 @@ where
 /// failed (the engine counts them, to say so when the unit runs out of sessions).
 pub const CHECKS_FAILED: &str = "reported done, but the checks failed";
 
+/// Sessions over within this long, ending the same way this many times in a row, stop the
+/// unit (see `work_unit`).
+const QUICK: std::time::Duration = std::time::Duration::from_secs(5);
+const REPEATS: u32 = 3;
+
+/// A continuation note without the session it names (`The previous session (s-…)`), for
+/// telling one failure repeated from another.
+fn without_session(note: &str) -> String {
+    match (note.find("session ("), note.find(')')) {
+        (Some(at), Some(end)) if end > at => format!("{}{}", &note[..at], &note[end + 1..]),
+        _ => note.to_owned(),
+    }
+}
+
 fn times(n: u32) -> String {
     if n == 1 {
         "once".to_owned()
@@ -475,6 +489,9 @@ where
     // Sessions that said done and whose checks then failed: a unit that ends so every time
     // ends saying that, not "no verdict".
     let mut checks_failed = 0u32;
+    // The same continuation, word for word, from sessions each over within QUICK: a cause the
+    // sessions cannot fix (the environment), which would burn every session left in seconds.
+    let mut repeated: Option<(String, u32)> = None;
     let mut attempt = 0;
     while attempt < cap {
         attempt += 1;
@@ -490,13 +507,30 @@ where
             return Ok(None);
         }
         let budget = Budget { walk: Some(walk), unit_left: Mutex::new(cap - attempt) };
+        let began = std::time::Instant::now();
         let dispatched = dispatcher.dispatch_within(unit, attempt, carry.as_deref(), &budget)?;
+        let quick = began.elapsed() < QUICK;
         // Sessions a race ran beyond the first count as attempts of this unit.
         attempt += (cap - attempt) - budget.unit_left();
         match dispatched {
             Dispatched::Verdict { verdict, message } => return queue.close(unit, verdict, &message).map(Some),
             Dispatched::Continue { note } => {
                 checks_failed += u32::from(note.contains(CHECKS_FAILED));
+                let same = without_session(&note);
+                repeated = match repeated.take() {
+                    Some((before, n)) if quick && before == same => Some((before, n + 1)),
+                    _ if quick => Some((same, 1)),
+                    _ => None,
+                };
+                if let Some((_, n)) = repeated.as_ref().filter(|(_, n)| *n >= REPEATS && attempt < cap) {
+                    let line = note.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+                    let message = format!(
+                        "the same failure {n} sessions in a row, each over within {} s: {line} — its cause is not the agent's to fix (the environment, the checks); fix it, then 'git loop reopen {}'",
+                        QUICK.as_secs(),
+                        unit.id()
+                    );
+                    return queue.close(unit, Verdict::Blocked, &message).map(Some);
+                }
                 carry = Some(note)
             }
             Dispatched::Spent => {

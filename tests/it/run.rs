@@ -852,3 +852,25 @@ fn max_units_reached_says_so_and_exits_by_whether_its_tasks_were_done() {
     let ended = said["events"].as_array().expect("events").iter().rev().find(|e| e["kind"] == "walk_ended").cloned();
     assert_eq!(ended.expect("walk_ended")["data"]["stop"], "units");
 }
+
+/// Issue 43: an agent that fails at once the same way every time (a cause of the environment:
+/// exit 1, not 126 or 127) is asked about after three sessions, with the repeated line, instead
+/// of burning every session of the task in seconds.
+#[test]
+fn the_same_quick_failure_three_times_asks_a_person_with_the_repeated_line() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["needs foo", "-p", "p2"]);
+    let agent = env.agent("broken", "echo 'ModuleNotFoundError: No module named foo'\nexit 1");
+    repo.run(&["run", "--agent-cmd", &agent]);
+    let task = repo.run(&["show", &id, "--json"]).ok().json();
+    assert_eq!(repo.session_records().len(), 3, "three sessions, not the task's fifteen");
+    let reason = task["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(
+            "the same failure 3 sessions in a row, each over within 5 s: ModuleNotFoundError: No module named foo"
+        ),
+        "{task}"
+    );
+    assert!(reason.contains(&format!("then 'git loop reopen {id}'")), "{reason}");
+}

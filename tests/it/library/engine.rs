@@ -165,12 +165,37 @@ fn a_continuation_is_told_the_last_note_and_numbered_until_a_verdict() {
 
 #[test]
 fn the_per_unit_cap_fails_a_unit_that_never_decides_and_the_walk_moves_on() {
-    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", vec![note("x"); 10])]));
+    // Each session ends its own way (the same way again and again is the next test's).
+    let notes: Vec<Dispatched> = (0..10).map(|i| note(&format!("x{i}"))).collect();
+    let (mut q, mut d) = (queue(&["a", "b"]), Scripted::new(vec![("a", notes)]));
     let (stop, tally) = run(Limits { per_unit_dispatches: 4, ..Default::default() }, &mut q, &mut d);
     assert_eq!(d.attempts_of("a"), vec![1, 2, 3, 4]);
     assert_eq!(q.closed_ids(), vec![("a", Verdict::Failed), ("b", Verdict::Done)]);
     assert_eq!(q.closed[0].2, "no verdict after 4 sessions");
     assert_eq!((stop, tally.failed, tally.succeeded, tally.dispatches), (Stop::NoWork, 1, 1, 5));
+}
+
+/// Issue 43: sessions that end the same way, word for word, each within seconds — a cause in
+/// the environment, not the agent's to fix — stop the unit after three, asking a person, with
+/// the repeated line: not every session of its cap burnt in seconds.
+#[test]
+fn the_same_quick_failure_three_times_asks_a_person_instead_of_burning_the_cap() {
+    let same = |s: &str| {
+        note(&format!("The previous session (s-{s}) ended without reporting a verdict.\nerror: no module named foo"))
+    };
+    let (mut q, mut d) =
+        (queue(&["a", "b"]), Scripted::new(vec![("a", vec![same("1"), same("2"), same("3"), same("4")])]));
+    let (stop, tally) = run(Limits { per_unit_dispatches: 15, ..Default::default() }, &mut q, &mut d);
+    assert_eq!(d.attempts_of("a"), vec![1, 2, 3], "three sessions, not fifteen");
+    assert_eq!(q.closed_ids(), vec![("a", Verdict::Blocked), ("b", Verdict::Done)]);
+    assert!(
+        q.closed[0]
+            .2
+            .starts_with("the same failure 3 sessions in a row, each over within 5 s: error: no module named foo"),
+        "{}",
+        q.closed[0].2
+    );
+    assert_eq!((stop, tally.dispatches), (Stop::NoWork, 4));
 }
 
 #[test]
