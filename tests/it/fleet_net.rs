@@ -152,6 +152,18 @@ fn accept_loop(
     }
 }
 
+/// The port and the repository path of a `git://127.0.0.1:<port>/<path>` URL of the daemon.
+fn port_and_path(direct: &str) -> (u16, String) {
+    let upstream: u16 = direct
+        .trim_start_matches("git://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the daemon's port");
+    let path = direct.split_once(&format!(":{upstream}/")).map(|(_, p)| p.to_owned()).expect("its path");
+    (upstream, path)
+}
+
 /// Close `stream` with a TCP reset (SO_LINGER 0), as a middlebox or a crashed server does.
 fn reset(stream: TcpStream) {
     use std::os::fd::AsRawFd as _;
@@ -310,13 +322,7 @@ pub fn ride_out(s: &Scenario) -> Figures {
     let env = TestEnv::new();
     let (bare, daemon) = guarded(&env);
     let direct = daemon.url(&bare);
-    let upstream: u16 = direct
-        .trim_start_matches("git://127.0.0.1:")
-        .split('/')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the daemon's port");
-    let path = direct.split_once(&format!(":{upstream}/")).map(|(_, p)| p.to_owned()).expect("its path");
+    let (upstream, path) = port_and_path(&direct);
     let seed = env.clone_of(&direct, "seed");
     loop_run(&seed, &["init", "--remote", "origin"]).ok();
     let lines: String = (0..s.tasks).map(|i| format!("{{\"title\": \"task {i:03}\"}}\n")).collect();
@@ -838,13 +844,7 @@ fn a_sync_that_moves_longer_than_the_timeout_succeeds_and_one_that_stalls_is_cut
     let bare = env.remote("slow");
     let daemon = crate::harness::Daemon::start_on_real_clock(&env);
     let direct = daemon.url(&bare);
-    let upstream: u16 = direct
-        .trim_start_matches("git://127.0.0.1:")
-        .split('/')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the daemon's port");
-    let path = direct.split_once(&format!(":{upstream}/")).map(|(_, p)| p.to_owned()).expect("its path");
+    let (upstream, path) = port_and_path(&direct);
     let proxy = Proxy::start(upstream);
     let clone = env.clone_of(&direct, "slow");
     clone.git(&["remote", "set-url", "origin", &format!("git://127.0.0.1:{}/{path}", proxy.port)]);
