@@ -714,11 +714,12 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
     backlog::release_hold(store, ctx, &id)?;
     // The task is done: its tries' worktrees go (to the pool where it takes them), as a walk's
     // do when it closes a unit; left, doctor would call them leftovers. One this command runs
-    // in stays (doctor then names it, for --repair once the person has left it).
+    // in stays, and one that cannot be removed now does not undo the decision: doctor names
+    // what is left, for --repair.
     let here = std::env::current_dir().unwrap_or_default();
     for done in crate::walk::recover::worktrees_in(&root).into_iter().filter(|t| t.task == id) {
         if !here.starts_with(&done.worktree) {
-            tries::remove_worktree(store, &done)?;
+            let _ = tries::remove_worktree(store, &done);
         }
     }
     Ok(Decided { task: id, commit: target })
