@@ -125,9 +125,11 @@ fn summary(report: &Report) -> String {
     );
     let count = |severity: Severity| report.findings.iter().filter(|f| f.severity == severity).count();
     let (corrupt, leftover, notes) = (count(Severity::Corrupt), count(Severity::Leftover), count(Severity::Info));
+    // Left alone: in use (a live lock, a running walk) or not this version's to read (a
+    // session record a newer git-loop wrote); each one's own line says which.
     let in_use = match notes {
         0 => String::new(),
-        n => format!(" ({} in use, left alone)", plural(n, "thing", "things")),
+        n => format!(" ({} left alone, as said above)", plural(n, "thing", "things")),
     };
     if report.is_clean() {
         return format!("no problems found{in_use}: {checked}");

@@ -285,7 +285,7 @@ leftover: cache '.git/loop/journal-v1' has 1 unreadable line
   fix: 'git loop doctor --repair' deletes it; it is rebuilt from the refs when next needed
 note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
   fix: nothing to do: it goes when its holder finishes
-10 leftovers (10 repairable with 'git loop doctor --repair') (1 thing in use, left alone); checked 2 tasks, 1 claim, <N> journal chains (2 events), 0 notes, 0 anchors, 1 branch, 2 worktrees, 0 sessions
+10 leftovers (10 repairable with 'git loop doctor --repair') (1 thing left alone, as said above); checked 2 tasks, 1 claim, <N> journal chains (2 events), 0 notes, 0 anchors, 1 branch, 2 worktrees, 0 sessions
 ")
         .replace("nowhere/", &gone_at)
     );
@@ -306,7 +306,7 @@ repaired: removed '.git/loop/index-v3'
 repaired: removed '.git/loop/journal-v1'
 note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
   fix: nothing to do: it goes when its holder finishes
-no problems found (1 thing in use, left alone): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees (1 pooled), 0 sessions
+no problems found (1 thing left alone, as said above): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees (1 pooled), 0 sessions
 "
     );
     assert_eq!(repo.run(&["doctor", "--json"]).ok().json()["clean"], true);
@@ -478,7 +478,9 @@ fn doctor_leaves_what_live_processes_hold() {
         assert!(notes[2].starts_with("note: a walk of this clone is at work (w-"), "{}", notes[2]);
         assert!(!text.contains("repaired"), "{text}");
         assert!(
-            text.lines().last().is_some_and(|l| l.starts_with("no problems found (3 things in use, left alone): ")),
+            text.lines()
+                .last()
+                .is_some_and(|l| l.starts_with("no problems found (3 things left alone, as said above): ")),
             "{text}"
         );
     }
@@ -655,4 +657,19 @@ fn an_accepted_try_leaves_no_worktree_for_doctor_to_find() {
     assert!(left.is_empty(), "the accepted try's worktree is gone: {left:?}");
     let doctor = repo.run(&["doctor"]);
     assert_eq!(doctor.code, 0, "{}{}", doctor.stdout, doctor.stderr);
+}
+
+/// A session record this version cannot read is left alone and said so — not called "in use".
+#[test]
+fn an_unreadable_session_record_is_left_alone_and_not_called_in_use() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.add(&["a task"]);
+    let dir = repo.dir.join(".git/loop/sessions/s-unreadab");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("record.json"), "{ not json").expect("write");
+    let out = repo.run(&["doctor"]).ok();
+    assert!(out.stdout.contains("the record of session s-unreadab cannot be read"), "{}", out.stdout);
+    assert!(!out.stdout.contains("in use"), "{}", out.stdout);
+    assert!(out.stdout.contains("(1 thing left alone, as said above)"), "{}", out.stdout);
 }
