@@ -127,12 +127,12 @@ fn summary(report: &Report) -> String {
     let (corrupt, leftover, notes) = (count(Severity::Corrupt), count(Severity::Leftover), count(Severity::Info));
     // Left alone: in use (a live lock, a running walk) or not this version's to read (a
     // session record a newer git-loop wrote); each one's own line says which.
-    let in_use = match notes {
+    let left_alone = match notes {
         0 => String::new(),
         n => format!(" ({} left alone, as said above)", plural(n, "thing", "things")),
     };
     if report.is_clean() {
-        return format!("no problems found{in_use}: {checked}");
+        return format!("no problems found{left_alone}: {checked}");
     }
     let repairable = report.findings.iter().filter(|f| f.is_repairable()).count();
     let mut found = Vec::new();
@@ -150,5 +150,5 @@ fn summary(report: &Report) -> String {
         0 => String::new(),
         n => format!(" ({n} repairable with 'git loop doctor --repair')"),
     };
-    format!("{}{repair}{in_use}; {checked}", found.join(", "))
+    format!("{}{repair}{left_alone}; {checked}", found.join(", "))
 }

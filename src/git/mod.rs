@@ -612,23 +612,16 @@ pub fn resolve_commit(repo: &gix::Repository, rev: &str) -> Result<ObjectId> {
     Ok(commit.id)
 }
 
-/// Whether git refuses a tree entry of this name (its `verify_path` with `core.protectNTFS` and
-/// `core.protectHFS`, both on by default in the git that checks such trees out): empty, `.`,
-/// `..`, a slash or NUL in it, and `.git` in any case, with the trailing dots and spaces NTFS
-/// drops, as NTFS's short name `git~1`, or with the invisible characters HFS ignores.
-pub fn refused_path_component(name: &[u8]) -> bool {
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
-        return true;
-    }
-    // HFS+ ignores these code points when it compares names.
-    const IGNORED: &[char] = &[
-        '\u{200c}', '\u{200d}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}',
-        '\u{206a}', '\u{206b}', '\u{206c}', '\u{206d}', '\u{206e}', '\u{206f}', '\u{feff}',
-    ];
-    let text = String::from_utf8_lossy(name);
-    let visible: String = text.chars().filter(|c| !IGNORED.contains(c)).collect::<String>().to_ascii_lowercase();
-    let ntfs = visible.trim_end_matches(['.', ' ']);
-    ntfs == ".git" || ntfs == "git~1"
+/// Whether git refuses to check out a tree entry of this name (`symlink`: the entry is a
+/// symbolic link): gix's `verify_path` with git's defaults of `core.protectNTFS` and
+/// `core.protectHFS` — `.git` in any case, with the trailing dots and spaces NTFS drops, as
+/// NTFS's short name `git~1`, with the invisible characters HFS ignores; a linked
+/// `.gitmodules`; empty, `.`, `..`, a slash — and a NUL byte.
+pub fn refused_path_component(name: &[u8], symlink: bool) -> bool {
+    use gix::validate::path::component;
+    let options = component::Options { protect_windows: false, protect_hfs: true, protect_ntfs: true };
+    let mode = symlink.then_some(component::Mode::Symlink);
+    name.contains(&0) || component(name.into(), mode, options).is_err()
 }
 
 /// The git program as unit tests run it: in `dir`, without the machine's or the user's
@@ -658,10 +651,10 @@ mod tests {
         for bad in
             [&b""[..], b".", b"..", b"a/b", b"a\0b", b".git", b".GIT", b".Git. ", b"GIT~1", ".g\u{200c}it".as_bytes()]
         {
-            assert!(super::refused_path_component(bad), "{:?} is refused", String::from_utf8_lossy(bad));
+            assert!(super::refused_path_component(bad, false), "{:?} is refused", String::from_utf8_lossy(bad));
         }
         for good in [&b".gitignore"[..], b".github", b"git", b"x.git", b"sub", b".git~2", b"..."] {
-            assert!(!super::refused_path_component(good), "{:?} is a good name", String::from_utf8_lossy(good));
+            assert!(!super::refused_path_component(good, false), "{:?} is a good name", String::from_utf8_lossy(good));
         }
     }
 

@@ -192,6 +192,8 @@ pub fn walk_options(
     opts.checks = config::checks(store, flags.checks);
     opts.review = config::review(store, flags.review);
     opts.setup = config::setup(store, flags.setup);
+    // What loop.sandbox.hide keeps from sessions is never warmed into their tries, whether or
+    // not this machine confines them (the policy was read, and refused if bad, just above).
     let hide = crate::sandbox::Policy::read(store, ctx, flags.sandbox)?.hide;
     opts.warm = crate::tries::warm::Plan::read(store)?.hiding(store.workdir(), &hide);
     // Read where it is used; refused here, before anything runs.

@@ -465,7 +465,9 @@ impl Store {
                 }
                 gix::object::Kind::Tree => {
                     let tree = gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1).map_err(|e| bad(&e))?;
-                    if let Some(entry) = tree.entries.iter().find(|e| git::refused_path_component(e.filename)) {
+                    if let Some(entry) =
+                        tree.entries.iter().find(|e| git::refused_path_component(e.filename, e.mode.is_link()))
+                    {
                         anyhow::bail!(
                             "tree {id} holds '{}', a path git refuses to check out",
                             String::from_utf8_lossy(entry.filename)
