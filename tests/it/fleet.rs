@@ -293,7 +293,7 @@ pub(crate) fn clones_do_every_task_once(env: &TestEnv, clones: Vec<Repo<'_>>, ba
 /// clock, as the clones do): everything the fleet pushes passes it.
 #[test]
 fn four_clones_over_a_git_daemon_do_every_task_exactly_once_and_converge() {
-    let _one_at_a_time = crate::harness::heavy();
+    let _one_fleet_at_a_time = crate::harness::fleet();
     let env = TestEnv::new();
     let (bare, daemon) = guarded(&env);
     four_clones_do_every_task_once(&env, &daemon.url(&bare), &bare);
@@ -389,7 +389,7 @@ fn kill9(pid: i32) {
 /// behind a real web server.
 #[test]
 fn four_clones_over_smart_http_do_every_task_exactly_once_and_converge() {
-    let _one_at_a_time = crate::harness::heavy();
+    let _one_fleet_at_a_time = crate::harness::fleet();
     let env = TestEnv::new();
     let bare = env.remote("fleet");
     let Some(server) = crate::harness::HttpServer::start(&env) else { return };

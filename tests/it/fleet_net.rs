@@ -772,7 +772,7 @@ impl Drop for Nginx {
 /// unit makes a dozen calls; 3 × 12 tasks took 73 s.)
 #[test]
 fn three_clones_over_ssh_do_six_tasks_once_and_converge() {
-    let _one_at_a_time = crate::harness::heavy();
+    let _one_fleet_at_a_time = crate::harness::fleet();
     let env = TestEnv::new();
     let Some(sshd) = Sshd::start(&env) else { return };
     let bare = env.remote("fleet");
@@ -785,7 +785,7 @@ fn three_clones_over_ssh_do_six_tasks_once_and_converge() {
 /// The same over nginx, fcgiwrap and `git http-backend` (smart HTTP).
 #[test]
 fn three_clones_over_nginx_and_fcgiwrap_do_twelve_tasks_once_and_converge() {
-    let _one_at_a_time = crate::harness::heavy();
+    let _one_fleet_at_a_time = crate::harness::fleet();
     let env = TestEnv::new();
     let Some(server) = Nginx::start(&env) else { return };
     let bare = env.remote("fleet");
@@ -840,6 +840,7 @@ fn a_walk_stops_in_one_line_when_its_remote_has_no_repository_any_more() {
 /// the stall, and a sync once the link is back publishes it.
 #[test]
 fn a_sync_that_moves_longer_than_the_timeout_succeeds_and_one_that_stalls_is_cut_naming_it() {
+    let _one_at_a_time = crate::harness::heavy();
     let env = TestEnv::new();
     let bare = env.remote("slow");
     let daemon = crate::harness::Daemon::start_on_real_clock(&env);

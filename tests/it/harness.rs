@@ -610,16 +610,28 @@ fn lighttpd_config(env: &TestEnv, port: u16, backend: &Path, dir: &Path, users: 
     config
 }
 
-/// Tests that load the whole machine (fleets of clones, many processes racing) or that measure
-/// time (latencies, Ctrl-C windows, leases) take this first, so that they run one at a time:
-/// on a small machine two of them at once would each measure the other.
+/// Tests that measure time (latencies, Ctrl-C windows, leases, a fleet's convergence within a
+/// bound) take this first, so that they run one at a time: on a small machine two of them at
+/// once would each measure the other.
 ///
 /// The lock is a file lock (`flock`) under the build's temporary directory, so it holds across
 /// processes: under `cargo nextest`, where every test is a process of its own, as under
 /// `cargo test`'s threads. It is let go when the guard is dropped or the process ends.
+/// `.config/nextest.toml` names the same tests in its `heavy` group.
 pub fn heavy() -> Heavy {
+    lock_named("heavy-tests.lock")
+}
+
+/// Fleets of clones that only count (every task once, converged) and measure no time take this
+/// first: one of them at a time beside one [`heavy`] test, as nextest's `fleets` group runs them,
+/// so that two chains of big scenarios share the machine instead of one chain taking all of it.
+pub fn fleet() -> Heavy {
+    lock_named("fleet-tests.lock")
+}
+
+fn lock_named(name: &str) -> Heavy {
     use std::os::fd::AsRawFd as _;
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heavy-tests.lock");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -634,7 +646,7 @@ pub fn heavy() -> Heavy {
     Heavy(file)
 }
 
-/// The heavy tests' lock, held until dropped.
+/// A big scenario's lock ([`heavy`], [`fleet`]), held until dropped.
 pub struct Heavy(#[allow(dead_code)] std::fs::File);
 
 /// A PATH that holds only `programs` (each linked from where the test's own PATH finds it), so

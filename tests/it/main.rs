@@ -42,6 +42,7 @@ mod scale;
 mod setup_notify;
 mod share;
 mod soak;
+mod suite;
 mod summarize;
 mod sync;
 mod warm;

@@ -143,7 +143,7 @@ fn packs(dir: &Path) -> usize {
 /// `cargo bench -- claims-fleet` (docs/performance.md).
 #[test]
 fn eight_clones_claiming_through_a_git_daemon_get_distinct_tasks_quickly() {
-    let _one_at_a_time = crate::harness::heavy();
+    let _one_fleet_at_a_time = crate::harness::fleet();
     let env = TestEnv::new();
     let bare = env.remote("origin");
     let daemon = Daemon::start(&env);
