@@ -100,7 +100,7 @@ pub fn run(env: &Env, args: ConfigArgs) -> Result<u8> {
         }
         out.line(format!(
             "adopted the settings {} shared {} ({}): {} changed in this repository's configuration",
-            record.by,
+            record.author(),
             relative(record.at, env.ctx.now()),
             git_loop::ids::short_commit(&commit),
             super::human::count(written.len() as u64, "setting", "settings")
@@ -124,14 +124,14 @@ pub fn run(env: &Env, args: ConfigArgs) -> Result<u8> {
             .collect();
         let only: Vec<_> = only_here.iter().map(|(k, v)| json!({ "key": k, "values": v })).collect();
         out.json(&json!({
-            "shared": { "commit": commit.to_string(), "version": record.version, "by": record.by, "at": record.at },
+            "shared": { "commit": commit.to_string(), "version": record.version, "by": record.by, "user": record.user, "at": record.at },
             "adopted": adopted, "settings": settings, "only_here": only,
         }))?;
         return Ok(0);
     }
     out.line(format!(
         "the loop's settings, shared by {} {} ({}){}:",
-        record.by,
+        record.author(),
         relative(record.at, env.ctx.now()),
         git_loop::ids::short_commit(&commit),
         if adopted { ", adopted here" } else { "" }

@@ -375,7 +375,7 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
         Target::Journal => chain(server, u, &mut records::journal_commit),
         Target::Notes => chain(server, u, &mut |c| records::notes_commit(objects, c)),
         Target::Mission => chain(server, u, &mut |c| records::mission_commit(objects, &u.name, c)),
-        Target::Settings => chain(server, u, &mut |c| records::settings_commit(objects, c)),
+        Target::Settings => check_settings(server, opts, u),
         Target::Anchor(anchor) => check_anchor(server, u, &anchor),
         Target::TaskBranch => match u.new {
             None => Some(refused("task branches hold accepted work; they are never deleted").hint(KEPT_HINT)),
@@ -383,6 +383,39 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
         },
         Target::LooseBranch => u.new.and_then(|new| forward(server, u.old, new)),
     }
+}
+
+/// The shared settings chain: records clones read; with `loop.bindHolders`, every record the
+/// push adds must name the pusher as its `user`, so that what a clone shows as its author is who
+/// pushed it.
+fn check_settings(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
+    let objects = &server.objects;
+    if !server.policy.bind_holders {
+        return chain(server, u, &mut |c| records::settings_commit(objects, c).map(|_| ()));
+    }
+    let Some(pusher) = opts.pusher.as_deref() else {
+        return Some(
+            refused("this server binds shared settings to the users who push them (loop.bindHolders) but was not told who pushes")
+                .hint("push through a server that authenticates you (it passes GL_USER or REMOTE_USER to the hook), or unset loop.bindHolders on the server"),
+        );
+    };
+    chain(server, u, &mut |c| {
+        let record = records::settings_commit(objects, c)?;
+        match record.user.as_deref() {
+            Some(user) if user == pusher => Ok(()),
+            Some(user) => Err(format!(
+                "commit {}: the settings record is user '{}''s but user '{}' pushed it (loop.bindHolders)",
+                c.id,
+                user.escape_debug(),
+                pusher.escape_debug()
+            )),
+            None => Err(format!(
+                "commit {}: the settings record names no user, and this server binds records to the users who push them (loop.bindHolders): set 'git config loop.user {}' and share again",
+                c.id,
+                pusher.escape_debug()
+            )),
+        }
+    })
 }
 
 /// A chain of records: every commit the push adds must pass `valid`, and the chain only grows.

@@ -276,12 +276,12 @@ pub fn mission_commit(objects: &Objects, name: &str, commit: &Commit) -> Result<
 
 /// One commit of the shared settings chain (`refs/loop/settings`): a settings record of a
 /// version this server reads, sharing only what clones share (`store::shared::decode`).
-pub fn settings_commit(objects: &Objects, commit: &Commit) -> Result<(), String> {
+pub fn settings_commit(objects: &Objects, commit: &Commit) -> Result<crate::store::shared::Record, String> {
     let file = crate::store::shared::FILE;
     let Some(bytes) = objects.file(commit, file)? else {
         return Err(format!("commit {}: it has no {file}", commit.id));
     };
-    crate::store::shared::decode(&bytes).map(|_| ()).map_err(|why| format!("commit {}: {why}", commit.id))
+    crate::store::shared::decode(&bytes).map_err(|why| format!("commit {}: {why}", commit.id))
 }
 
 /// One commit of the notes ref: every note it adds or changes (a blob not in any parent at the

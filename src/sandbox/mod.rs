@@ -163,6 +163,9 @@ fn expand(text: &str, home: Option<&Path>, workdir: &Path, kind: &str) -> Result
 struct Bwrap {
     path: PathBuf,
     version: String,
+    /// Who runs inside: `--unshare-user` (where user namespaces work), `nobody` where the
+    /// walker is root, and no capability ever.
+    user: Vec<String>,
 }
 
 /// Find `bwrap` on `path_var` and run it once in the namespaces a run uses: `Err` says why it
@@ -181,13 +184,29 @@ fn probe(path_var: Option<&std::ffi::OsStr>) -> Result<Bwrap, (String, String)> 
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let tried = std::process::Command::new(&path)
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-        .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "true"])
-        .stdin(std::process::Stdio::null())
-        .output();
+    let try_with = |user: &[String]| {
+        std::process::Command::new(&path)
+            .args(user)
+            .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "true"])
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    let root = walker_is_root();
+    let mut user: Vec<String> = vec!["--unshare-user".into()];
+    if root {
+        user.extend(["--uid".into(), RUN_AS_WHEN_ROOT.to_string(), "--gid".into(), RUN_AS_WHEN_ROOT.to_string()]);
+    }
+    user.extend(["--cap-drop".into(), "ALL".into()]);
+    let mut tried = try_with(&user);
+    if !tried.as_ref().is_ok_and(|out| out.status.success()) {
+        // A setuid bubblewrap on a kernel without unprivileged user namespaces: the run keeps
+        // the walker's user (root: uid 0, still without capabilities, its secrets hidden).
+        user = vec!["--cap-drop".into(), "ALL".into()];
+        tried = try_with(&user);
+    }
     match tried {
-        Ok(out) if out.status.success() => Ok(Bwrap { path, version }),
+        Ok(out) if out.status.success() => Ok(Bwrap { path, version, user }),
         Ok(out) => {
             let said = String::from_utf8_lossy(&out.stderr).lines().next().unwrap_or("").trim().to_owned();
             Err((
@@ -197,6 +216,12 @@ fn probe(path_var: Option<&std::ffi::OsStr>) -> Result<Bwrap, (String, String)> 
         }
         Err(err) => Err((format!("bubblewrap could not be run: {err}"), "check that bwrap is executable".into())),
     }
+}
+
+/// Whether this process runs as root.
+fn walker_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// What a walk runs with, decided once when it starts.
@@ -304,7 +329,7 @@ pub const TOOLCHAIN_VARS: &[&str] = &[
 /// The toolchain paths (see [`TOOLCHAIN_VARS`]) of this process's environment that a sandbox
 /// would hide and makes visible read-only, each with the variable that names it.
 fn toolchains(policy: &Policy, home: Option<&Path>) -> Vec<(String, PathBuf)> {
-    let hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).chain(home.map(Path::to_owned)).collect();
+    let hidden = hidden_roots(home, None);
     let mut out = Vec::new();
     for var in TOOLCHAIN_VARS {
         let Some(value) = std::env::var_os(var) else { continue };
@@ -387,7 +412,112 @@ pub fn home_of(box_dir: &Path) -> PathBuf {
 }
 
 /// Paths that are hidden in every sandbox (where they exist).
-const HIDDEN: &[&str] = &["/tmp", "/var/tmp", "/run/user", "/home", "/root", "/mnt", "/media", "/srv"];
+const HIDDEN: &[&str] = &["/tmp", "/var/tmp", "/run/user", "/run/secrets", "/home", "/root", "/mnt", "/media", "/srv"];
+
+/// The top-level directories a run sees: the system's programs, libraries and configuration,
+/// and the kernel's file systems. Every other one (`/work`, `/data`, `/boot`, another clone's
+/// directory…) is absent, but for what the run needs under it (its worktree, the programs it
+/// runs, toolchains), bound back read-only.
+const SYSTEM: &[&str] = &[
+    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt", "nix", "snap", "gnu", "run", "sys", "dev",
+    "proc", "var", "tmp",
+];
+
+/// What a run sees of `/var`: caches. Mail, spools, logs, backups (`shadow.bak`) and services'
+/// data (`/var/lib`) are absent.
+const VAR_SEEN: &[&str] = &["cache"];
+
+/// Files of the system's configuration that hold secrets: absent (an empty file) in every run,
+/// which matters where the walker is root and the run's user maps to it.
+const SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/security/opasswd",
+    "/etc/krb5.keytab",
+];
+
+/// The user a run is inside its namespace when the walker is root: `nobody`, which every
+/// system names. A walker of another user runs its sessions as itself; either way, without
+/// any capability.
+const RUN_AS_WHEN_ROOT: u32 = 65534;
+
+/// The directories hidden at the root of every run's view ([`HIDDEN`], every top-level
+/// directory not in [`SYSTEM`], `/var`'s but [`VAR_SEEN`]) and `home`. A top-level directory
+/// that is `keep` itself (a repository at `/project`) is kept; what lies below a hidden one is
+/// bound back where a run needs it. Symbolic links are never hidden (hiding one would hide
+/// what it points to).
+fn hidden_roots(home: Option<&Path>, keep: Option<&Path>) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).chain(home.map(Path::to_owned)).collect();
+    roots.extend(unseen_below(Path::new("/"), keep));
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// The directories of the file system at `root` that are not the system's: its top-level ones
+/// but [`SYSTEM`]'s (and `keep`), and `var`'s but [`VAR_SEEN`]'s.
+fn unseen_below(root: &Path, keep: Option<&Path>) -> Vec<PathBuf> {
+    let dirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let named = |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
+    let mut unseen: Vec<PathBuf> =
+        dirs(root).into_iter().filter(|p| !named(p, SYSTEM) && Some(p.as_path()) != keep).collect();
+    unseen.extend(dirs(&root.join("var")).into_iter().filter(|p| !named(p, VAR_SEEN)));
+    unseen.sort();
+    unseen
+}
+
+/// The secret files and directories of the system's configuration present here
+/// ([`SECRETS`], and the ssh server's private host keys).
+fn secrets() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = SECRETS.iter().map(PathBuf::from).filter(|p| p.symlink_metadata().is_ok()).collect();
+    if let Ok(entries) = std::fs::read_dir("/etc/ssh") {
+        found.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("ssh_host_") && n.ends_with("_key"))
+        }));
+    }
+    found
+}
+
+/// Cover each of `paths` that exists and is not below another of them: a directory with an
+/// empty tmpfs (`/tmp`'s of `tmp_size`), anything else with an empty file. A symbolic link is
+/// followed when `follow` (a person named it: what it points to is hidden), else left.
+fn cover(b: &mut Args, paths: &[PathBuf], tmp_size: &str, follow: bool) {
+    let mut paths = paths.to_vec();
+    paths.sort();
+    paths.dedup();
+    let covered: Vec<PathBuf> =
+        paths.iter().filter(|h| paths.iter().any(|o| o != *h && h.starts_with(o))).cloned().collect();
+    for dir in paths.iter().filter(|h| !covered.contains(h)) {
+        let meta = if follow { std::fs::metadata(dir) } else { std::fs::symlink_metadata(dir) };
+        match meta {
+            Ok(meta) if meta.is_dir() => {
+                if dir == Path::new("/tmp") {
+                    b.one("--size", tmp_size);
+                }
+                b.one("--tmpfs", dir);
+            }
+            Ok(meta) if !meta.is_symlink() => {
+                b.pair("--ro-bind", "/dev/null", dir);
+            }
+            _ => {}
+        }
+    }
+}
 
 /// Sockets that would hand a confined run the machine (a container engine is root).
 const SOCKETS: &[&str] = &[
@@ -435,38 +565,29 @@ impl Sandbox {
         let mut b = Args::default();
         b.flag("--die-with-parent").flag("--new-session");
         b.flag("--unshare-pid").flag("--unshare-ipc").flag("--unshare-uts").flag("--unshare-cgroup-try");
+        // An unprivileged user without any capability: a walker run as root would otherwise
+        // hand its runs every capability in their namespaces, enough to unmount what hides the
+        // host's files.
+        b.args(&self.bwrap.user);
         if self.policy.network == Network::None {
             b.flag("--unshare-net");
         }
         b.pair("--ro-bind", "/", "/").one("--dev", "/dev").one("--proc", "/proc");
-        // What no run sees.
-        let mut hidden: Vec<PathBuf> = HIDDEN.iter().map(PathBuf::from).collect();
-        hidden.extend(self.home.iter().cloned());
-        hidden.extend(self.policy.hide.iter().cloned());
-        // Each once, and not below another (a tmpfs over `/home` hides `/home/me` already).
-        hidden.sort();
-        hidden.dedup();
-        let covered: Vec<PathBuf> =
-            hidden.iter().filter(|h| hidden.iter().any(|o| o != *h && h.starts_with(o))).cloned().collect();
+        // What no run sees: every directory but the system's, and the system's secrets.
+        let hidden = hidden_roots(self.home.as_deref(), Some(store.workdir()));
         let size = self.policy.tmp_size.to_string();
-        for dir in hidden.iter().filter(|h| !covered.contains(h)) {
-            match std::fs::symlink_metadata(dir) {
-                Ok(meta) if meta.is_dir() => {
-                    if dir == Path::new("/tmp") {
-                        b.one("--size", &size);
-                    }
-                    b.one("--tmpfs", dir);
-                }
-                Ok(_) => {
-                    b.pair("--ro-bind", "/dev/null", dir);
-                }
-                Err(_) => {}
-            }
-        }
+        cover(&mut b, &hidden, &size, false);
         b.one("--size", &size).one("--tmpfs", "/dev/shm");
         for socket in SOCKETS {
             if std::fs::symlink_metadata(socket).is_ok() {
                 b.pair("--ro-bind", "/dev/null", socket);
+            }
+        }
+        for secret in secrets() {
+            if secret.is_dir() {
+                b.one("--tmpfs", &secret);
+            } else {
+                b.pair("--ro-bind", "/dev/null", &secret);
             }
         }
         // What the settings add.
@@ -537,6 +658,8 @@ impl Sandbox {
         for path in visible.iter().filter(|p| bindable(p)) {
             b.pair("--ro-bind", path, path);
         }
+        // What the person hides, last: it stays hidden whatever above brought back.
+        cover(&mut b, &self.policy.hide, &size, true);
         // The repository's state: gone, but for its objects, read-only.
         b.one("--tmpfs", &common);
         if let Some(git_dir) = store.workdir().join(".git").canonicalize().ok().filter(|g| g.is_dir() && *g != common) {
@@ -615,6 +738,11 @@ fn install_root(program: &Path) -> PathBuf {
 struct Args(Vec<String>);
 
 impl Args {
+    fn args(&mut self, args: &[String]) -> &mut Args {
+        self.0.extend(args.iter().cloned());
+        self
+    }
+
     fn flag(&mut self, flag: &str) -> &mut Args {
         self.0.push(flag.to_owned());
         self
@@ -637,6 +765,39 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_sees_the_systems_directories_and_nothing_else_at_the_root() {
+        let root = tempfile::tempdir().expect("tempdir");
+        for dir in [
+            "usr/bin",
+            "etc",
+            "opt",
+            "work/other-clone/.git/loop",
+            "data",
+            "project",
+            "var/lib",
+            "var/cache",
+            "var/backups",
+        ] {
+            std::fs::create_dir_all(root.path().join(dir)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).expect("link");
+        std::fs::write(root.path().join("swapfile"), "").expect("file");
+        let names = |keep: Option<&Path>| -> Vec<String> {
+            unseen_below(root.path(), keep)
+                .iter()
+                .map(|p| p.strip_prefix(root.path()).expect("below").display().to_string())
+                .collect()
+        };
+        assert_eq!(names(None), ["data", "project", "var/backups", "var/lib", "work"].map(String::from));
+        let project = root.path().join("project");
+        assert_eq!(
+            names(Some(&project)),
+            ["data", "var/backups", "var/lib", "work"].map(String::from),
+            "a repository at the root stays"
+        );
+    }
 
     #[test]
     fn settings_name_paths_plainly_and_never_climb() {

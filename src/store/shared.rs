@@ -29,14 +29,47 @@ pub const FILE: &str = "settings.json";
 /// keys have one; a repeatable one, several).
 pub type Settings = BTreeMap<String, Vec<String>>;
 
+/// The largest record, in bytes: a few hundred settings with room to spare. Every clone fetches
+/// and reads it, so a larger one is refused by its writer, by the pre-receive hook and by
+/// every reader (docs/storage.md, "Size limits").
+pub const LIMIT: usize = 64 * 1024;
+
 /// One shared record: who shared what, when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub version: u32,
-    /// Who shared it (`Name <email>`).
+    /// Who shared it (`Name <email>`), as its clone's git identity says: what anyone with push
+    /// access could write.
     pub by: String,
+    /// The user the shared remote authenticates the sharing clone's pushes as (`loop.user`):
+    /// a remote with `loop.bindHolders` refuses a record whose user is not the pusher, so there
+    /// it is verified. Added to version 1; absent where `loop.user` is not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub at: DateTime<Utc>,
     pub settings: Settings,
+}
+
+impl Record {
+    /// Who shared it, for people: `Tess <tess@example.com> (user 'tess', verified only by a
+    /// remote that binds pushers)`, or unverified when it names no user.
+    pub fn author(&self) -> String {
+        match &self.user {
+            Some(user) => format!(
+                "{} (user '{}': verified where the remote binds pushers to users, loop.bindHolders)",
+                self.by,
+                user.escape_debug()
+            ),
+            None => format!("{} (unverified: it names no loop.user)", self.by),
+        }
+    }
+}
+
+/// What is wrong with a record of `len` bytes, if it is past [`LIMIT`].
+fn too_large(len: usize) -> Option<String> {
+    (len > LIMIT).then(|| {
+        format!("{FILE} is {len} bytes, over the limit of {} for a settings record", super::limits::size(LIMIT))
+    })
 }
 
 /// Settings every clone reads the same way: the project's.
@@ -123,6 +156,9 @@ pub fn here(store: &Store) -> Settings {
 /// Decode a record, checking its version; `Err` says what is wrong (the one decoder: the
 /// pre-receive hook and doctor use it too).
 pub fn decode(bytes: &[u8]) -> Result<Record, String> {
+    if let Some(problem) = too_large(bytes.len()) {
+        return Err(problem);
+    }
     let record: Record =
         serde_json::from_slice(bytes).map_err(|err| format!("{FILE} is not a settings record: {err}"))?;
     if record.version != VERSION {
@@ -140,8 +176,14 @@ pub fn decode(bytes: &[u8]) -> Result<Record, String> {
 /// The shared record, and the commit holding it, if any was shared.
 pub fn read(store: &Store) -> Result<Option<(ObjectId, Record)>> {
     let Some(tip) = store.ref_target(refs::SETTINGS)? else { return Ok(None) };
-    let bytes = store.read_commit_file(tip, FILE)?.with_context(|| format!("'{}' holds no {FILE}", refs::SETTINGS))?;
-    let record = decode(&bytes).map_err(|problem| {
+    let read = crate::git::read_commit_file_within(&store.repo, tip, FILE, LIMIT)?
+        .with_context(|| format!("'{}' holds no {FILE}", refs::SETTINGS))?;
+    let decoded = match read {
+        Ok(bytes) => decode(&bytes),
+        // Never loaded: its size is read from the object's header.
+        Err(len) => Err(too_large(len).unwrap_or_default()),
+    };
+    let record = decoded.map_err(|problem| {
         crate::error::Refusal::new(
             crate::error::Class::Corrupt,
             format!("the shared settings record is corrupt: {problem}"),
@@ -174,9 +216,19 @@ pub fn share(store: &Store, settings: Settings) -> Result<Shared> {
                 return Ok(Some(Shared::Same(*tip)));
             }
         }
-        let record =
-            Record { version: VERSION, by: store.identity.to_string(), at: store.now(), settings: settings.clone() };
+        let record = Record {
+            version: VERSION,
+            by: store.identity.to_string(),
+            user: store.settings().user().filter(|u| !u.is_empty()),
+            at: store.now(),
+            settings: settings.clone(),
+        };
         let bytes = serde_json::to_vec_pretty(&record)?;
+        if let Some(problem) = too_large(bytes.len()) {
+            return Err(crate::error::usage(problem)
+                .hint("share fewer or shorter settings: every clone fetches and reads the record")
+                .into());
+        }
         let parents: Vec<ObjectId> = current.iter().map(|(tip, _)| *tip).collect();
         let message = format!("loop: settings shared by {}\n", record.by);
         let commit = store.write_file_commit(&[(FILE, &bytes)], &parents, &message, &store.signature())?;

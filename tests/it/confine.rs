@@ -75,6 +75,15 @@ fn an_agent_in_a_confined_session_changes_its_own_try_and_nothing_else() {
     let refs_before = repo.git(&["for-each-ref", "--format=%(refname) %(objectname)", "refs/loop/tasks", "refs/heads"]);
     let dir = repo.dir.display().to_string();
     let home = env.home().display().to_string();
+    // Another clone's secret, outside the directories every sandbox hides (the build's own
+    // temporary directory): absent all the same.
+    let other = tempfile::Builder::new()
+        .prefix("other-clone-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a directory beside the build");
+    let other_secret = other.path().join(".git/loop/claim-secret");
+    std::fs::create_dir_all(other_secret.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&other_secret, "SECRET\n").expect("write");
     // Every line: an attack, then its exit status into attacks.txt. `try` keeps going.
     let script = format!(
         r#"set +e
@@ -106,12 +115,18 @@ try garbage_report sh -c 'echo "not a report" >> "$GIT_LOOP_BOX/reports.jsonl"'
 try forge_other_kind git loop journal append task_done --data '{{"by":"me"}}'
 try finish_as_reviewer git loop finish approve --message fine
 try anonymous_done env -u GIT_LOOP_SESSION -u GIT_LOOP_BOX git loop done {victim}
+try read_shadow test -s /etc/shadow
+try be_root sh -c 'test "$(id -u)" = 0'
+try unmount umount /tmp
+try capable sh -c 'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status && exit 1; exit 0'
+try read_other_clone cat {other_secret}
 echo hi > own.txt && git add own.txt && git -c user.name=a -c user.email=a@a commit -qm "own commit"; echo "own_commit $?" >> attacks.txt
 touch ok.txt
 git loop finish done --message 'attacked'
 sh -c 'kill -9 -1'
 "#,
         outside = outside.display(),
+        other_secret = other_secret.display(),
     );
     let agent = env.agent("attacker", &script);
     let out = repo.run(&[
@@ -148,9 +163,21 @@ sh -c 'kill -9 -1'
     }
     // What a file system that is read-only or absent refuses (the rest — a global config, a
     // file under /tmp — lands in the session's own home and /tmp, checked from outside below).
-    for failed in
-        ["write_hook", "write_config", "push_other", "read_home", "read_ssh", "write_main", "see_walker", "fill_tmp"]
-    {
+    for failed in [
+        "write_hook",
+        "write_config",
+        "push_other",
+        "read_home",
+        "read_ssh",
+        "write_main",
+        "see_walker",
+        "fill_tmp",
+        "read_shadow",
+        "be_root",
+        "unmount",
+        "capable",
+        "read_other_clone",
+    ] {
         assert_ne!(got.get(failed).map(String::as_str), Some("0"), "{failed} must fail: {got:?}");
     }
     // What works, and stays in the session's own git directory.

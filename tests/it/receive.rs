@@ -683,6 +683,32 @@ fn a_server_that_knows_who_pushes_binds_claims_to_them() {
     );
     assert_eq!(remote_refs(&env, &bare), before, "the remote is unchanged");
 
+    // Shared settings: alice's record names her and passes; one naming bob, pushed by her,
+    // does not; bob's clone shows who shared them.
+    alice.git(&["config", "loop.checks", "true"]);
+    alice.run(&["config", "--share"]).ok();
+    bob.run(&["sync"]).ok();
+    let shown = bob.run(&["config"]).ok();
+    assert!(
+        shown.stdout.contains("shared by Tess Ter <tess@example.com> (user 'alice': verified where the remote binds pushers to users, loop.bindHolders)"),
+        "{}",
+        shown.stdout
+    );
+    alice.git(&["config", "loop.user", "bob"]);
+    alice.git(&["config", "loop.checks", "test -f ok"]);
+    let settings_before = remote_refs(&env, &bare);
+    let out = alice.run(&["config", "--share"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("the settings record is user 'bob''s but user 'alice' pushed it (loop.bindHolders)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(remote_refs(&env, &bare), settings_before, "the remote is unchanged");
+    alice.git(&["config", "loop.user", "alice"]);
+    alice.git(&["config", "loop.checks", "true"]);
+    alice.git(&["update-ref", "refs/loop/settings", "refs/loop-remotes/origin/loop/settings"]);
+
     // Bob releases; then alice may claim it, as herself.
     bob.run(&["claim", "release", "node:t-1", "--holder", "bob"]).ok();
     alice.run(&["claim", "acquire", "node:t-1", "--holder", "alice"]).ok();
