@@ -49,6 +49,9 @@ pub struct Guarded<'c> {
     pub marker: &'c str,
     /// `program` is bubblewrap, confining the command after its `--` (see `process::Spec`).
     pub confined: bool,
+    /// Under `loop.sandbox.network = allow`: the directory of the run's network policy, whose
+    /// filtering proxy the guard serves while the command runs (`sandbox::net`).
+    pub net: Option<&'c Path>,
 }
 
 /// Start `cmd` under the guard.
@@ -68,6 +71,10 @@ pub fn spawn(cmd: &Guarded<'_>) -> Result<Running> {
     }
     if cmd.confined {
         args.push("--confined".into());
+    }
+    if let Some(net) = cmd.net {
+        args.push("--net".into());
+        args.push(net.display().to_string());
     }
     args.push("--".into());
     args.push(cmd.program.to_owned());

@@ -223,6 +223,65 @@ const PRESETS: &[Preset] = &[
     },
 ];
 
+/// The hosts each preset's CLI reaches for its model (`loop.sandbox.network = allow`), and the
+/// variables of its environment that point it at another base URL (a proxy of the company's, a
+/// model server on this machine): docs/agents.md, "The sandbox".
+const NETWORK: &[(&str, &[&str], &[&str])] = &[
+    (
+        "claude",
+        &["api.anthropic.com", "console.anthropic.com", "claude.ai", "statsig.anthropic.com"],
+        &["ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"],
+    ),
+    ("codex", &["api.openai.com", "chatgpt.com", "auth.openai.com"], &["OPENAI_BASE_URL"]),
+    (
+        "opencode",
+        &["opencode.ai", "models.dev", "api.anthropic.com", "api.openai.com", "openrouter.ai"],
+        &["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"],
+    ),
+    (
+        "gemini",
+        &[
+            "generativelanguage.googleapis.com",
+            "cloudcode-pa.googleapis.com",
+            "oauth2.googleapis.com",
+            "www.googleapis.com",
+        ],
+        &["GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE_URL"],
+    ),
+    (
+        "aider",
+        &["api.openai.com", "api.anthropic.com", "openrouter.ai"],
+        &["OPENAI_API_BASE", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_API_BASE"],
+    ),
+];
+
+/// What a run of agent `agent` (a preset's name, a configured agent's, none for a command) may
+/// reach under `loop.sandbox.network = allow` besides `loop.sandbox.allow`: its preset's API
+/// hosts, and the base URLs its environment names (and, for Codex, its `config.toml`'s
+/// `base_url`s), which count as a person's word (they may name this machine).
+pub fn network_entries(agent: Option<&str>, codex_home: Option<&std::path::Path>) -> Vec<crate::sandbox::net::Entry> {
+    use crate::sandbox::net::{Entry, Source};
+    let Some((name, hosts, vars)) = NETWORK.iter().find(|(name, _, _)| Some(*name) == agent) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<Entry> = hosts.iter().filter_map(|h| Entry::parse(h, Source::Preset).ok()).collect();
+    let mut urls: Vec<String> = vars.iter().filter_map(|v| std::env::var(v).ok()).collect();
+    if *name == "codex" {
+        if let Some(config) = codex_home.and_then(|home| std::fs::read_to_string(home.join("config.toml")).ok()) {
+            urls.extend(config.lines().filter_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                (key.trim() == "base_url").then(|| value.trim().trim_matches('"').to_owned())
+            }));
+        }
+    }
+    entries.extend(urls.iter().filter(|u| !u.trim().is_empty()).filter_map(|url| {
+        // A URL without a port reaches its scheme's.
+        let entry = Entry::parse(url, Source::Person).ok()?;
+        Some(entry.with_default_port(if url.starts_with("http://") { 80 } else { 443 }))
+    }));
+    entries
+}
+
 /// Names of the built-in presets, for help and errors.
 pub fn preset_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();

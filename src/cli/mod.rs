@@ -200,6 +200,14 @@ pub fn main() -> ExitCode {
             Err(err) => report(err),
         };
     }
+    if args.peek().is_some_and(|first| first == git_loop::sandbox::net::SUBCOMMAND) {
+        // Inside a sandbox under `loop.sandbox.network = allow`: the bridge to its proxy.
+        let rest: Vec<String> = args.skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+        return match git_loop::sandbox::net::bridge(&rest) {
+            Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+            Err(err) => report(err),
+        };
+    }
     let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => {

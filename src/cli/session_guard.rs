@@ -4,7 +4,8 @@
 //! It starts once per session, so it is told apart before the command line is parsed for
 //! people (building that parser costs more than the guard's own work) and reads its few
 //! arguments itself: `--parent <pid> --grace-ms <ms> --log <path> [--stdin <path>]
-//! [--confined] -- <program> [<arg>…]` (`--confined`: the program is bubblewrap).
+//! [--confined] [--net <dir>] -- <program> [<arg>…]` (`--confined`: the program is bubblewrap;
+//! `--net`: serve the run's filtering proxy from that directory while it runs).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -25,11 +26,13 @@ struct GuardArgs {
     stdin: Option<PathBuf>,
     /// The command is bubblewrap confining the agent.
     confined: bool,
+    /// The directory of the run's network policy, whose proxy the guard serves.
+    net: Option<PathBuf>,
     command: Vec<OsString>,
 }
 
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
-    let (mut parent, mut grace, mut log, mut stdin) = (None, Duration::from_secs(10), None, None);
+    let (mut parent, mut grace, mut log, mut stdin, mut net) = (None, Duration::from_secs(10), None, None, None);
     let mut confined = false;
     loop {
         let flag = args.next().ok_or_else(|| usage("session-guard: no command after '--'"))?;
@@ -49,6 +52,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
             Some("--grace-ms") => grace = Duration::from_millis(number()?),
             Some("--log") => log = Some(PathBuf::from(value)),
             Some("--stdin") => stdin = Some(PathBuf::from(value)),
+            Some("--net") => net = Some(PathBuf::from(value)),
             _ => return Err(usage(format!("session-guard: unknown option {}", flag.display())).into()),
         }
     }
@@ -60,6 +64,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<GuardArgs> {
         log: log.ok_or_else(|| usage("session-guard: --log is required"))?,
         stdin,
         confined,
+        net,
         command,
     })
 }
@@ -79,6 +84,11 @@ pub fn run(args: impl Iterator<Item = OsString>) -> Result<u8> {
         log: args.log,
         marker: std::env::var(MARKER_VAR).unwrap_or_default(),
         confined: args.confined,
+    };
+    // Served until the guard ends, which is after the command and everything it started.
+    let _proxy = match &args.net {
+        Some(dir) => Some(git_loop::sandbox::net::Proxy::start(dir, &spec.log)?),
+        None => None,
     };
     let code = git_loop::agent::guard::run(args.parent, args.grace, &spec)?;
     Ok(code.clamp(0, 255) as u8)

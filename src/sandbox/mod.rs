@@ -26,6 +26,7 @@
 
 pub mod channel;
 pub mod home;
+pub mod net;
 pub mod private_git;
 pub mod safe;
 
@@ -79,6 +80,9 @@ pub enum Network {
     On,
     /// Loopback only.
     None,
+    /// Only the hosts of an allow-list, through a filtering proxy ([`net`]): the agent's
+    /// preset's API hosts, the base URLs its environment names, and `loop.sandbox.allow`.
+    Allow,
 }
 
 /// What the settings say about confinement.
@@ -92,6 +96,8 @@ pub struct Policy {
     pub hide: Vec<PathBuf>,
     /// The size of the run's own `/tmp`, in bytes.
     pub tmp_size: u64,
+    /// `loop.sandbox.allow`: the hosts a person lets every run reach under `allow`.
+    pub allow: Vec<net::Entry>,
 }
 
 impl Policy {
@@ -112,11 +118,23 @@ impl Policy {
         let network = match settings.sandbox_network().as_deref() {
             None | Some("on") | Some("true") => Network::On,
             Some("none") | Some("off") | Some("false") => Network::None,
+            Some("allow") => Network::Allow,
             Some(other) => {
-                return Err(usage(format!("loop.sandbox.network '{}' is not on or none", other.escape_debug()))
-                    .hint("a host allow-list is not something bubblewrap can enforce: use on, or none"))
+                return Err(usage(format!("loop.sandbox.network '{}' is not on, none or allow", other.escape_debug()))
+                    .hint("git config loop.sandbox.network allow (then list hosts with git config --add loop.sandbox.allow registry.npmjs.org)"))
             }
         };
+        let allow = settings
+            .sandbox_paths("allow")
+            .iter()
+            .map(|entry| {
+                net::Entry::parse(entry, net::Source::Person).map_err(|why| {
+                    usage(format!("loop.sandbox.allow: {why}")).hint(
+                        "list a host, host:port or *.domain: git config --add loop.sandbox.allow registry.npmjs.org",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, Refusal>>()?;
         let paths = |kind: &str| -> Result<Vec<PathBuf>, Refusal> {
             settings.sandbox_paths(kind).iter().map(|p| expand(p, ctx.home.as_deref(), store.workdir(), kind)).collect()
         };
@@ -127,6 +145,7 @@ impl Policy {
             read_write: paths("readWrite")?,
             hide: paths("hide")?,
             tmp_size: settings.sandbox_tmp_size()?,
+            allow,
         })
     }
 }
@@ -281,8 +300,15 @@ impl Confinement {
         match self {
             Confinement::Confined(sandbox) => {
                 let net = match sandbox.policy.network {
-                    Network::On => "network on",
-                    Network::None => "no network",
+                    Network::On => "network on".to_owned(),
+                    Network::None => "no network".to_owned(),
+                    Network::Allow if sandbox.policy.allow.is_empty() => {
+                        "network: each agent's API hosts only".to_owned()
+                    }
+                    Network::Allow => format!(
+                        "network: each agent's API hosts and {}",
+                        sandbox.policy.allow.iter().map(net::Entry::shown).collect::<Vec<_>>().join(", ")
+                    ),
                 };
                 let mut line = format!("sessions and checks run confined ({}, {net})", sandbox.bwrap.version);
                 if !sandbox.toolchains.is_empty() {
@@ -399,6 +425,9 @@ pub struct Prepared {
     pub git: Option<PrivateGit>,
     /// Its home, inside and out: (where it is mounted, its directory in the box).
     pub home: Option<(PathBuf, PathBuf)>,
+    /// Under `loop.sandbox.network = allow`: the room's directory of the network policy
+    /// ([`net`]), whose proxy the run's guard serves.
+    pub net: Option<PathBuf>,
 }
 
 /// The box inside a room.
@@ -569,7 +598,7 @@ impl Sandbox {
         // hand its runs every capability in their namespaces, enough to unmount what hides the
         // host's files.
         b.args(&self.bwrap.user);
-        if self.policy.network == Network::None {
+        if self.policy.network != Network::On {
             b.flag("--unshare-net");
         }
         b.pair("--ro-bind", "/", "/").one("--dev", "/dev").one("--proc", "/proc");
@@ -681,6 +710,23 @@ impl Sandbox {
         for path in req.readable {
             b.pair("--ro-bind", path, path);
         }
+        // Under `allow`: the proxy's socket, which the run's guard serves (it exists by the
+        // time bubblewrap binds it), and the allow-list it serves.
+        let net = if self.policy.network == Network::Allow {
+            let dir = req.room.join(net::DIR);
+            std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
+            let _ = std::fs::remove_file(dir.join(net::BLOCKED_FILE));
+            let mut entries = self.policy.allow.clone();
+            let codex_home = self.codex_home.clone().or_else(|| self.home.as_ref().map(|h| h.join(".codex")));
+            entries.extend(crate::agent::presets::network_entries(req.agent, codex_home.as_deref()));
+            let allow = net::Allow(entries);
+            allow.write(&dir.join(net::ALLOW_FILE))?;
+            let socket = net::socket_path(&dir);
+            b.pair("--ro-bind", &socket, &socket);
+            Some((dir, socket, allow.loopbacks()))
+        } else {
+            None
+        };
         b.pair("--bind", &box_dir, &box_dir);
         b.pair("--bind", req.worktree, req.worktree);
         // Its git directory: its own, in its box.
@@ -704,7 +750,26 @@ impl Sandbox {
         }
         b.one("--chdir", req.cwd);
         b.flag("--");
-        Ok(Prepared { program: self.bwrap.path.display().to_string(), args: b.0, env, box_dir, git, home: home_pair })
+        // Under `allow`, the bridge runs first and runs the command.
+        let net = net.map(|(dir, socket, loopbacks)| {
+            b.one_word(&self.exe.display().to_string())
+                .one_word(net::SUBCOMMAND)
+                .one_word(&socket.display().to_string());
+            for address in loopbacks {
+                b.one_word(&address.to_string());
+            }
+            b.one_word("--");
+            dir
+        });
+        Ok(Prepared {
+            program: self.bwrap.path.display().to_string(),
+            args: b.0,
+            env,
+            box_dir,
+            git,
+            home: home_pair,
+            net,
+        })
     }
 }
 
@@ -740,6 +805,11 @@ struct Args(Vec<String>);
 impl Args {
     fn args(&mut self, args: &[String]) -> &mut Args {
         self.0.extend(args.iter().cloned());
+        self
+    }
+
+    fn one_word(&mut self, word: &str) -> &mut Args {
+        self.0.push(word.to_owned());
         self
     }
 

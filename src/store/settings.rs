@@ -108,7 +108,11 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "loop.sandbox.network",
-        meaning: "`on` (default: a confined run reaches the network, as agents need their model's API) or `none` (loopback only)",
+        meaning: "`on` (default: a confined run reaches the network, as agents need their model's API), `none` (loopback only) or `allow` (only the agent's API hosts, the base URLs its environment names, and `loop.sandbox.allow`, through a filtering proxy; a refused host is journaled once per session)",
+    },
+    Key {
+        key: "loop.sandbox.allow",
+        meaning: "a host a confined run may reach under `loop.sandbox.network = allow` (repeatable): `host`, `host:port`, `*.domain` or an address; a person's entry may name this machine or a private network (`127.0.0.1:8080`), a preset's may not",
     },
     Key {
         key: "loop.sandbox.readOnly` / `.readWrite` / `.hide",

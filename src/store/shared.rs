@@ -114,6 +114,7 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.transferTimeout",
     "loop.sandbox",
     "loop.sandbox.network",
+    "loop.sandbox.allow",
     "loop.sandbox.readOnly",
     "loop.sandbox.readWrite",
     "loop.sandbox.hide",

@@ -113,7 +113,7 @@ pub fn run_fed(
             confined.append(&mut args);
             (program, args) = (prepared.program, confined);
             env.extend(prepared.env);
-            Some(room)
+            Some((room, prepared.net))
         }
         None => None,
     };
@@ -129,10 +129,11 @@ pub fn run_fed(
         log,
         marker: &marker,
         confined: room.is_some(),
+        net: room.as_ref().and_then(|(_, net)| net.as_deref()),
     });
     let exit =
         spawned.and_then(|mut running| guard::finish(&mut running, runner.timeout, runner.grace, runner.cancelled));
-    if let Some(room) = &room {
+    if let Some((room, _)) = &room {
         let _ = std::fs::remove_dir_all(room);
     }
     let exit = exit?;

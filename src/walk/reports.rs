@@ -116,6 +116,31 @@ impl GitDispatcher<'_> {
         self.overreach(l, session, "report", None, Vec::new(), Some(detail))
     }
 
+    /// Once the session has ended, under `loop.sandbox.network = allow`: each host its proxy
+    /// refused, journaled once (the proxy writes each host once; a flood of hosts is said in
+    /// one record past the first 20).
+    pub(super) fn journal_refused_hosts(&self, l: &Launch<'_>, session: &str, net_dir: &std::path::Path) -> Result<()> {
+        const SAID_ONE_BY_ONE: usize = 20;
+        let file = net_dir.join(crate::sandbox::net::BLOCKED_FILE);
+        let mut text = String::new();
+        if let Ok(f) = std::fs::File::open(&file) {
+            use std::io::Read as _;
+            let _ = f.take(64 * 1024).read_to_string(&mut text);
+        }
+        let hosts: Vec<&str> = text.lines().filter(|h| !h.trim().is_empty()).collect();
+        for host in hosts.iter().take(SAID_ONE_BY_ONE) {
+            let detail = format!(
+                "it is not on the network's allow-list (loop.sandbox.network = allow); to let it through: git config --add loop.sandbox.allow {host}"
+            );
+            self.overreach(l, session, "network", Some((*host).to_owned()), Vec::new(), Some(detail))?;
+        }
+        if hosts.len() > SAID_ONE_BY_ONE {
+            let detail = format!("{} more hosts refused by the network policy", hosts.len() - SAID_ONE_BY_ONE);
+            self.overreach(l, session, "network", None, Vec::new(), Some(detail))?;
+        }
+        Ok(())
+    }
+
     fn take_report(&self, l: &Launch<'_>, session: &str, report: Report) -> Result<()> {
         let task = Some(l.task.id.clone());
         let writer = crate::ids::session_writer(session)?;
@@ -307,6 +332,7 @@ fn copy_transcript_back(
 /// An overreach, in a line for the person watching.
 pub fn describe_overreach(task: &str, o: &events::AgentOverreach) -> String {
     let what = match (&o.target, o.argv.is_empty()) {
+        (Some(target), _) if o.command == "network" => format!("a connection to {target}"),
         (Some(target), _) => format!("'git loop {}' on {target}", o.command),
         (None, false) => format!("'git loop {} {}'", o.command, o.argv.join(" ")),
         (None, true) => format!("'{}'", o.command),

@@ -55,6 +55,8 @@ struct Guarded<'c> {
     timeout: Option<Duration>,
     /// `program` is bubblewrap, confining the command after its `--`.
     confined: bool,
+    /// The directory of its network policy, whose proxy its guard serves (`sandbox::net`).
+    net: Option<&'c Path>,
 }
 
 /// A wrap-up in progress: asked at `since`, stopped for good after the wrap-up time.
@@ -351,6 +353,7 @@ impl GitDispatcher<'_> {
             marker: &marker,
             timeout: None,
             confined: confined.is_some(),
+            net: confined.as_ref().and_then(|p| p.net.as_deref()),
         })?;
         let started_at = self.walker.ctx.now();
         let mut rec = record::Record {
@@ -401,6 +404,9 @@ impl GitDispatcher<'_> {
             // What it said last, before its work is committed and its verdict read.
             self.take_reports(l, &session, inbox, true)?;
             self.sum_up_garbage(l, &session, inbox)?;
+        }
+        if let Some(net) = confined.as_ref().and_then(|p| p.net.as_deref()) {
+            self.journal_refused_hosts(l, &session, net)?;
         }
         let why = match &ending {
             Ending::Exited(exit) => format!("the agent exited ({exit})"),
@@ -676,7 +682,7 @@ impl GitDispatcher<'_> {
 
     /// Run a command under the session guard; with `timeout`, to its end or until then.
     fn run_guarded(&self, cmd: Guarded<'_>) -> Result<(Running, Option<Exit>)> {
-        let Guarded { program, args, cwd, env, stdin, log, marker, timeout, confined } = cmd;
+        let Guarded { program, args, cwd, env, stdin, log, marker, timeout, confined, net } = cmd;
         let mut running = guard::spawn(&guard::Guarded {
             exe: &self.walker.exe,
             parent: self.walker.ctx.pid,
@@ -689,6 +695,7 @@ impl GitDispatcher<'_> {
             log,
             marker,
             confined,
+            net,
         })?;
         let exit = match timeout {
             Some(timeout) => {
@@ -773,6 +780,7 @@ impl GitDispatcher<'_> {
             // The judge: the person's own command, in the main checkout, reading the tries'
             // numbers and diffstats; it runs none of their code.
             confined: false,
+            net: None,
         })?;
         Ok(exit)
     }

@@ -180,10 +180,11 @@ pub(crate) fn hello_script(content: &'static str) -> impl Fn(&Request) -> Turn +
     }
 }
 
-fn a_real_task_is_done_through_the_cli_and_its_hook(cli: Cli) {
+fn a_real_task_is_done_through_the_cli_and_its_hook(cli: Cli, network: &str) {
     let Some(program) = installed(cli) else { return };
     let env = TestEnv::new();
     let repo = env.repo("r");
+    repo.git(&["config", "loop.sandbox.network", network]);
     let content = "hello from the model\n";
     let server = ModelServer::start(cli.api, hello_script(content));
     let id = repo.add(&["Write hello", "--body", "Create hello.txt saying hello."]);
@@ -197,6 +198,10 @@ fn a_real_task_is_done_through_the_cli_and_its_hook(cli: Cli) {
     eprintln!("{}: a real task, one session, done in {:.1} s", cli.name, took.as_secs_f64());
     let out = out.ok();
     assert!(out.stdout.contains("sessions and checks run confined ("), "the CLI ran in the sandbox: {}", out.stdout);
+    if network == "allow" {
+        // Its model's API (the loopback server its base URL names) is all it reaches.
+        assert!(out.stdout.contains("network: each agent's API hosts only)"), "{}", out.stdout);
+    }
 
     // The task is done, its branch holds the CLI's work (and nothing of the loop's), the
     // completion note is written.
@@ -344,13 +349,28 @@ fn a_stalled_session_is_stopped_and_keeps_every_byte(cli: Cli) {
 #[test]
 #[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
 fn claude_does_a_real_task_in_the_worktree_and_its_hook_is_journaled() {
-    a_real_task_is_done_through_the_cli_and_its_hook(CLAUDE);
+    a_real_task_is_done_through_the_cli_and_its_hook(CLAUDE, "on");
 }
 
 #[test]
 #[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
 fn codex_does_a_real_task_in_the_worktree_and_its_hook_is_journaled() {
-    a_real_task_is_done_through_the_cli_and_its_hook(CODEX);
+    a_real_task_is_done_through_the_cli_and_its_hook(CODEX, "on");
+}
+
+/// The same under `loop.sandbox.network = allow` with nothing listed: the loopback model
+/// server, which `ANTHROPIC_BASE_URL` and Codex's `config.toml` name, is reached through the
+/// filtering proxy, and nothing else is.
+#[test]
+#[cfg_attr(not(has_claude), ignore = "claude is not on PATH: npm install @anthropic-ai/claude-code")]
+fn claude_under_the_network_allow_list_does_a_real_task() {
+    a_real_task_is_done_through_the_cli_and_its_hook(CLAUDE, "allow");
+}
+
+#[test]
+#[cfg_attr(not(has_codex), ignore = "codex is not on PATH: npm install @openai/codex")]
+fn codex_under_the_network_allow_list_does_a_real_task() {
+    a_real_task_is_done_through_the_cli_and_its_hook(CODEX, "allow");
 }
 
 #[test]

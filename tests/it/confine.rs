@@ -362,6 +362,109 @@ fn a_session_without_the_network_cannot_reach_the_host_and_one_with_it_can() {
     server.join().expect("the server thread");
 }
 
+/// A host service on loopback that counts the connections it accepts and hangs up at once.
+struct Counter {
+    port: u16,
+    reached: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Counter {
+    fn start() -> Counter {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (reached, stop) = (reached.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            reached.fetch_add(1, Ordering::SeqCst);
+                            drop(stream);
+                        }
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                    }
+                }
+            })
+        };
+        Counter { port, reached, stop, thread: Some(thread) }
+    }
+
+    fn reached(&self) -> usize {
+        self.reached.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// `loop.sandbox.network = allow`: a session reaches a listed host of this machine (as a
+/// client that ignores proxies would, at its own address), and nothing else — not another
+/// port of this machine, not a name that is not listed, through the proxy or around it; each
+/// host refused is journaled once, however often it was tried.
+#[test]
+fn a_session_under_the_allow_list_reaches_only_what_is_listed_and_each_refused_host_is_journaled_once() {
+    if !confinable() {
+        return;
+    }
+    let env = TestEnv::strict();
+    let repo = env.repo("r");
+    let (listed, unlisted) = (Counter::start(), Counter::start());
+    let agent = env.agent(
+        "caller",
+        &format!(
+            r#"set +e
+try() {{ name=$1; shift; "$@" >/dev/null 2>&1; echo "$name $?" >> reach.txt; }}
+try listed git ls-remote http://127.0.0.1:{listed}/x
+try unlisted_direct git ls-remote http://127.0.0.1:{unlisted}/x
+try unlisted_proxied env -u NO_PROXY -u no_proxy git ls-remote http://127.0.0.1:{unlisted}/x
+try unlisted_name git ls-remote http://example.invalid/x
+try unlisted_name_again git ls-remote http://example.invalid/y
+git loop finish done"#,
+            listed = listed.port,
+            unlisted = unlisted.port,
+        ),
+    );
+    let id = repo.add(&["a task that calls out"]);
+    repo.git(&["config", "loop.sandbox.network", "allow"]);
+    repo.git(&["config", "--add", "loop.sandbox.allow", &format!("127.0.0.1:{}", listed.port)]);
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--task", &id, "--grace", "1", "--sandbox", "required"]).ok();
+    assert!(
+        out.stdout.contains(&format!("network: each agent's API hosts and 127.0.0.1:{}", listed.port)),
+        "the walk says what its sessions reach:\n{}",
+        out.stdout
+    );
+    assert!(listed.reached() >= 1, "the listed host is reached");
+    assert_eq!(unlisted.reached(), 0, "no connection reached the host's other port");
+    let reach = repo.git(&["show", &format!("loop/{id}:reach.txt")]);
+    for refused in ["unlisted_direct", "unlisted_proxied", "unlisted_name", "unlisted_name_again"] {
+        assert!(!reach.contains(&format!("{refused} 0")), "{refused} fails: {reach}");
+    }
+    let refused: Vec<String> = events(&repo, "agent_overreach")
+        .iter()
+        .filter(|e| e["data"]["command"] == "network")
+        .map(|e| e["data"]["target"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        refused,
+        [format!("127.0.0.1:{}", unlisted.port), "example.invalid:80".to_owned()],
+        "each refused host journaled once"
+    );
+    assert!(out.stderr.contains("tried a connection to example.invalid:80, which it may not"), "{}", out.stderr);
+    assert_eq!(task(&repo, &id)["state"], "done");
+}
+
 #[test]
 fn required_refuses_to_start_where_bubblewrap_cannot_run_and_auto_says_so() {
     let env = TestEnv::strict();
