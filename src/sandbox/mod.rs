@@ -76,12 +76,13 @@ impl Mode {
 /// `loop.sandbox.network`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
-    /// The host's network (agents reach their model's API).
+    /// The host's network, all of it.
     On,
     /// Loopback only.
     None,
     /// Only the hosts of an allow-list, through a filtering proxy ([`net`]): the agent's
-    /// preset's API hosts, the base URLs its environment names, and `loop.sandbox.allow`.
+    /// preset's API hosts, the base URLs its environment names, and `loop.sandbox.allow`. The
+    /// default.
     Allow,
 }
 
@@ -116,9 +117,9 @@ impl Policy {
             },
         };
         let network = match settings.sandbox_network().as_deref() {
-            None | Some("on") | Some("true") => Network::On,
+            Some("on") | Some("true") => Network::On,
             Some("none") | Some("off") | Some("false") => Network::None,
-            Some("allow") => Network::Allow,
+            None | Some("allow") => Network::Allow,
             Some(other) => {
                 return Err(usage(format!("loop.sandbox.network '{}' is not on, none or allow", other.escape_debug()))
                     .hint("git config loop.sandbox.network allow (then list hosts with git config --add loop.sandbox.allow registry.npmjs.org)"))

@@ -108,7 +108,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "loop.sandbox.network",
-        meaning: "`on` (default: a confined run reaches the network, as agents need their model's API), `none` (loopback only) or `allow` (only the agent's API hosts, the base URLs its environment names, and `loop.sandbox.allow`, through a filtering proxy; a refused host is journaled once per session)",
+        meaning: "`allow` (default: a confined run reaches only its agent's API hosts, the base URLs its environment names, and `loop.sandbox.allow`, through a filtering proxy; a refused host is journaled once per session), `on` (the whole network) or `none` (loopback only)",
     },
     Key {
         key: "loop.sandbox.allow",

@@ -355,7 +355,7 @@ fn a_session_without_the_network_cannot_reach_the_host_and_one_with_it_can() {
     assert_eq!(accepted(), 0, "no connection reached the host");
     assert_ne!(repo.git(&["show", &format!("loop/{id}:reach.txt")]), "reach 0");
     let online = repo.add(&["online"]);
-    repo.git(&["config", "--unset", "loop.sandbox.network"]);
+    repo.git(&["config", "loop.sandbox.network", "on"]);
     repo.run(&["run", "--agent-cmd", &agent, "--task", &online, "--grace", "1"]).ok();
     assert!(accepted() >= 1, "with the network on, the host's loopback is reached");
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -409,7 +409,7 @@ impl Drop for Counter {
     }
 }
 
-/// `loop.sandbox.network = allow`: a session reaches a listed host of this machine (as a
+/// `loop.sandbox.network = allow` (the default, unset here): a session reaches a listed host of this machine (as a
 /// client that ignores proxies would, at its own address), and nothing else — not another
 /// port of this machine, not a name that is not listed, through the proxy or around it; each
 /// host refused is journaled once, however often it was tried.
@@ -437,7 +437,6 @@ git loop finish done"#,
         ),
     );
     let id = repo.add(&["a task that calls out"]);
-    repo.git(&["config", "loop.sandbox.network", "allow"]);
     repo.git(&["config", "--add", "loop.sandbox.allow", &format!("127.0.0.1:{}", listed.port)]);
     let out = repo.run(&["run", "--agent-cmd", &agent, "--task", &id, "--grace", "1", "--sandbox", "required"]).ok();
     assert!(
