@@ -11,9 +11,13 @@
 //! - How: each file is cloned (the `FICLONE` ioctl: copy-on-write, where the file system has
 //!   it — btrfs, XFS, bcachefs) or else copied; never hard-linked, because cargo rewrites files
 //!   of its target directory in place and a hard link would write through into the source.
-//!   Modification times are kept: a build tool then sees the try's freshly checked-out sources
-//!   as newer than what was built from the source's, and rebuilds them (cargo rebuilds the
-//!   workspace's own crates and keeps the dependencies).
+//!   Modification times are kept. In a worktree checked out afresh for the try (not one from
+//!   the pool, whose own build state stays), every tracked file whose content and mode are the
+//!   source's, and whose source file is as the source's index last saw it, then takes the
+//!   source file's modification time (and the try's index the file's new stat): a build tool
+//!   sees the try's sources as the source's build saw them, and rebuilds only what differs.
+//!   Without it, every freshly written source is newer than the build state, and cargo rebuilds
+//!   the workspace's crates however warm the try.
 //! - Symlinks are never followed: a link is copied as a link, unless it points into the source
 //!   checkout or (relative) out of the try, which a try must not write through; those are left
 //!   out and counted. A path whose parent in the source or the try is a symlink is not warmed.
@@ -264,6 +268,9 @@ pub struct Warmed {
     pub links_left_out: u64,
     /// Paths that could not be warmed, and why (the try starts cold for them).
     pub failed: Vec<(String, String)>,
+    /// Tracked files that took the source's modification times (their content is the
+    /// source's): a build tool sees them as the source's build did.
+    pub aligned: u64,
 }
 
 impl Warmed {
@@ -289,6 +296,9 @@ impl Warmed {
         }
         for (path, why) in &self.failed {
             line.push_str(&format!("; {path} not warmed ({why})"));
+        }
+        if self.aligned > 0 {
+            line.push_str(&format!("; {} tracked files as old as in {from}", self.aligned));
         }
         line
     }
@@ -340,12 +350,14 @@ pub fn source(store: &Store, try_: &Try, below: u32) -> Result<(Source, PathBuf)
 /// Warm `try_`'s worktree by `plan` from its source (see `source`, with tries below `below`).
 /// `None` when the plan is empty. A path that cannot be warmed is said in `failed`, and what
 /// was copied of it removed: warming never stops a try.
-pub fn warm(store: &Store, try_: &Try, plan: &Plan, below: u32) -> Result<Option<Warmed>> {
+/// `fresh`: the worktree was checked out afresh for this try, so its tracked files may take the
+/// source's modification times.
+pub fn warm(store: &Store, try_: &Try, plan: &Plan, below: u32, fresh: bool) -> Result<Option<Warmed>> {
     if plan.is_empty() {
         return Ok(None);
     }
     let (source, from) = source(store, try_, below)?;
-    warm_into(&try_.worktree, source, &from, plan)
+    warm_into(&try_.worktree, source, &from, plan, fresh)
 }
 
 /// Warm a reviewer's checkout of `try_`'s work (at `into`) from the try's worktree, where its
@@ -355,11 +367,11 @@ pub fn warm_checkout(store: &Store, into: &Path, try_: &Try, plan: &Plan) -> Res
         return Ok(None);
     }
     let (source, from) = source(store, try_, try_.number + 1)?;
-    warm_into(into, source, &from, plan)
+    warm_into(into, source, &from, plan, false)
 }
 
 /// Warm the worktree at `into` by `plan` from the worktree at `from` (which is `source`).
-fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Option<Warmed>> {
+fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan, fresh: bool) -> Result<Option<Warmed>> {
     let began = Instant::now();
     let from = from.to_owned();
     let mut candidates: Vec<String> = Vec::new();
@@ -428,6 +440,13 @@ fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Op
     if warmed.is_empty() && failed.is_empty() && plan.is_default() {
         return Ok(None);
     }
+    // The build state came from the source: the sources it was built from take its times.
+    let aligned = if fresh && !warmed.is_empty() {
+        drop(try_index);
+        align_times(into, &from, &source_repo, &source_index, &try_repo).unwrap_or(0)
+    } else {
+        0
+    };
     let method = match (tally.cloned, tally.copied) {
         (_, 0) if tally.cloned > 0 => Method::Reflink,
         (0, _) => Method::Copy,
@@ -442,7 +461,92 @@ fn warm_into(into: &Path, source: Source, from: &Path, plan: &Plan) -> Result<Op
         elapsed: began.elapsed(),
         links_left_out: tally.links_left_out,
         failed,
+        aligned,
     }))
+}
+
+/// Give each tracked file of the worktree `into` whose content and mode are those of the same
+/// path in the source worktree `from` — and whose source file is as the source's index last
+/// saw it, not edited since, nor written in the second that index was — the source file's
+/// modification time, and the try's index its new stat (so git sees it unchanged). Returns how
+/// many files took the source's time.
+fn align_times(
+    into: &Path,
+    from: &Path,
+    source_repo: &gix::Repository,
+    source_index: &gix::index::State,
+    try_repo: &gix::Repository,
+) -> Result<u64> {
+    use gix::index::entry::{stat, Mode, Stat};
+    use gix::index::fs::Metadata;
+    let options = stat::Options::default();
+    // An entry written in the second of its index, or after, may be racily clean: not trusted.
+    let index_written = std::fs::metadata(source_repo.index_path())
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let source: std::collections::HashMap<&gix::bstr::BStr, &gix::index::Entry> =
+        source_index.entries().iter().map(|e| (e.path(source_index), e)).collect();
+    let mut index = try_repo.open_index().context("could not read the try's index")?;
+    let mut aligned = 0u64;
+    {
+        let (entries, paths) = index.entries_mut_and_pathbacking();
+        for entry in entries.iter_mut() {
+            if !matches!(entry.mode, Mode::FILE | Mode::FILE_EXECUTABLE) || entry.stage_raw() != 0 {
+                continue;
+            }
+            let rel = entry.path_in(paths);
+            let Some(theirs) = source.get(rel) else { continue };
+            if theirs.id != entry.id || theirs.mode != entry.mode || u64::from(theirs.stat.mtime.secs) >= index_written
+            {
+                continue;
+            }
+            let Ok(rel) = std::str::from_utf8(rel) else { continue };
+            let (src, dst) = (from.join(rel), into.join(rel));
+            let (Ok(src_meta), Ok(dst_meta)) =
+                (Metadata::from_path_no_follow(&src), Metadata::from_path_no_follow(&dst))
+            else {
+                continue;
+            };
+            let as_indexed = |meta: &Metadata, indexed: &Stat| {
+                meta.is_file() && Stat::from_fs(meta).is_ok_and(|now| indexed.matches(&now, options))
+            };
+            if !as_indexed(&src_meta, &theirs.stat) || !as_indexed(&dst_meta, &entry.stat) {
+                continue;
+            }
+            let Some(mtime) = src_meta.modified() else { continue };
+            if set_mtime(&dst, mtime).is_err() {
+                continue;
+            }
+            if let Some(now) = Metadata::from_path_no_follow(&dst).ok().and_then(|m| Stat::from_fs(&m).ok()) {
+                entry.stat = now;
+                aligned += 1;
+            }
+        }
+    }
+    if aligned > 0 {
+        index.write(Default::default()).context("could not write the try's index")?;
+    }
+    Ok(aligned)
+}
+
+/// Set `path`'s modification time (never through a symlink), leaving its access time.
+fn set_mtime(path: &Path, mtime: std::time::SystemTime) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let since = mtime.duration_since(std::time::UNIX_EPOCH).map_err(std::io::Error::other)?;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let times = [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: since.as_secs() as libc::time_t, tv_nsec: since.subsec_nanos() as libc::c_long },
+    ];
+    // SAFETY: a NUL-terminated path and two timespecs we own; the call only reads them.
+    let done = unsafe { libc::utimensat(libc::AT_FDCWD, c_path.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Open a worktree's repository for reading its index and excludes, hardened (no filters).

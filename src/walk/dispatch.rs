@@ -168,7 +168,8 @@ impl GitDispatcher<'_> {
             }
         };
         // Before `loop.setup`, which runs before the first session.
-        let warmed = self.walker.warm(self.store, &try_, try_.number);
+        let fresh = checkout.as_ref().is_some_and(|c| matches!(c.how, tries::pool::How::Added));
+        let warmed = self.walker.warm(self.store, &try_, try_.number, fresh);
         self.walker.record(
             self.store,
             Some(&unit.task.id),

@@ -337,7 +337,8 @@ pub fn run(
                 // From the try the race began from, else the main checkout: never one entrant's
                 // build state from another's.
                 let first = race.tries.iter().copied().min().unwrap_or(*n);
-                let warmed = walker.warm(store, &try_, first);
+                let fresh = checkout.as_ref().is_some_and(|c| matches!(c.how, tries::pool::How::Added));
+                let warmed = walker.warm(store, &try_, first, fresh);
                 walker.observer.event(&Event::TryOpened {
                     task: task.id.clone(),
                     number: *n,

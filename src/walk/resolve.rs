@@ -100,7 +100,8 @@ impl GitDispatcher<'_> {
             tries::merge::Begun::Clean(commit) => return Ok(Resolution::Resolved { commit, by: None }),
         };
         // The resolver's checks build in it as a worker's do: warmed the same way.
-        let _ = walker.warm(store, &try_, try_.number);
+        // (Its worktree may come from the pool: its files keep their own times.)
+        let _ = walker.warm(store, &try_, try_.number, false);
         let ours_side = target_side(store, walker, merge)?;
         let theirs_side = describe(merge.from);
         let paths_list = merge.paths.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n");

@@ -100,7 +100,8 @@ impl GitDispatcher<'_> {
             // Deleted under the loop: the branch holds the work; check it out again.
             let checkout = tries::add_worktree(self.store, try_)?;
             self.walker.set_up.lock().unwrap_or_else(|p| p.into_inner()).remove(&try_.worktree);
-            if let Some(warmed) = self.walker.warm(self.store, try_, try_.number) {
+            let fresh = checkout.as_ref().is_some_and(|c| matches!(c.how, tries::pool::How::Added));
+            if let Some(warmed) = self.walker.warm(self.store, try_, try_.number, fresh) {
                 self.walker.observer.event(&Event::TryOpened {
                     task: task.id.clone(),
                     number: try_.number,

@@ -148,8 +148,16 @@ impl Walker<'_> {
     /// Warm `try_`'s worktree by the walk's plan (`opts.warm`) from the task's latest try
     /// below `below` that still has its worktree, else the main checkout. A failure is said
     /// and the try starts cold: warming is never why a try does not run.
-    pub fn warm(&self, store: &Store, try_: &crate::tries::Try, below: u32) -> Option<crate::tries::warm::Warmed> {
-        match crate::tries::warm::warm(store, try_, &self.opts.warm, below) {
+    /// `fresh`: its worktree was checked out afresh (not from the pool), so its tracked files
+    /// may take the source's modification times.
+    pub fn warm(
+        &self,
+        store: &Store,
+        try_: &crate::tries::Try,
+        below: u32,
+        fresh: bool,
+    ) -> Option<crate::tries::warm::Warmed> {
+        match crate::tries::warm::warm(store, try_, &self.opts.warm, below, fresh) {
             Ok(warmed) => warmed,
             Err(err) => {
                 self.observer.event(&Event::Warning {

@@ -106,20 +106,20 @@ fn a_new_try_is_warmed_from_the_previous_tries_worktree_while_it_is_there_else_f
     std::fs::create_dir_all(one.worktree.join("target/debug")).expect("mkdir");
     std::fs::write(one.worktree.join("target/debug/out"), "built in try 1\n").expect("write");
     let two = add(2);
-    let warmed = tries::warm::warm(&store, &two, &plan, 2).expect("warm").expect("a plan to warm by");
+    let warmed = tries::warm::warm(&store, &two, &plan, 2, false).expect("warm").expect("a plan to warm by");
     assert_eq!((&warmed.source, &warmed.paths[..]), (&Source::Try(1), &["target/".to_owned()][..]));
     assert_eq!(std::fs::read_to_string(two.worktree.join("target/debug/out")).expect("read"), "built in try 1\n");
     assert!(warmed.describe().starts_with("warmed target/ from try 1"), "{}", warmed.describe());
     // Warming again leaves the try's own build as it is.
     std::fs::write(two.worktree.join("target/debug/out"), "try 2's own\n").expect("write");
-    let again = tries::warm::warm(&store, &two, &plan, 2).expect("warm").expect("a plan");
+    let again = tries::warm::warm(&store, &two, &plan, 2, false).expect("warm").expect("a plan");
     assert!(again.paths.is_empty(), "{again:?}");
     assert_eq!(std::fs::read_to_string(two.worktree.join("target/debug/out")).expect("read"), "try 2's own\n");
     // Gone: the next try is warmed from the main checkout.
     tries::remove_worktree(&store, &one).expect("remove");
     tries::remove_worktree(&store, &two).expect("remove");
     let three = add(3);
-    let warmed = tries::warm::warm(&store, &three, &plan, 3).expect("warm").expect("a plan");
+    let warmed = tries::warm::warm(&store, &three, &plan, 3, false).expect("warm").expect("a plan");
     assert_eq!(warmed.source, Source::Checkout);
     assert_eq!(
         std::fs::read_to_string(three.worktree.join("target/debug/out")).expect("read"),
@@ -246,7 +246,7 @@ fn warming_never_reads_or_writes_through_a_symlinked_directory() {
     let one = Try::describe(&task, 1, &root);
     repo.git(&["branch", &format!("loop-try/{task}/1"), &linked]);
     repo.git(&["worktree", "add", "-q", one.worktree.to_str().expect("utf-8"), &format!("loop-try/{task}/1")]);
-    let warmed = tries::warm::warm(&store, &one, &plan, 1).expect("warm").expect("a plan");
+    let warmed = tries::warm::warm(&store, &one, &plan, 1, false).expect("warm").expect("a plan");
     assert!(warmed.paths.is_empty(), "nothing warmed through a link: {warmed:?}");
     assert_eq!(warmed.links_left_out, 1, "the source's linked lib/ is left out: {warmed:?}");
     assert_eq!(warmed.failed.len(), 1, "the try's linked web/ is refused: {warmed:?}");
@@ -473,4 +473,41 @@ fn a_command_that_needs_what_the_checkout_has_and_the_try_lacks_is_told_to_warm_
         "{}",
         out.stderr
     );
+}
+
+/// A fresh try warmed from the main checkout: its tracked files whose content is the
+/// checkout's, unedited since its index saw them, take the checkout's modification times (so a
+/// build tool sees them as the checkout's build did, and rebuilds nothing for them); a file
+/// edited in the checkout since keeps the try's own time; git sees the try as clean.
+#[test]
+fn a_fresh_trys_tracked_files_take_the_checkouts_times_where_their_content_is_the_same() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    std::fs::write(repo.dir.join("edited.txt"), "committed\n").expect("write");
+    repo.git(&["add", "edited.txt"]);
+    repo.git(&["commit", "-q", "-m", "a file to edit"]);
+    let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_100_000_000);
+    for file in ["README", "edited.txt"] {
+        std::fs::File::options()
+            .write(true)
+            .open(repo.dir.join(file))
+            .and_then(|f| f.set_modified(long_ago))
+            .expect("set mtime");
+    }
+    repo.git(&["update-index", "--refresh"]);
+    std::fs::write(repo.dir.join("edited.txt"), "edited since, not committed\n").expect("write");
+    let id = repo.add(&["Build it"]);
+    let agent = env.agent(
+        "times",
+        "{ stat -c %Y README; stat -c %Y edited.txt; git status --porcelain --untracked-files=no; } > /tmp/times\n\
+         mv /tmp/times times.txt\ngit loop finish done",
+    );
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    let line = out.stdout.lines().find(|l| l.contains("opened try 1")).unwrap_or_default().to_owned();
+    assert!(line.contains("tracked files as old as in the main checkout"), "{}", out.stdout);
+    let times = repo.git(&["show", &format!("loop/{id}:times.txt")]);
+    let lines: Vec<&str> = times.lines().collect();
+    assert_eq!(lines.first().copied(), Some("1100000000"), "README took the checkout's time: {times}");
+    assert_ne!(lines.get(1).copied(), Some("1100000000"), "the edited file kept the try's own time: {times}");
+    assert_eq!(lines.len(), 2, "git sees nothing changed in the try: {times}");
 }
