@@ -119,7 +119,11 @@ fn summary(report: &Report) -> String {
         plural(c.branches, "branch", "branches"),
         match c.pooled {
             0 => plural(c.worktrees, "worktree", "worktrees"),
-            n => format!("{} ({n} pooled)", plural(c.worktrees, "worktree", "worktrees")),
+            n => format!(
+                "{} ({n} pooled, {})",
+                plural(c.worktrees, "worktree", "worktrees"),
+                git_loop::tries::warm::bytes(c.pooled_bytes)
+            ),
         },
         plural(c.sessions, "session", "sessions"),
     );

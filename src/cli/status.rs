@@ -66,10 +66,17 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         }
         Err(refusal) => json!({ "mode": null, "state": "invalid", "line": refusal.message }),
     };
+    // The pool of finished tries' worktrees, by the disk use measured as each was kept.
+    let (pooled, pooled_bytes) = git_loop::tries::pool::usage(&store).unwrap_or((0, 0));
+    let pool_cap = git_loop::tries::pool::max_bytes(&store).ok().flatten();
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
             "sandbox": sandbox,
+            "pool": {
+                "worktrees": pooled, "bytes": pooled_bytes,
+                "max": git_loop::tries::pool::size(&store).ok(), "max_bytes": pool_cap,
+            },
             "spent": super::cost::total_json(&spent),
             "walkers": walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
             "dead_walkers": dead_walkers.iter().map(|(h, lease)| claim_json(h, lease)).collect::<Vec<_>>(),
@@ -126,6 +133,15 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     // Confined is how sessions run; anything else is said.
     if sandbox["state"] != "confined" {
         out.line(format!("sandbox: {}", sandbox["line"].as_str().unwrap_or_default()))?;
+    }
+    if pooled > 0 {
+        let cap = pool_cap.map(|c| format!(", of at most {} (loop.pool.maxSize)", git_loop::tries::warm::bytes(c)));
+        out.line(format!(
+            "pool: {} kept for the next tries, {}{}",
+            super::human::count(pooled as u64, "finished worktree", "finished worktrees"),
+            git_loop::tries::warm::bytes(pooled_bytes),
+            cap.unwrap_or_default()
+        ))?;
     }
     if spent.sessions > 0 {
         out.line(format!(

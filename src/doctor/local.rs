@@ -60,11 +60,13 @@ fn check_pool(
     checked: &mut Checked,
 ) -> Result<()> {
     let size = tries::pool::size(store).unwrap_or(tries::pool::DEFAULT_SIZE);
+    let cap = tries::pool::max_bytes(store).unwrap_or(None);
     let now_ms = ctx.now().timestamp_millis().max(0) as u64;
-    let mut kept = 0;
+    let (mut kept, mut kept_bytes) = (0, 0u64);
     for (i, entry) in tries::pool::entries(store)?.iter().enumerate() {
         let place = shown(opts, &entry.path);
         let idle = Duration::from_millis(now_ms.saturating_sub(entry.kept_at_ms));
+        let bytes = tries::pool::disk_use(&entry.path);
         let why = if entry.admin.is_none() {
             "it is no worktree this clone registers any more".to_owned()
         } else if i >= size {
@@ -72,10 +74,17 @@ fn check_pool(
                 0 => "the pool is off (loop.pool 0)".to_owned(),
                 n => format!("loop.pool keeps {n}, and {n} newer ones are there"),
             }
+        } else if let Some(cap) = cap.filter(|cap| kept_bytes + bytes > *cap) {
+            format!(
+                "loop.pool.maxSize is {}, and with the newer ones it would make {}",
+                crate::tries::warm::bytes(cap),
+                crate::tries::warm::bytes(kept_bytes + bytes)
+            )
         } else if idle >= POOL_IDLE {
             format!("nobody has taken it for {} days", idle.as_secs() / 86_400)
         } else {
             kept += 1;
+            kept_bytes += bytes;
             continue;
         };
         out.push(
@@ -85,6 +94,7 @@ fn check_pool(
         );
     }
     checked.pooled = kept;
+    checked.pooled_bytes = kept_bytes;
     Ok(())
 }
 

@@ -170,6 +170,8 @@ pub struct Checked {
     pub worktrees: usize,
     /// Finished tries' worktrees kept in the pool for the next tries (`tries::pool`).
     pub pooled: usize,
+    /// The disk they use, measured now.
+    pub pooled_bytes: u64,
     pub sessions: usize,
 }
 

@@ -198,6 +198,7 @@ pub fn walk_options(
     opts.warm = crate::tries::warm::Plan::read(store)?.hiding(store.workdir(), &hide);
     // Read where it is used; refused here, before anything runs.
     crate::tries::pool::size(store)?;
+    crate::tries::pool::max_bytes(store)?;
     opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
     opts.session_timeout = Some(flags.session_timeout);
     opts.checks_timeout = config::checks_timeout(store, flags.checks_timeout)?;

@@ -147,6 +147,10 @@ pub const KEYS: &[Key] = &[
         meaning: "how many finished tries' worktrees to keep for the next tries, which check their branch out in place and keep the ignored build state (default 4; 0 to 64; 0: none); docs/cli.md",
     },
     Key {
+        key: "loop.pool.maxSize",
+        meaning: "the most disk the pool's worktrees may use together (`5g`, `800m`; default: no cap but `loop.pool`'s count): the entries kept longest go first, and a worktree larger than the cap alone is not kept",
+    },
+    Key {
         key: "loop.pool.share",
         meaning: "`true`: a pooled worktree may go to another task's try, with what git ignores in it (written by the other task's agent); default off: only the same task's later tries take it",
     },
@@ -168,6 +172,20 @@ pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many task branches a landing merges before checking, when `loop.landBatch` is not set.
 pub const LAND_BATCH: usize = 8;
+
+/// A size as settings write it: bytes, or with `k`, `m`, `g` (`512m`, `2g`).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let scale: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok().map(|n| n.saturating_mul(scale))
+}
 
 /// The size of a confined run's own `/tmp` when `loop.sandbox.tmpSize` is not set.
 pub const SANDBOX_TMP: u64 = 1 << 30;
@@ -422,21 +440,10 @@ impl<'s> Settings<'s> {
     /// `loop.sandbox.tmpSize`: bytes (`512m`, `2g`); [`SANDBOX_TMP`] when unset.
     pub fn sandbox_tmp_size(&self) -> Result<u64, Refusal> {
         let Some(v) = self.text("loop.sandbox.tmpSize") else { return Ok(SANDBOX_TMP) };
-        let t = v.trim().to_ascii_lowercase();
-        let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-        let scale = match unit {
-            "" => Some(1),
-            "k" => Some(1 << 10),
-            "m" => Some(1 << 20),
-            "g" => Some(1 << 30),
-            _ => None,
-        };
-        digits.parse::<u64>().ok().zip(scale).map(|(n, s)| n.saturating_mul(s)).filter(|n| *n >= 1 << 20).ok_or_else(
-            || {
-                usage(format!("loop.sandbox.tmpSize '{}' is not a size of at least 1m", v.escape_debug()))
-                    .hint("e.g. git config loop.sandbox.tmpSize 2g")
-            },
-        )
+        parse_size(&v).filter(|n| *n >= 1 << 20).ok_or_else(|| {
+            usage(format!("loop.sandbox.tmpSize '{}' is not a size of at least 1m", v.escape_debug()))
+                .hint("e.g. git config loop.sandbox.tmpSize 2g")
+        })
     }
 
     /// `loop.worktrees`: where try worktrees go.

@@ -108,6 +108,7 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.notify",
     "loop.worktrees",
     "loop.pool",
+    "loop.pool.maxSize",
     "loop.pool.share",
     "loop.holder",
     "loop.user",

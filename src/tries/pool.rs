@@ -25,6 +25,11 @@
 //!   for trusted agents — and its line and `try_opened` name the other task it inherits from.
 //! - Not pooled: worktrees of a repository with sparse checkout (a checkout in place would have
 //!   to apply its patterns), and with `loop.pool = 0`.
+//! - Disk: each worktree's disk use is measured when it is given back (its blocks, links not
+//!   followed) and kept beside its registration (`loop-pool-bytes`), so `status` and `doctor`
+//!   say what the pool holds without walking it. `loop.pool.maxSize` caps the total: the
+//!   entries kept longest go until the new one fits, and one larger than the cap alone is not
+//!   kept.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -131,6 +136,51 @@ pub fn size(store: &Store) -> Result<usize, crate::error::Refusal> {
     }
 }
 
+/// `loop.pool.maxSize`: the most disk the pool's worktrees may use together, in bytes (`None`:
+/// no cap but `loop.pool`'s count).
+pub fn max_bytes(store: &Store) -> Result<Option<u64>, crate::error::Refusal> {
+    let Some(v) = store.config_values("loop.pool.maxSize").last().cloned() else { return Ok(None) };
+    crate::store::settings::parse_size(&v).filter(|n| *n > 0).map(Some).ok_or_else(|| {
+        crate::error::usage(format!("loop.pool.maxSize '{}' is not a size", v.escape_debug()))
+            .hint("the most disk the pool's worktrees may use together, e.g. git config loop.pool.maxSize 5g")
+    })
+}
+
+/// The file beside a pooled worktree's registration that holds its disk use, in bytes.
+const BYTES_FILE: &str = "loop-pool-bytes";
+
+/// The disk `path` uses: the blocks of every file below it, links not followed, other file
+/// systems not entered.
+pub fn disk_use(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(top) = std::fs::symlink_metadata(path) else { return 0 };
+    let device = top.dev();
+    let mut total = top.blocks() * 512;
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.dev() != device {
+                continue;
+            }
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
+
+/// The pool's worktrees and the disk they use together, as measured when each was given back
+/// (one without a measure is measured now).
+pub fn usage(store: &Store) -> Result<(usize, u64)> {
+    let kept = entries(store)?;
+    let bytes = kept.iter().map(|e| e.bytes.unwrap_or_else(|| disk_use(&e.path))).sum();
+    Ok((kept.len(), bytes))
+}
+
 /// `loop.pool.share`: whether a pooled worktree may go to another task's try (off by default).
 pub fn share(store: &Store) -> bool {
     store
@@ -152,6 +202,8 @@ pub struct Entry {
     pub admin: Option<PathBuf>,
     /// When it was given back (from its name).
     pub kept_at_ms: u64,
+    /// The disk it used when it was given back, where that was measured.
+    pub bytes: Option<u64>,
 }
 
 /// The pool's entries, newest first.
@@ -167,7 +219,11 @@ pub fn entries(store: &Store) -> Result<Vec<Entry>> {
             let kept_at_ms = name.split_once('-').and_then(|(stamp, _)| stamp.parse().ok()).unwrap_or(0);
             let real_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
             let admin = if real_dir { registered(store, &path) } else { None };
-            Entry { path, admin, kept_at_ms }
+            let bytes = admin
+                .as_ref()
+                .and_then(|a| std::fs::read_to_string(a.join(BYTES_FILE)).ok())
+                .and_then(|t| t.trim().parse().ok());
+            Entry { path, admin, kept_at_ms, bytes }
         })
         .collect();
     out.sort_by(|a, b| b.kept_at_ms.cmp(&a.kept_at_ms).then_with(|| b.path.cmp(&a.path)));
@@ -205,10 +261,18 @@ pub(super) fn give_back(store: &Store, try_: &Try) -> Result<bool> {
         return Ok(false);
     }
     let Some(admin) = registered(store, &try_.worktree) else { return Ok(false) };
-    // Room first: the entries kept longest go.
+    let cap = max_bytes(store).unwrap_or(None);
+    let bytes = disk_use(&try_.worktree);
+    if cap.is_some_and(|cap| bytes > cap) {
+        // Larger than the whole pool may be: not kept.
+        return Ok(false);
+    }
+    // Room first: the entries kept longest go, until the count and the disk allow the new one.
     let mut kept = entries(store)?;
-    while kept.len() >= size {
+    let mut kept_bytes: u64 = kept.iter().map(|e| e.bytes.unwrap_or_else(|| disk_use(&e.path))).sum();
+    while kept.len() >= size || cap.is_some_and(|cap| kept_bytes + bytes > cap) {
         let Some(oldest) = kept.pop() else { break };
+        kept_bytes = kept_bytes.saturating_sub(oldest.bytes.unwrap_or(0));
         clear(store, &oldest)?;
     }
     // No branch stays checked out in a pooled worktree: its HEAD is detached where it was.
@@ -234,6 +298,7 @@ pub(super) fn give_back(store: &Store, try_: &Try) -> Result<bool> {
         .with_context(|| format!("could not move '{}' to the pool", try_.worktree.display()))?;
     write_atomically(&admin.join("gitdir"), &format!("{}\n", real(&dest)?.join(".git").display()))?;
     write_atomically(&admin.join("loop-pool-from"), &format!("{}-{}\n", try_.task, try_.number))?;
+    write_atomically(&admin.join(BYTES_FILE), &format!("{bytes}\n"))?;
     Ok(true)
 }
 

@@ -320,7 +320,7 @@ impl Warmed {
 }
 
 /// `1.2 GB`, `340 MB`, `12 kB`.
-fn bytes(n: u64) -> String {
+pub fn bytes(n: u64) -> String {
     let n = n as f64;
     if n >= 1e9 {
         format!("{:.1} GB", n / 1e9)

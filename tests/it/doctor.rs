@@ -36,7 +36,18 @@ fn chains_hidden(text: &str) -> String {
             out.push_str(part);
         }
     }
-    out.replace("<N> journal chain (", "<N> journal chains (")
+    pool_size_hidden(&out.replace("<N> journal chain (", "<N> journal chains ("))
+}
+
+/// `text` with the pool's disk use (`(3 pooled, 240 kB)`) hidden: it is the file system's
+/// blocks, which differ between file systems.
+fn pool_size_hidden(text: &str) -> String {
+    let Some(at) = text.find(" pooled, ") else { return text.to_owned() };
+    let start = at + " pooled, ".len();
+    let end = text[start..].find(')').map_or(text.len(), |e| start + e);
+    let size = &text[start..end];
+    assert!(size.ends_with(" B") || size.ends_with("kB") || size.ends_with("MB") || size.ends_with("GB"), "{size}");
+    format!("{}<SIZE>{}", &text[..start], &text[end..])
 }
 
 /// `text` with ages in seconds hidden: they are read off the file system's clock, whose ticks
@@ -103,7 +114,7 @@ fn doctor_says_a_walked_repository_is_clean() {
     let out = repo.run(&["doctor"]).ok();
     assert_eq!(
         chains_hidden(&out.stdout),
-        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees (3 pooled), 3 sessions\n"
+        "no problems found: checked 4 tasks, 5 claims, <N> journal chains (30 events), 3 notes, 6 anchors, 6 branches, 0 worktrees (3 pooled, <SIZE>), 3 sessions\n"
     );
     let json = repo.run(&["doctor", "--json"]).ok().json();
     assert_eq!((json["clean"].as_bool(), json["findings"].as_array().map(Vec::len)), (Some(true), Some(0)));
@@ -306,7 +317,7 @@ repaired: removed '.git/loop/index-v3'
 repaired: removed '.git/loop/journal-v1'
 note: '.git/refs/loop/claims/node/t-held.lock' is held by a live process (a git command has it open); left alone
   fix: nothing to do: it goes when its holder finishes
-no problems found (1 thing left alone, as said above): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees (1 pooled), 0 sessions
+no problems found (1 thing left alone, as said above): checked 2 tasks, 2 claims, <N> journal chains (3 events), 0 notes, 0 anchors, 1 branch, 0 worktrees (1 pooled, <SIZE>), 0 sessions
 "
     );
     assert_eq!(repo.run(&["doctor", "--json"]).ok().json()["clean"], true);

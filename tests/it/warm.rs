@@ -511,3 +511,58 @@ fn a_fresh_trys_tracked_files_take_the_checkouts_times_where_their_content_is_th
     assert_ne!(lines.get(1).copied(), Some("1100000000"), "the edited file kept the try's own time: {times}");
     assert_eq!(lines.len(), 2, "git sees nothing changed in the try: {times}");
 }
+
+/// The pool's disk use is said by `status` and `doctor`, and `loop.pool.maxSize` caps it: the
+/// entries kept longest go until a new one fits, one larger than the cap alone is not kept, a
+/// cap lowered later makes doctor name what is beyond it, and a cap that is not a size is
+/// refused before a walk starts.
+#[test]
+fn the_pools_disk_use_is_said_and_capped() {
+    let env = TestEnv::new();
+    let repo = built(&env);
+    let agent = env.agent("quick", "echo done > done.txt\ngit loop finish done");
+    let walk = ["run", "--agent-cmd", agent.as_str(), "--grace", "1"];
+    for title in ["one", "two"] {
+        repo.add(&[title]);
+    }
+    repo.run(&walk).ok();
+    let pool = || repo.run(&["status", "--json"]).ok().json()["pool"].clone();
+    let before = pool();
+    assert_eq!(before["worktrees"], 2, "{before}");
+    let bytes = before["bytes"].as_u64().expect("bytes");
+    assert!(bytes > 64 * 1024, "each holds the warmed 64 KiB build at least: {before}");
+    let status = repo.run(&["status"]).ok();
+    assert!(status.stdout.contains("pool: 2 finished worktrees kept for the next tries, "), "{}", status.stdout);
+    let doctor = repo.run(&["doctor"]).ok();
+    assert!(doctor.stdout.contains("(2 pooled, "), "{}", doctor.stdout);
+
+    // Room for one entry: the next one given back leaves only itself.
+    let one = bytes / 2 + bytes / 4;
+    repo.git(&["config", "loop.pool.maxSize", &one.to_string()]);
+    repo.add(&["three"]);
+    repo.run(&walk).ok();
+    let capped = pool();
+    assert_eq!(capped["worktrees"], 1, "{capped}");
+    assert!(capped["bytes"].as_u64().expect("bytes") <= one, "{capped}");
+    assert_eq!(capped["max_bytes"], one, "{capped}");
+
+    // Lowered below what one holds: the next one is not kept, and doctor names the one left.
+    repo.git(&["config", "loop.pool.maxSize", "1k"]);
+    let doctor = repo.run(&["doctor"]);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("is left over: loop.pool.maxSize is 1 kB, and with the newer ones it would make"),
+        "{}",
+        doctor.stdout
+    );
+    repo.add(&["four"]);
+    repo.run(&walk).ok();
+    repo.run(&["doctor", "--repair"]).ok();
+    assert_eq!(pool()["worktrees"], 0, "nothing larger than the cap is kept");
+
+    repo.git(&["config", "loop.pool.maxSize", "lots"]);
+    repo.add(&["five"]);
+    let refused = repo.run(&walk).code(2);
+    assert!(refused.stderr.contains("loop.pool.maxSize 'lots' is not a size"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("git config loop.pool.maxSize 5g"), "{}", refused.stderr);
+}
