@@ -22,7 +22,9 @@ use git_loop::{ops, walk};
 /// failing tasks are found, and the others land. The target only ever moves to a commit whose
 /// checks passed, by compare-and-swap (with loop.remote: on the remote, by a push with a
 /// lease), and never needs to be checked out: a worktree that has it checked out and clean
-/// follows it, a dirty one is refused. A task whose merge conflicts or whose checks fail goes
+/// follows it, a dirty one is refused (with loop.remote the landing goes to the remote's
+/// target, and a dirty local checkout is left behind it, said). A task whose merge conflicts
+/// or whose checks fail goes
 /// to needs-you with the reason, and the target is left as it was; with --resolver, a
 /// conflict-resolver session resolves a conflicting merge first. With --summarizer, a
 /// summarizer session writes each landing commit's message. One lander per target across
@@ -31,7 +33,7 @@ use git_loop::{ops, walk};
 /// Exit codes: 0 every task asked for by id is on the target now (without ids: something
 /// landed, or nothing was left to land); 1 a landing failed, a task asked for is not on the
 /// target (it waits for a dependency), nothing landed of what was queued, or the target is
-/// checked out with changes; 2 usage, 3 another lander holds the target.
+/// checked out with changes (without loop.remote); 2 usage, 3 another lander holds the target.
 ///
 /// Example: git loop land --checks "cargo test" --batch 4
 #[derive(Args)]

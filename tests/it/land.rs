@@ -450,3 +450,27 @@ fn a_walk_whose_done_task_fails_to_land_counts_it_not_done() {
         out.stdout
     );
 }
+
+/// With `loop.remote`, a dirty checkout of the target does not stop the landing: it goes to the
+/// remote's target (one person's uncommitted edit must not stop a fleet's landing), the local
+/// branch and its checkout are left where they were, and the lander says so (exit 0).
+#[test]
+fn with_a_remote_a_dirty_checkout_of_the_target_is_left_behind_and_the_landing_goes_on() {
+    let env = TestEnv::new();
+    let (remote, a, _b) = env.two_clones();
+    let id = done_task(&a, "Add a", &[], "a.txt", "a\n");
+    a.run(&["sync"]).ok();
+    std::fs::write(a.dir.join("README"), "my own edit\n").expect("edit");
+    let before = head(&a, "main");
+    let out = a.run(&["land", "--checks", "true"]).ok();
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("the local main is checked out with changes in"), "{said}");
+    assert!(said.contains("it was left behind the remote's"), "{said}");
+    let landed = env.git(&remote, &["rev-parse", "main"]);
+    assert_ne!(landed, before, "the remote's main moved");
+    assert_eq!(env.git(&remote, &["show", "main:a.txt"]), "a", "the task's work is on the remote's main");
+    assert_eq!(head(&a, "main"), before, "the local main did not move under the dirty checkout");
+    assert_eq!(std::fs::read_to_string(a.dir.join("README")).expect("README"), "my own edit\n", "untouched");
+    assert!(!a.dir.join("a.txt").exists(), "nothing written into the checkout");
+    assert_eq!(state(&a, &id)["landing"]["state"], "landed", "{}", state(&a, &id));
+}
