@@ -56,9 +56,10 @@ fn key(s: &Spent, by: By) -> String {
     }
 }
 
-/// Dollars to the millionth (sums of many sessions' floats carry noise below that).
+/// Dollars to the millionth (sums of many sessions' floats carry noise below that), by the one
+/// rounding every line uses (`usage::micro_usd`).
 fn micro(usd: f64) -> f64 {
-    (usd * 1_000_000.0).round() / 1_000_000.0
+    git_loop::store::usage::micro_usd(usd) as f64 / 1_000_000.0
 }
 
 /// A total as `--json` shows it (also `show` and `status`).

@@ -315,7 +315,7 @@ impl Run {
             None => s.tally.spent_unknown += 1,
         }
         if let Some(usd) = usd.filter(|d| d.is_finite() && *d > 0.0) {
-            s.tally.spent_micro_usd += (usd * 1_000_000.0).round() as u64;
+            s.tally.spent_micro_usd += crate::store::usage::micro_usd(usd);
         }
     }
 

@@ -377,7 +377,7 @@ pub fn read_termination(ctx: &Context, dir: &Path, key: &str) -> Option<Terminat
             }
         });
     let sessions = ended.as_ref().map(|e| e.dispatches);
-    let spent_micro_usd = ended.as_ref().and_then(|e| e.spent_usd).map(|usd| (usd * 1_000_000.0).round() as u64);
+    let spent_micro_usd = ended.as_ref().and_then(|e| e.spent_usd).map(crate::store::usage::micro_usd);
     let spent_tokens = ended.as_ref().and_then(|e| e.spent_tokens);
     Some(Terminated {
         stop: t.stop,

@@ -161,9 +161,11 @@ impl Total {
         self.input += u.input;
         self.output += u.output;
         self.cached += u.cached;
+        // Each session's dollars rounded to micro-dollars before they are summed, as a walk's
+        // tally sums them.
         match u.dollars() {
-            Some((d, false)) => self.usd += d,
-            Some((d, true)) => self.usd_estimated += d,
+            Some((d, false)) => self.usd += micro_usd(d) as f64 / 1_000_000.0,
+            Some((d, true)) => self.usd_estimated += micro_usd(d) as f64 / 1_000_000.0,
             None => self.unpriced += 1,
         }
     }
@@ -212,12 +214,26 @@ impl Total {
     }
 }
 
-/// Dollars as shown: four decimals under a dollar, two above.
-pub fn dollars(usd: f64) -> String {
-    if usd < 1.0 {
-        format!("${usd:.4}")
+/// Dollars as whole micro-dollars: the one rounding every sum and every line goes through, so
+/// a session's line and the walk's total never disagree in the last digit.
+pub fn micro_usd(usd: f64) -> u64 {
+    if usd.is_finite() && usd > 0.0 {
+        (usd * 1_000_000.0).round() as u64
     } else {
-        format!("${usd:.2}")
+        0
+    }
+}
+
+/// Dollars as shown: four decimals under a dollar, two above, rounded half up from whole
+/// micro-dollars (binary fractions never decide: $0.00225 is $0.0023 however it was summed).
+pub fn dollars(usd: f64) -> String {
+    let micro = micro_usd(usd);
+    if micro < 1_000_000 {
+        let tenths_of_mills = (micro + 50) / 100;
+        format!("${}.{:04}", tenths_of_mills / 10_000, tenths_of_mills % 10_000)
+    } else {
+        let cents = (micro + 5_000) / 10_000;
+        format!("${}.{:02}", cents / 100, cents % 100)
     }
 }
 
@@ -234,6 +250,26 @@ pub fn describe(usage: Option<&Usage>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_line_and_its_walks_total_round_the_same_way() {
+        // Reported as a sum of parts: a hair above half a tenth of a mill, which `{:.4}` of
+        // the raw float printed as $0.0023 and of the micro-dollar total as $0.0022.
+        let reported = 0.001 + 0.00125;
+        assert!(reported > 0.00225);
+        let line = Usage::reported(&serde_json::json!({"input": 1, "output": 1, "usd": reported})).unwrap();
+        let mut total = Total::default();
+        total.add(Some(&line));
+        assert_eq!(describe(Some(&line)), "$0.0023, 2 tokens");
+        assert_eq!(dollars(micro_usd(reported) as f64 / 1_000_000.0), "$0.0023", "the walk's tally");
+        assert_eq!(dollars(total.dollars()), "$0.0023");
+        assert_eq!(dollars(0.00225), "$0.0023", "half up, not the binary fraction's way");
+        assert_eq!(dollars(0.00224), "$0.0022");
+        assert_eq!(dollars(1.005), "$1.01");
+        assert_eq!(dollars(12.344), "$12.34");
+        assert_eq!(dollars(0.0), "$0.0000");
+        assert_eq!(dollars(0.99996), "$1.0000");
+    }
 
     #[test]
     fn reported_usage_is_read_strictly_and_unknown_is_not_zero() {
