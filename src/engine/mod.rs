@@ -325,6 +325,11 @@ impl Run {
         s.limits.budget_usd.map(|b| (b - s.tally.spent_usd()).max(0.0))
     }
 
+    /// Whether the run's money or token budget is spent, and which (nothing stopped by asking).
+    pub fn money_spent(&self) -> Option<&'static str> {
+        money_spent(&self.lock())
+    }
+
     /// Whether the run's money or token budget is spent, and which: a session of a role
     /// (reviewer, conflict resolver, summarizer) asks before it starts. A spent budget stops
     /// the run, as for a worker's session.

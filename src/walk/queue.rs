@@ -444,9 +444,10 @@ impl engine::Queue for GitQueue<'_> {
             Verdict::Done => {
                 let done = self.finish(unit, message)?;
                 if done && self.walker.opts.land {
-                    self.walker.land(self.store, Some(unit.id()));
-                    // Its landing failed: it needs a person, and counts as not done.
-                    return Ok(!self.walker.landing_failed_now(unit.id().as_str()));
+                    // Landed beside the workers, by the walk's lander: this worker goes on.
+                    // A landing that fails later counts the task as not done at the walk's
+                    // end (`failed_after_counting`).
+                    self.walker.queue_landing(unit.id());
                 }
                 Ok(done)
             }

@@ -182,10 +182,13 @@ pub fn walk(
     let beat = Store::open(&walker.ctx, &walker.cwd)?;
     let handles =
         (0..walker.opts.parallel.max(1)).map(|_| Store::open(&walker.ctx, &walker.cwd)).collect::<Result<Vec<_>>>()?;
+    let lands = if walker.opts.land { Some(Store::open(&walker.ctx, &walker.cwd)?) } else { None };
     let (walker_ref, run_ref, errors_ref) = (&walker, &run, &errors);
     std::thread::scope(|scope| {
         let beating = Beating { walker: walker_ref, quiet: &quiet, run: run_ref, errors: errors_ref };
         scope.spawn(|| heartbeat(beating, beat, &singleton, &heartbeat_stop));
+        // `--land`: done work lands beside the workers, never in a worker's slot.
+        let lander = lands.map(|store| scope.spawn(move || walker_ref.lander(&store)));
         let workers: Vec<_> = handles
             .into_iter()
             .map(|store| {
@@ -202,6 +205,10 @@ pub fn walk(
             .collect();
         for worker in workers {
             let _ = worker.join();
+        }
+        walker_ref.stop_lander();
+        if let Some(lander) = lander {
+            let _ = lander.join();
         }
         heartbeat_stop.stop();
     });
@@ -222,6 +229,12 @@ pub fn walk(
     } else {
         Vec::new()
     };
+    // The workers ran out of tasks while the lander still had done work to land, and the
+    // budget stopped that (no summarizer or resolver session may start past it): the budget
+    // is why the walk ends with work not landed.
+    if stop == Stop::NoWork && !unlanded.is_empty() && run.money_spent().is_some() {
+        stop = Stop::Budget;
+    }
     if walker.cancelled(store) {
         stop = Stop::Interrupted;
     }

@@ -52,12 +52,16 @@ pub struct Walker<'a> {
     pub(super) to_land: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Held by the worker that lands; the others leave their tasks in `to_land` for it.
     landing: std::sync::Mutex<()>,
+    /// Tells the walk's lander (`--land`) that `to_land` has tasks, or that the walk ends.
+    lander_wake: std::sync::Condvar,
+    /// Set (under `to_land`'s lock) when the workers are done: the lander lands what is left
+    /// and ends.
+    lander_stop: AtomicBool,
     /// Whether the walk said that it lands without checks (it says so once).
     said_no_checks: AtomicBool,
-    /// Tasks this walk closed done whose landing then failed (they need a person now), and
-    /// those of them whose close already counted as not done.
+    /// Tasks this walk closed done whose landing then failed (they need a person now): their
+    /// close counted them done, the walk's end counts them not done.
     landing_failed: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    counted_not_done: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Why tasks were not landed yet, as said: each said once, not at every try again.
     said_not_landed: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The try worktrees this walk ran the setup command in (`opts.setup`).
@@ -129,9 +133,10 @@ impl<'a> Walker<'a> {
             publishing: Default::default(),
             to_land: Default::default(),
             landing: Default::default(),
+            lander_wake: Default::default(),
+            lander_stop: AtomicBool::new(false),
             said_no_checks: AtomicBool::new(false),
             landing_failed: Default::default(),
-            counted_not_done: Default::default(),
             said_not_landed: Default::default(),
             set_up: Default::default(),
             run: s.run,
@@ -268,6 +273,60 @@ impl Walker<'_> {
                 other => return other,
             }
         }
+    }
+
+    /// Hand `done` (a task this walk just closed done) to the walk's lander, which lands it
+    /// beside the workers (`lander`): the worker goes on to its next task at once.
+    pub fn queue_landing(&self, done: TaskId) {
+        self.to_land.lock().unwrap_or_else(|p| p.into_inner()).insert(done.to_string());
+        self.lander_wake.notify_all();
+    }
+
+    /// The walk's lander (`--land`), a thread of its own beside the workers: it lands what
+    /// they closed done as it comes (what several finish meanwhile in one batch), so landing
+    /// never takes a worker's slot. It ends once `stop_lander` is called and nothing it can
+    /// land is left (what waits on another clone's lander or a dirty checkout is left to
+    /// `land_the_rest`).
+    pub fn lander(&self, store: &Store) {
+        loop {
+            {
+                let mut queued = self.to_land.lock().unwrap_or_else(|p| p.into_inner());
+                while queued.is_empty() && !self.lander_stop.load(Ordering::SeqCst) {
+                    queued = self
+                        .lander_wake
+                        .wait_timeout(queued, Duration::from_secs(1))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                if queued.is_empty() {
+                    return;
+                }
+            }
+            let before = self.to_land.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            self.land(store, None);
+            let after = self.to_land.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // What could not land now (another lander, a dirty checkout) waits for the next
+            // task closed, or for the walk's end; not a busy loop.
+            if after == before || (self.lander_stop.load(Ordering::SeqCst) && !after.is_empty()) {
+                let queued = self.to_land.lock().unwrap_or_else(|p| p.into_inner());
+                if self.lander_stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let _ = self
+                    .lander_wake
+                    .wait_timeout_while(queued, Duration::from_secs(5), |q| {
+                        *q == after && !self.lander_stop.load(Ordering::SeqCst)
+                    })
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// The workers are done: the lander lands what is queued and ends.
+    pub fn stop_lander(&self) {
+        let _queued = self.to_land.lock().unwrap_or_else(|p| p.into_inner());
+        self.lander_stop.store(true, Ordering::SeqCst);
+        self.lander_wake.notify_all();
     }
 
     /// Land `done` (a task this walk just closed done), with every other done task of this
@@ -408,22 +467,10 @@ impl Walker<'_> {
         }
     }
 
-    /// Whether the landing of `task`, which this walk closed done, failed; counted from now on
-    /// as not done (its close says so), so the walk's tally agrees with the board.
-    pub fn landing_failed_now(&self, task: &str) -> bool {
-        let failed = self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).contains(task);
-        if failed {
-            self.counted_not_done.lock().unwrap_or_else(|p| p.into_inner()).insert(task.to_owned());
-        }
-        failed
-    }
-
-    /// The tasks whose landing failed after their close counted as done (another worker's
-    /// landing, or the one as the walk ends).
+    /// The tasks whose landing failed after their close counted them done (every landing is
+    /// the lander's, beside the workers, or the one as the walk ends).
     pub(super) fn failed_after_counting(&self) -> u32 {
-        let failed = self.landing_failed.lock().unwrap_or_else(|p| p.into_inner());
-        let counted = self.counted_not_done.lock().unwrap_or_else(|p| p.into_inner());
-        failed.difference(&counted).count() as u32
+        self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).len() as u32
     }
 
     /// Land what this walk finished and has not landed yet, as the walk ends: waiting while

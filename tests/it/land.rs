@@ -474,3 +474,48 @@ fn with_a_remote_a_dirty_checkout_of_the_target_is_left_behind_and_the_landing_g
     assert!(!a.dir.join("a.txt").exists(), "nothing written into the checkout");
     assert_eq!(state(&a, &id)["landing"]["state"], "landed", "{}", state(&a, &id));
 }
+
+/// `run --land` lands beside the workers: while the landing of the first task done runs its
+/// (slow) checks on the merged result, the one worker has already started its next task's
+/// session — the landing takes no worker's slot.
+#[test]
+fn a_walk_lands_beside_its_workers_not_in_a_workers_slot() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let marks = env.path("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir");
+    let marks_at = marks.display();
+    // Only the landing's checks are slow: they run in the landing worktree.
+    let checks = format!(
+        "case \"$PWD\" in */worktrees/landing/*) date +%s.%N >> {marks_at}/landing-start; sleep 4; date +%s.%N >> {marks_at}/landing-end;; esac; true"
+    );
+    let agent = env.agent(
+        "quick",
+        &format!(
+            "date +%s.%N > {marks_at}/session-$GIT_LOOP_TASK\necho w > \"w-$GIT_LOOP_TASK.txt\"\ngit loop finish done"
+        ),
+    );
+    let first = repo.add(&["first", "-p", "p0"]);
+    let second = repo.add(&["second", "-p", "p1"]);
+    let out = repo
+        .run(&["run", "--agent-cmd", &agent, "--checks", &checks, "--land", "--grace", "1", "--sandbox", "off"])
+        .ok();
+    let read = |name: &str| -> Vec<f64> {
+        std::fs::read_to_string(marks.join(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let first_landing_ended = read("landing-end").first().copied().expect("a landing ran its checks");
+    let second_started = read(&format!("session-{second}")).first().copied().expect("the second task's session");
+    assert!(
+        second_started < first_landing_ended,
+        "the worker started its next session ({second_started}) before the landing ended ({first_landing_ended}):\n{}",
+        out.stdout
+    );
+    for id in [&first, &second] {
+        assert_eq!(state(&repo, id)["landing"]["state"], "landed", "{}", out.stdout);
+    }
+    assert!(repo.git(&["show", &format!("main:w-{second}.txt")]) == "w", "both landed on main");
+}
