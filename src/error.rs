@@ -24,6 +24,8 @@ pub enum Class {
     AgentMissing,
     /// Runs must be confined (`loop.sandbox = required`) and cannot be here: exit 77.
     SandboxMissing,
+    /// A person stopped it (Ctrl-C) while it worked: exit 130.
+    Interrupted,
 }
 
 /// A failure with a message for people and, where they can do something, a hint.

@@ -27,6 +27,7 @@ pub fn of_class(class: Class) -> u8 {
         Class::Refused | Class::Failure => FAILED,
         Class::Corrupt | Class::Busy => CORRUPT_OR_BUSY,
         Class::AgentMissing | Class::SandboxMissing => AGENT_MISSING,
+        Class::Interrupted => INTERRUPTED,
     }
 }
 

@@ -239,6 +239,11 @@ pub fn main() -> ExitCode {
         Command::Mission(ref cmd) if cmd.is_run() => interrupt_gracefully(),
         // The board polls the flag and quits, giving the terminal back.
         Command::Board(_) => interrupt_gracefully(),
+        // A sync stops its transfer at once (its process group killed) and says how far it got.
+        Command::Sync(_) => {
+            interrupt_gracefully();
+            git_loop::git::program::stop_transfers_on_interrupt();
+        }
         // Delete in-flight lock files on SIGINT/SIGTERM, then die as the signal says.
         _ => {
             let _ = gix::interrupt::init_handler_default(0);

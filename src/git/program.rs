@@ -211,12 +211,72 @@ impl std::error::Error for TimedOut {}
 /// looked at about once a second. A call stopped so is a [`TimedOut`] error: an unknown outcome
 /// for a push, whose caller reads the remote back.
 fn git_within(dir: &Path, args: &[String], timeout: Duration) -> Result<std::process::Output> {
-    let argv = args.join(" ");
+    let argv = shown_argv(args);
     run_stalled_after(command(dir, args), timeout).map_err(|err| match err {
         Within::Spawn(err) => anyhow::Error::from(err).context(format!("could not run 'git {argv}'")),
         Within::Wait(err) => anyhow::Error::from(err).context(format!("could not wait for 'git {argv}'")),
         Within::Stalled { moved, ran } => TimedOut { argv: argv.clone(), after: timeout, moved, ran }.into(),
+        Within::Stopped { moved, ran } => Stopped { argv: argv.clone(), moved, ran }.into(),
     })
+}
+
+/// Whether a person's interruption (the process's first SIGINT or SIGTERM, as
+/// `gix::interrupt` records it) stops a call to a remote at once, its whole process group
+/// killed: for `git loop sync`, whose person waits on it. A walk leaves it off: its last
+/// publish after a Ctrl-C must finish.
+static STOP_ON_INTERRUPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, a person's interruption stops a call to a remote that is still moving (see
+/// [`Stopped`]).
+pub fn stop_transfers_on_interrupt() {
+    STOP_ON_INTERRUPT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a person asked this process to stop, where that stops its transfers.
+pub fn stopped_by_person() -> bool {
+    STOP_ON_INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) && gix::interrupt::is_triggered()
+}
+
+/// A call to a remote a person stopped (Ctrl-C) while it ran, and how much it had moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub argv: String,
+    pub moved: u64,
+    pub ran: Duration,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "'git {}' was stopped by you after moving {} in {} s",
+            self.argv,
+            bytes(self.moved),
+            self.ran.as_secs()
+        )
+    }
+}
+
+impl Stopped {
+    /// How far it got: `'git push … (500 refs)': 1.2 MiB moved in 2 s`.
+    pub fn progress(&self) -> String {
+        format!("'git {}': {} moved in {} s", self.argv, bytes(self.moved), self.ran.as_secs())
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// A call's arguments as an error names them: its refspecs and leases (a sync's push may carry
+/// a thousand) counted, not listed — `push --porcelain --atomic origin (1000 refs)`.
+fn shown_argv(args: &[String]) -> String {
+    let listed = |a: &&String| !a.starts_with("--force-with-lease") && (!a.contains(':') || a.contains("://"));
+    let kept: Vec<&String> = args.iter().filter(listed).collect();
+    let refspecs = args.iter().filter(|a| !a.starts_with("--") && a.contains(':') && !a.contains("://")).count();
+    let mut shown = kept.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(" ");
+    if refspecs > 0 {
+        shown.push_str(&format!(" ({refspecs} {})", if refspecs == 1 { "ref" } else { "refs" }));
+    }
+    shown
 }
 
 /// Why [`run_stalled_after`] returned no output.
@@ -224,6 +284,11 @@ fn git_within(dir: &Path, args: &[String], timeout: Duration) -> Result<std::pro
 enum Within {
     Spawn(std::io::Error),
     Wait(std::io::Error),
+    /// A person stopped it; `moved` bytes had moved, in `ran`.
+    Stopped {
+        moved: u64,
+        ran: Duration,
+    },
     /// Nothing moved for the timeout; `moved` bytes had before, in `ran` all told.
     Stalled {
         moved: u64,
@@ -281,14 +346,21 @@ fn run_stalled_after(mut cmd: Command, timeout: Duration) -> Result<std::process
                 (last_io, last_piped, last_move) = (io, out, last_look);
             }
         }
-        if last_move.elapsed() >= timeout {
+        let stopped = stopped_by_person();
+        if stopped || last_move.elapsed() >= timeout {
+            // What moved since the last look counts too (a person may stop it before any).
+            let (io, out) = (group_io(group), piped.load(Ordering::Relaxed));
+            moved += io.saturating_sub(last_io) + out.saturating_sub(last_piped);
             // SAFETY: killpg only sends a signal; the group is the one this call started.
             unsafe {
                 libc::killpg(group, libc::SIGKILL);
             }
             let _ = child.wait();
             let _ = (stdout.join(), stderr.join());
-            return Err(Within::Stalled { moved, ran: started.elapsed() });
+            return Err(match stopped {
+                true => Within::Stopped { moved, ran: started.elapsed() },
+                false => Within::Stalled { moved, ran: started.elapsed() },
+            });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(10));
@@ -644,6 +716,46 @@ pub fn fast_import(
 mod tests {
     /// The transfer timeout cuts a call in which nothing moves, never one still moving data,
     /// however long it runs; the error says which, and how much had moved.
+    #[test]
+    fn a_calls_refspecs_are_counted_not_listed_in_what_is_said() {
+        let args: Vec<String> = [
+            "push",
+            "--porcelain",
+            "--atomic",
+            "--force-with-lease=refs/a:",
+            "https://h/r.git",
+            "1:refs/a",
+            "2:refs/b",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        assert_eq!(shown_argv(&args), "push --porcelain --atomic https://h/r.git (2 refs)");
+        assert_eq!(shown_argv(&["fetch".to_string(), "origin".to_string()]), "fetch origin");
+    }
+
+    #[test]
+    fn a_person_stops_a_call_that_is_still_moving_at_once_and_is_told_how_far_it_got() {
+        // Moving all along, for 30 s; a person's Ctrl-C 0.5 s in stops it, where the command
+        // said so (`sync`). (A test process of its own under nextest: the flag is global.)
+        stop_transfers_on_interrupt();
+        let stopper = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(500));
+            gix::interrupt::trigger();
+        });
+        let started = std::time::Instant::now();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "for i in $(seq 300); do echo line $i; sleep 0.1; done"]);
+        let err = run_stalled_after(cmd, Duration::from_secs(60)).expect_err("stopped by the person");
+        stopper.join().expect("stopper");
+        gix::interrupt::reset();
+        assert!(started.elapsed() < Duration::from_secs(10), "stopped at once: {:?}", started.elapsed());
+        let Within::Stopped { moved, ran } = err else { panic!("{err:?}") };
+        assert!(moved > 0, "it had moved its lines");
+        let said = Stopped { argv: "push origin".into(), moved, ran }.to_string();
+        assert!(said.starts_with("'git push origin' was stopped by you after moving "), "{said}");
+    }
+
     #[test]
     fn a_call_is_cut_when_nothing_moves_for_the_timeout_never_while_it_moves() {
         let timeout = Duration::from_millis(800);

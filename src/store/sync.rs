@@ -414,80 +414,147 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
             report.claim = claim_outcome;
             return Ok(report);
         }
-        let planned = updates.clone();
-        let (updates, patterns) = match scope {
-            Scope::All => wildcard(updates, &report),
-            Scope::Refs(_) => (updates, Vec::new()),
+        // A sync with a lot to publish pushes it in bounded pieces, each its own atomic push
+        // leased like the rest: no one transfer grows with what piled up unpublished, an
+        // interrupted sync keeps what it published (its mirrors say so), and a retry starts
+        // from there (docs/concurrency.md, "A large sync"). A claim change rides with the
+        // refs it follows: such a push is never split.
+        // Claims go in the last piece: a claim released on the remote before the task record
+        // it follows would hand the task to another clone.
+        let batches: Vec<Vec<PushUpdate>> = if claim.is_none() && updates.len() > BATCH {
+            updates.sort_by_key(|u| u.dst.starts_with(refs::CLAIMS));
+            updates.chunks(BATCH).map(<[PushUpdate]>::to_vec).collect()
+        } else {
+            vec![updates]
         };
-        crate::failpoint::write_point();
-        let pushed = program::push(store.workdir(), remote_name, &updates, &patterns, timeout);
-        crate::failpoint::write_point();
-        let pushed = match pushed {
-            Ok(pushed) => pushed,
-            Err(err) => match remote::fault(remote_name, &err) {
-                // Reset, cut by the transfer timeout, a 5xx: whether it was applied is for the
-                // next round's fetch to say (leased pushes make a second one harmless).
-                remote::Fault::Transient(why) if failed_pushes + 1 < remote::ATTEMPTS => {
-                    failed_pushes += 1;
-                    last_fault = Some(why);
-                    continue;
-                }
-                remote::Fault::Transient(why) => return Err(remote::gave_up(remote_name, why, err)),
-                remote::Fault::Unhealable(refusal) => return Err(remote::unhealable(remote_name, refusal, err)),
-                remote::Fault::Other => {
-                    return Err(err.context(format!(
-                        "could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again"
-                    )))
-                }
-            },
-        };
-        if pushed.all_ok() {
+        let whole = batches.len() == 1;
+        let mut next = Next::Pushed;
+        for batch in batches {
+            let planned = batch.clone();
+            // A wildcard pushes every ref of its class: only for a push that is not split.
+            let (batch, patterns) = match scope {
+                Scope::All if whole => wildcard(batch, &report),
+                _ => (batch, Vec::new()),
+            };
+            crate::failpoint::write_point();
+            let pushed = program::push(store.workdir(), remote_name, &batch, &patterns, timeout);
+            crate::failpoint::write_point();
+            next = settle(store, remote_name, &scope, &planned, pushed, &mut failed_pushes, &mut last_fault)?;
+            if next != Next::Pushed {
+                break;
+            }
+            if program::stopped_by_person() {
+                return Err(crate::error::Refusal::new(
+                    crate::error::Class::Interrupted,
+                    format!("the sync with '{remote_name}' was stopped by you between two of its pushes; what it published stays"),
+                )
+                .hint("run 'git loop sync' again: it fetches what the remote holds and publishes the rest")
+                .into());
+            }
+        }
+        if next == Next::Pushed {
             if let Some(change) = &claim {
                 remote::set_local(store, &change.name, change.new)?;
                 claim_outcome = Some(ClaimOutcome::Applied);
             }
-            // The remote holds what we pushed: our mirrors say so (a claim leased on a task's
-            // record then needs no fetch of it, `claim::acquire`).
-            remote::mirror_pushed(store, remote_name, &planned)?;
             report.claim = claim_outcome;
             return Ok(report);
         }
-        if let Some(refusal) = pushed.refusal() {
-            // A lease that held when git checked it but not when the server took the ref locks
-            // (another clone pushed in between) is reported as "[remote rejected] (atomic
-            // transaction failed)", like a refusal: it is a race, to be fetched and merged
-            // again, unless the remote still holds what we saw for every ref we meant to push
-            // (those pushed by wildcard included).
-            let sources: Vec<String> = match &scope {
-                Scope::All => all_sources(),
-                Scope::Refs(_) => planned.iter().map(|u| u.dst.clone()).collect(),
-            };
-            let now: BTreeMap<String, ObjectId> =
-                remote::fetch(store, remote_name, &sources)?.remote_refs.into_iter().collect();
-            if planned.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
-                continue;
-            }
-            let hint = match refusal.hint {
-                Some(hint) => format!("{hint}; local state is unchanged and complete"),
-                None => {
-                    "the remote's hooks or settings forbid the update; local state is unchanged and complete".into()
-                }
-            };
-            let refused =
-                crate::error::refused(format!("remote '{remote_name}' refused '{}': {}", refusal.dst, refusal.why))
-                    .hint(hint);
-            return Err(remote::unhealable(
-                remote_name,
-                refused,
-                anyhow::anyhow!("the remote's hook refused the push"),
-            ));
-        }
-        // Someone pushed between our fetch and our push: the atomic push changed nothing.
-        // Fetch again and merge what they added.
+        // Someone pushed between our fetch and our push (that piece changed nothing), or a
+        // fault that may heal: fetch again and merge what they added; what was pushed stays.
     }
     anyhow::bail!(
         "the remote '{remote_name}' kept changing during sync ({rounds} rounds); nothing was lost, run 'git loop sync' again"
     )
+}
+
+/// The most refs one push of a sync carries: a clone that walked thousands of sessions offline
+/// publishes them in pushes of this many, each a transfer of bounded size.
+pub const BATCH: usize = 500;
+
+/// What a push came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Applied: the remote holds it, and our mirrors say so.
+    Pushed,
+    /// Not applied (someone pushed meanwhile, or a fault that may heal): fetch and merge again.
+    Again,
+}
+
+/// Read what pushing `planned` (with or without wildcards) came to: `Pushed`, `Again`, or the
+/// error that ends the exchange (a fault that does not heal, a refusal, a fault that did not
+/// heal in `remote::ATTEMPTS`).
+fn settle(
+    store: &Store,
+    remote_name: &str,
+    scope: &Scope,
+    planned: &[PushUpdate],
+    pushed: Result<program::PushReport>,
+    failed_pushes: &mut u32,
+    last_fault: &mut Option<String>,
+) -> Result<Next> {
+    let pushed = match pushed {
+        Ok(pushed) => pushed,
+        Err(err) if err.downcast_ref::<program::Stopped>().is_some() => {
+            // Whether this piece was applied is for the next sync's fetch to say; what earlier
+            // pieces published stays (their mirrors say so).
+            let progress = err.downcast_ref::<program::Stopped>().map(program::Stopped::progress).unwrap_or_default();
+            return Err(crate::error::Refusal::new(
+                crate::error::Class::Interrupted,
+                format!("the sync with '{remote_name}' was stopped by you while it pushed ({progress}); what it published before stays"),
+            )
+            .hint("run 'git loop sync' again: it fetches what the remote holds and publishes the rest")
+            .into());
+        }
+        Err(err) => match remote::fault(remote_name, &err) {
+            // Reset, cut by the transfer timeout, a 5xx: whether it was applied is for the
+            // next round's fetch to say (leased pushes make a second one harmless).
+            remote::Fault::Transient(why) if *failed_pushes + 1 < remote::ATTEMPTS => {
+                *failed_pushes += 1;
+                *last_fault = Some(why);
+                return Ok(Next::Again);
+            }
+            remote::Fault::Transient(why) => return Err(remote::gave_up(remote_name, why, err)),
+            remote::Fault::Unhealable(refusal) => return Err(remote::unhealable(remote_name, refusal, err)),
+            remote::Fault::Other => {
+                return Err(err.context(format!(
+                    "could not push to '{remote_name}'; nothing was lost, run 'git loop sync' again"
+                )))
+            }
+        },
+    };
+    if pushed.all_ok() {
+        // The remote holds what we pushed: our mirrors say so (a claim leased on a task's
+        // record then needs no fetch of it, `claim::acquire`).
+        remote::mirror_pushed(store, remote_name, planned)?;
+        return Ok(Next::Pushed);
+    }
+    if let Some(refusal) = pushed.refusal() {
+        // A lease that held when git checked it but not when the server took the ref locks
+        // (another clone pushed in between) is reported as "[remote rejected] (atomic
+        // transaction failed)", like a refusal: it is a race, to be fetched and merged
+        // again, unless the remote still holds what we saw for every ref we meant to push
+        // (those pushed by wildcard included).
+        let sources: Vec<String> = match scope {
+            Scope::All => all_sources(),
+            Scope::Refs(_) => planned.iter().map(|u| u.dst.clone()).collect(),
+        };
+        let now: BTreeMap<String, ObjectId> =
+            remote::fetch(store, remote_name, &sources)?.remote_refs.into_iter().collect();
+        if planned.iter().any(|u| now.get(&u.dst).copied() != u.expect.flatten()) {
+            return Ok(Next::Again);
+        }
+        let hint = match refusal.hint {
+            Some(hint) => format!("{hint}; local state is unchanged and complete"),
+            None => "the remote's hooks or settings forbid the update; local state is unchanged and complete".into(),
+        };
+        let refused =
+            crate::error::refused(format!("remote '{remote_name}' refused '{}': {}", refusal.dst, refusal.why))
+                .hint(hint);
+        return Err(remote::unhealable(remote_name, refused, anyhow::anyhow!("the remote's hook refused the push")));
+    }
+    // Someone pushed between our fetch and our push: the atomic push changed nothing.
+    Ok(Next::Again)
 }
 
 /// Ref classes whose every update is a fast-forward of a commit (after the merge step), so

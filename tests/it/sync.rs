@@ -129,3 +129,32 @@ fn init_with_a_remote_on_a_fresh_clone_shows_the_remotes_backlog_at_once() {
     let again = fresh.run(&["init", "--remote", "origin", "--json"]).ok().json();
     assert_eq!(again["taken_from_remote"], 0, "a second init has nothing more to take: {again}");
 }
+
+/// A clone with a lot unpublished (1,200 task records, more than two pieces of
+/// `sync::BATCH` refs) publishes it in pieces, each its own leased atomic push: a sync killed
+/// after its first piece keeps what that piece published, and the next sync pushes only the
+/// rest — it does not start again from nothing.
+#[test]
+fn a_large_sync_publishes_in_pieces_and_one_killed_half_way_keeps_what_it_published() {
+    let env = TestEnv::new();
+    let remote = env.remote("origin");
+    let a = env.clone_of(remote.to_str().expect("utf-8"), "a");
+    let n = 1200;
+    let lines: String = (1..=n).map(|i| format!("{{\"id\":\"t-{i:04}\",\"title\":\"task {i}\"}}\n")).collect();
+    let file = env.path("tasks.jsonl");
+    std::fs::write(&file, lines).expect("write tasks");
+    a.run(&["import", file.to_str().expect("utf-8")]).ok();
+    let published = || env.git(&remote, &["for-each-ref", "refs/loop/tasks"]).lines().count();
+    // Killed at its second write: the first piece's push has been made, the rest not yet.
+    let killed = a.run_with(&["sync"], &[("GIT_LOOP_KILL_AT", "sync:2")]);
+    assert_ne!(killed.code, 0, "the sync was killed");
+    let kept = published();
+    assert!(
+        kept >= git_loop::store::sync::BATCH - 10 && kept < n,
+        "the first piece is on the remote, not all of it: {kept} of {n}"
+    );
+    let again = a.run(&["sync", "--json"]).ok().json();
+    let pushed = again["refs"].as_array().expect("refs").iter().filter(|r| r["change"] == "pushed").count();
+    assert_eq!(published(), n, "every task record is published");
+    assert!(pushed <= n + 10 - kept, "the retry pushed only what was not published ({pushed}, {kept} kept)");
+}
