@@ -134,17 +134,31 @@ fn a_sync_killed_between_any_two_writes_leaves_both_clones_able_to_sync() {
     assert_eq!(titles(&a), titles(&b), "both clones hold every task");
 }
 
+/// Kills at the odd writes of a walk (each then recovered by the next walk), and at the even
+/// ones (each then repaired by `doctor --repair`): two tests of one loop, so that each takes
+/// half the time and they run side by side.
 #[test]
 fn a_walk_killed_between_any_two_writes_is_picked_up_by_the_next_walk() {
+    killed_at_every_other_write(1);
+}
+
+#[test]
+fn a_walk_killed_between_any_two_writes_is_repaired_by_doctor() {
+    killed_at_every_other_write(2);
+}
+
+/// Kill a walk of one unit at its `first`-th write, then every second one after, until a walk
+/// runs to its end: after each kill, what it left is recovered (by `doctor --repair` after the
+/// even ones, by the next walk after the odd ones) and the next walk does the task.
+fn killed_at_every_other_write(first: usize) {
     let env = TestEnv::new();
     let repo = env.repo("r");
     repo.add(&["warm up"]);
     repo.git(&["pack-refs", "--all"]);
     let agent = env.agent("once", "echo \"$GIT_LOOP_TASK\" > done.txt\ngit loop finish done --message ok");
     let walk = ["run", "--agent-cmd", agent.as_str(), "--grace", "1", "--max-units", "1"];
-    let mut n = 0;
+    let mut n = first;
     loop {
-        n += 1;
         let id = repo.add(&[&format!("unit {n}")]);
         let run = repo.run_with(&walk, &[("GIT_LOOP_KILL_AT", &format!("run:{n}"))]);
         // What the killed walk left is recovered by `doctor --repair` after every other kill,
@@ -190,6 +204,7 @@ fn a_walk_killed_between_any_two_writes_is_picked_up_by_the_next_walk() {
             break;
         }
         assert!(n < 300, "the walk never ran to its end");
+        n += 2;
     }
 }
 
