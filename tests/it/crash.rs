@@ -165,7 +165,7 @@ fn killed_at_every_other_write(first: usize) {
         // and by the next walk after the others; either way doctor then finds nothing. (One
         // doctor per kill: it reads every object of the loop's history, which grows here.)
         let when = format!("after kill {n} of the walk");
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             // Checks, repairs, checks again: exit 0 only if the second check is clean, and no
             // corrupt record was among what it repaired.
             let repaired = repo.run(&["doctor", "--repair", "--json"]);
@@ -189,7 +189,7 @@ fn killed_at_every_other_write(first: usize) {
         // The next walk works the task to its end.
         let again = repo.run(&["run", "--agent-cmd", agent.as_str(), "--grace", "1"]);
         assert_eq!(again.code, 0, "after kill {n}:\n{}{}", again.stdout, again.stderr);
-        if n % 2 == 1 {
+        if !n.is_multiple_of(2) {
             let after = repo.run(&["doctor"]);
             assert_eq!(after.code, 0, "{when}, once the next walk recovered it:\n{}{}", after.stdout, after.stderr);
         }
