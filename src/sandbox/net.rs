@@ -402,16 +402,43 @@ fn serve(conn: UnixStream, allow: &Allow, refused: &dyn Fn(&str, &str)) -> Optio
         upstream_w.write_all(&buffered).ok()?;
     }
     let _ = conn.set_read_timeout(None);
-    let mut conn_r = conn.try_clone().ok()?;
-    let mut upstream_r = upstream;
-    let up = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut conn_r, &mut upstream_w);
-        let _ = upstream_w.shutdown(std::net::Shutdown::Write);
-    });
-    let _ = std::io::copy(&mut upstream_r, &mut conn);
-    let _ = conn.shutdown(std::net::Shutdown::Write);
-    let _ = up.join();
+    splice(conn.try_clone().ok()?, upstream_w, upstream, conn);
     None
+}
+
+/// A stream whose writing half can be closed, telling its reader that nothing more comes.
+trait HalfClose: Write {
+    fn close_write(&self);
+}
+
+impl HalfClose for TcpStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl HalfClose for UnixStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Carry bytes both ways until each side has said all it will: `up_from` to `up_to` on a
+/// thread of its own, `down_from` to `down_to` here, each writing half closed once its reader
+/// ends.
+fn splice(
+    mut up_from: impl Read + Send + 'static,
+    mut up_to: impl HalfClose + Send + 'static,
+    mut down_from: impl Read,
+    mut down_to: impl HalfClose,
+) {
+    let up = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut up_from, &mut up_to);
+        up_to.close_write();
+    });
+    let _ = std::io::copy(&mut down_from, &mut down_to);
+    down_to.close_write();
+    let _ = up.join();
 }
 
 fn refuse(conn: &mut UnixStream, why: &str) -> std::io::Result<()> {
@@ -482,7 +509,7 @@ pub fn bridge(args: &[String]) -> Result<i32> {
 /// CONNECT to that address.
 fn tunnel(conn: TcpStream, socket: &Path, target: Option<SocketAddr>) {
     let Ok(proxy) = UnixStream::connect(socket) else { return };
-    let (Ok(mut conn_r), Ok(mut proxy_w)) = (conn.try_clone(), proxy.try_clone()) else { return };
+    let (Ok(conn_r), Ok(mut proxy_w)) = (conn.try_clone(), proxy.try_clone()) else { return };
     let mut conn = conn;
     // What comes back, read through a buffer that may already hold the first bytes after the
     // proxy's answer to a CONNECT.
@@ -503,13 +530,7 @@ fn tunnel(conn: TcpStream, socket: &Path, target: Option<SocketAddr>) {
             line.clear();
         }
     }
-    let up = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut conn_r, &mut proxy_w);
-        let _ = proxy_w.shutdown(std::net::Shutdown::Write);
-    });
-    let _ = std::io::copy(&mut back, &mut conn);
-    let _ = conn.shutdown(std::net::Shutdown::Write);
-    let _ = up.join();
+    splice(conn_r, proxy_w, back, conn);
 }
 
 #[cfg(test)]

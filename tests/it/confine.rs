@@ -322,33 +322,15 @@ fn a_session_without_the_network_cannot_reach_the_host_and_one_with_it_can() {
     }
     let env = TestEnv::strict();
     let repo = env.repo("r");
-    // A host service on loopback that counts who reaches it and hangs up at once.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
-    let port = listener.local_addr().expect("addr").port();
-    listener.set_nonblocking(true).expect("nonblocking");
-    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let server = {
-        let (reached, stop) = (reached.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        reached.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        drop(stream);
-                    }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
-                }
-            }
-        })
-    };
+    let host = Counter::start();
+    let port = host.port;
     let agent = env.agent(
         "caller",
         &format!(
             "if git ls-remote http://127.0.0.1:{port}/x >/dev/null 2>&1; then echo 'reach 0' > reach.txt; else echo \"reach $?\" > reach.txt; fi\ngit loop finish done"
         ),
     );
-    let accepted = || reached.swap(0, std::sync::atomic::Ordering::SeqCst);
+    let accepted = || host.reached.swap(0, std::sync::atomic::Ordering::SeqCst);
     let id = repo.add(&["offline"]);
     repo.git(&["config", "loop.sandbox.network", "none"]);
     repo.run(&["run", "--agent-cmd", &agent, "--task", &id, "--grace", "1"]).ok();
@@ -358,8 +340,6 @@ fn a_session_without_the_network_cannot_reach_the_host_and_one_with_it_can() {
     repo.git(&["config", "loop.sandbox.network", "on"]);
     repo.run(&["run", "--agent-cmd", &agent, "--task", &online, "--grace", "1"]).ok();
     assert!(accepted() >= 1, "with the network on, the host's loopback is reached");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    server.join().expect("the server thread");
 }
 
 /// A host service on loopback that counts the connections it accepts and hangs up at once.
