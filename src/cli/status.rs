@@ -143,7 +143,12 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
             cap.unwrap_or_default()
         ))?;
     }
-    if spent.sessions > 0 {
+    if spent.sessions > 0 && spent.unknown == spent.sessions {
+        out.line(format!(
+            "spent: unknown, none of {} reported what it used (git loop cost)",
+            super::human::count(spent.sessions, "session", "sessions")
+        ))?;
+    } else if spent.sessions > 0 {
         out.line(format!(
             "spent: {} over {} (git loop cost)",
             spent.describe(),
