@@ -378,9 +378,13 @@ fn serve(conn: UnixStream, allow: &Allow, refused: &dyn Fn(&str, &str)) -> Optio
         Verdict::Through(address) => match TcpStream::connect_timeout(&address, Duration::from_secs(15)) {
             Ok(upstream) => upstream,
             Err(err) => {
+                let body = format!("git-loop could not reach {shown}: {err}\n");
                 let _ = conn.write_all(
-                    format!("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n{err}")
-                        .as_bytes(),
+                    format!(
+                        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
                 );
                 return None;
             }
