@@ -410,6 +410,9 @@ pub struct Request<'r> {
     pub context: &'r [(String, ObjectId)],
     /// Who its commits are authored as.
     pub author: &'r str,
+    /// What it may reach under `loop.sandbox.network = allow` besides `loop.sandbox.allow`: its
+    /// agent's model API (`agent::presets::network_entries`); none for a command.
+    pub network: &'r [net::Entry],
 }
 
 /// A run made ready: run `program` with `args` and then `--`, the command and its arguments,
@@ -717,10 +720,7 @@ impl Sandbox {
             let dir = req.room.join(net::DIR);
             std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
             let _ = std::fs::remove_file(dir.join(net::BLOCKED_FILE));
-            let mut entries = self.policy.allow.clone();
-            let codex_home = self.codex_home.clone().or_else(|| self.home.as_ref().map(|h| h.join(".codex")));
-            entries.extend(crate::agent::presets::network_entries(req.agent, codex_home.as_deref()));
-            let allow = net::Allow(entries);
+            let allow = net::Allow(self.policy.allow.iter().chain(req.network).cloned().collect());
             allow.write(&dir.join(net::ALLOW_FILE))?;
             let socket = net::socket_path(&dir);
             b.pair("--ro-bind", &socket, &socket);

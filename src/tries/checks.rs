@@ -106,6 +106,7 @@ pub fn run_fed(
                     command_line: command,
                     context: &[],
                     author: name,
+                    network: &[],
                 },
             )?;
             let mut confined = prepared.args;

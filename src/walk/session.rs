@@ -318,6 +318,9 @@ impl GitDispatcher<'_> {
         let confined = match self.walker.sandbox() {
             Some(sandbox) => {
                 let context = self.context_refs(task)?;
+                let ctx = &self.walker.ctx;
+                let codex_home = ctx.codex_home.clone().or_else(|| ctx.home.as_ref().map(|h| h.join(".codex")));
+                let network = crate::agent::presets::network_entries(Some(&agent.name), codex_home.as_deref());
                 let prepared = sandbox.prepare(
                     self.store,
                     &crate::sandbox::Request {
@@ -330,6 +333,7 @@ impl GitDispatcher<'_> {
                         command_line: &agent.args.join(" "),
                         context: &context,
                         author: &agent.name,
+                        network: &network,
                     },
                 )?;
                 let mut args = prepared.args.clone();

@@ -48,10 +48,9 @@ pub struct Walker<'a> {
     /// share its journal chain, and two of them pushing it at once would fail each other's
     /// pushes.
     pub(super) publishing: std::sync::Mutex<()>,
-    /// Done tasks of this walk not landed yet (`--land`).
+    /// Done tasks of this walk not landed yet (`--land`), queued by the workers for the lander
+    /// (the only one that lands while they work; the walk's end lands the rest after it).
     pub(super) to_land: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    /// Held by the worker that lands; the others leave their tasks in `to_land` for it.
-    landing: std::sync::Mutex<()>,
     /// Tells the walk's lander (`--land`) that `to_land` has tasks, or that the walk ends.
     lander_wake: std::sync::Condvar,
     /// Set (under `to_land`'s lock) when the workers are done: the lander lands what is left
@@ -132,7 +131,6 @@ impl<'a> Walker<'a> {
             seen: std::sync::Mutex::new(Seen::new(store)),
             publishing: Default::default(),
             to_land: Default::default(),
-            landing: Default::default(),
             lander_wake: Default::default(),
             lander_stop: AtomicBool::new(false),
             said_no_checks: AtomicBool::new(false),
@@ -303,7 +301,7 @@ impl Walker<'_> {
                 }
             }
             let before = self.to_land.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            self.land(store, None);
+            self.land(store);
             let after = self.to_land.lock().unwrap_or_else(|p| p.into_inner()).clone();
             // What could not land now (another lander, a dirty checkout) waits for the next
             // task closed, or for the walk's end; not a busy loop.
@@ -329,27 +327,21 @@ impl Walker<'_> {
         self.lander_wake.notify_all();
     }
 
-    /// Land `done` (a task this walk just closed done), with every other done task of this
-    /// walk not landed yet, through the landing queue. One worker lands at a time; a worker
-    /// that finds another landing leaves its task for it (it looks again after each landing),
-    /// so the tasks parallel workers finish meanwhile land together, in one batch. What stays
-    /// unlanded (another clone's lander at work, a dirty checkout of the target) is tried again
-    /// at the next close and when the walk ends. Never fails the walk: what went wrong is said.
-    pub fn land(&self, store: &Store, done: Option<TaskId>) -> bool {
-        if let Some(id) = done {
-            self.to_land.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string());
-        }
+    /// Land every done task of this walk not landed yet (`to_land`) through the landing queue,
+    /// and those queued meanwhile after them, in batches: the lander's work, and the walk's
+    /// last as it ends. What stays unlanded (another clone's lander at work, a dirty checkout
+    /// of the target) is tried again when another task is queued and when the walk ends.
+    /// Never fails the walk: what went wrong is said. True when another lander held the target.
+    pub fn land(&self, store: &Store) -> bool {
         let mut busy = false;
         loop {
-            let Ok(_landing) = self.landing.try_lock() else { return false };
             let ids: Vec<String> =
                 std::mem::take(&mut *self.to_land.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
             let went = if ids.is_empty() { Went::Landed } else { self.land_now(store, ids) };
-            drop(_landing);
             busy |= went == Went::Busy;
-            // A task added while this worker landed, by a worker that found it landing. What
-            // could not land (a dirty checkout) waits for the next close: trying it again at
-            // once would only fail again.
+            // Tasks the workers queued while it landed go next. What could not land (a dirty
+            // checkout) waits for another task queued: trying it again at once would only fail
+            // again.
             if went != Went::Landed || self.to_land.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
                 return busy;
             }
@@ -477,7 +469,7 @@ impl Walker<'_> {
     /// another lander holds the target (up to `LAND_WAIT`), unless the walk is interrupted.
     pub(super) fn land_the_rest(&self, store: &Store) {
         let started = std::time::Instant::now();
-        while self.land(store, None) && started.elapsed() < LAND_WAIT && !self.cancelled(store) {
+        while self.land(store) && started.elapsed() < LAND_WAIT && !self.cancelled(store) {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
