@@ -28,6 +28,7 @@ pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod failpoint;
+pub mod forge;
 pub mod git;
 pub mod hooks;
 pub mod ids;

@@ -40,6 +40,12 @@ use git_loop::{ops, walk};
 pub struct LandArgs {
     /// Only these tasks (id or unique prefix; each must be done).
     ids: Vec<String>,
+    /// merge: the landing queue merges, checks and moves the target itself; pr: a pull or
+    /// merge request per task on the forge (GitHub, GitLab, Forgejo/Gitea), opened once and
+    /// read back on each run: merged there, the task landed; closed, parked; failing CI or
+    /// changes asked for, sent back to its agent (default: loop.land's way, else merge).
+    #[arg(long, value_name = "WAY", value_parser = super::run::parse_via)]
+    via: Option<git_loop::landing::Via>,
     /// The branch to land on (default: loop.mergeInto, else the current branch).
     #[arg(long, value_name = "BRANCH")]
     into: Option<String>,
@@ -76,6 +82,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     let store = env.open()?;
     let only = args.ids.iter().map(|id| git_loop::backlog::resolve(&store, id)).collect::<Result<Vec<_>>>()?;
     let flags = ops::land::LandFlags {
+        via: args.via,
         into: args.into,
         only,
         batch: args.batch,
@@ -112,8 +119,25 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
             git_loop::ids::short_commit(&landed.commit)
         ))?;
     }
+    for seen in report.requests.iter().filter(|r| r.state == "open") {
+        let sign = if seen.forge == "gitlab" { "!" } else { "#" };
+        let what = if seen.forge == "gitlab" { "merge request" } else { "pull request" };
+        let verb = if seen.opened { "opened" } else { "open" };
+        let review = seen.review.as_deref().map(|r| format!(", {}", r.replace('_', " "))).unwrap_or_default();
+        let onto = if seen.base != report.into { format!(" on {}", seen.base) } else { String::new() };
+        out.line(format!(
+            "{}  {what} {sign}{} {verb}{onto}: checks {}{review} · {}",
+            seen.task, seen.number, seen.checks, seen.url
+        ))?;
+    }
     for failed in &report.failed {
-        out.line(format!("{}  not landed, needs you: {}", failed.task, text::line(&failed.reason)))?;
+        let said = match failed.cause.as_str() {
+            "sent_back" => "sent back to its agent",
+            "closed" => "parked",
+            "branch" => "not landed",
+            _ => "not landed, needs you",
+        };
+        out.line(format!("{}  {said}: {}", failed.task, text::line(&failed.reason)))?;
         let standing = super::answer::Standing {
             conflict: (failed.cause == "conflict").then(|| report.into.clone()),
             ..Default::default()
@@ -131,7 +155,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
     for note in &report.notes {
         out.line(format!("note: {note}"))?;
     }
-    if report.landed.is_empty() && report.failed.is_empty() && report.waiting.is_empty() {
+    if report.landed.is_empty() && report.failed.is_empty() && report.waiting.is_empty() && report.requests.is_empty() {
         out.line(format!("nothing to land on {}", report.into))?;
     }
     if unlanded {

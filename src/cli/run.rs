@@ -187,6 +187,11 @@ pub struct WalkArgs {
     /// --merge is an alias.
     #[arg(long, visible_alias = "merge")]
     land: bool,
+    /// How --land lands: merge (the landing queue moves the target itself) or pr (a pull or
+    /// merge request per task on the forge, landed when merged there); given, it lands
+    /// (default: loop.land's way, else merge).
+    #[arg(long, value_name = "WAY", value_parser = parse_via)]
+    via: Option<git_loop::landing::Via>,
     /// How sessions and checks are confined: auto (in bubblewrap where it works, else
     /// unconfined and said so), required (refuse to start without it, exit 77) or off
     /// (default: loop.sandbox, else auto).
@@ -202,6 +207,11 @@ pub struct WalkArgs {
 }
 
 /// `--sandbox`'s value.
+pub(super) fn parse_via(word: &str) -> Result<git_loop::landing::Via, git_loop::error::Refusal> {
+    git_loop::landing::Via::parse(word)
+        .ok_or_else(|| usage(format!("'{}' is not a way to land", word.escape_debug())).hint("use merge or pr"))
+}
+
 pub(super) fn parse_sandbox(word: &str) -> Result<git_loop::sandbox::Mode, git_loop::error::Refusal> {
     git_loop::sandbox::Mode::parse(word).ok_or_else(|| {
         usage(format!("sandbox mode '{}' is not valid", word.escape_debug())).hint("use auto, required or off")
@@ -290,6 +300,7 @@ pub(super) fn walk_options(
         lease: args.lease.0,
         base: args.base,
         land: args.land,
+        land_via: args.via,
         sandbox: args.sandbox,
         accept_settings: args.accept_settings,
     };

@@ -27,6 +27,7 @@
 //! is never touched: the landing is refused.
 
 pub mod conflict;
+pub mod request;
 pub mod summary;
 mod worktree;
 
@@ -55,8 +56,37 @@ use crate::tries::{self, checks, Merged};
 pub use conflict::{Conflict, NoResolver, Resolution, Resolver};
 pub use summary::{Landing, NoSummarizer, Summarizer, Summary};
 
+/// The way done work reaches the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Via {
+    /// The landing queue merges, checks and moves the target itself.
+    #[default]
+    Merge,
+    /// A pull or merge request per task on the forge, merged there (`request`).
+    Request,
+}
+
+impl Via {
+    pub fn parse(text: &str) -> Option<Via> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "merge" | "push" => Some(Via::Merge),
+            "pr" | "mr" | "request" => Some(Via::Request),
+            _ => None,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Via::Merge => "merge",
+            Via::Request => "pr",
+        }
+    }
+}
+
 /// How to land.
 pub struct Options<'o> {
+    /// Merge here, or through the forge's requests.
+    pub via: Via,
     /// The target branch (short or full name; default `loop.mergeInto`, else the current branch).
     pub into: Option<String>,
     /// Only these tasks (empty: every done task not yet on the target).
@@ -142,12 +172,15 @@ pub struct Report {
     /// What became of the local branch and its worktree, when it was not simply moved.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Through the forge: each task's request as this run left it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<request::Requested>,
 }
 
 /// How a landing run went.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Ran(Report),
+    Ran(Box<Report>),
     /// Another lander holds the target's claim.
     Busy(Box<Held>),
 }
@@ -384,6 +417,9 @@ const REFRESH_EVERY: Duration = Duration::from_secs(30);
 pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome> {
     let target = target(store, opts.into.as_deref())?;
     check_landable(store, &opts.only)?;
+    if opts.via == Via::Request {
+        return request::land(store, ctx, opts, target);
+    }
     let key = lander_key(&target);
     let claim_opts = AcquireOptions {
         holder: opts.holder.clone(),
@@ -419,6 +455,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
             waiting: Vec::new(),
             target: None,
             notes: Vec::new(),
+            requests: Vec::new(),
         },
         failed_ids: HashSet::new(),
         messages: HashMap::new(),
@@ -436,7 +473,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
         lander.follow_locally()?;
     }
     lander.report.target = lander.tip.map(|t| t.to_string());
-    Ok(Outcome::Ran(lander.report))
+    Ok(Outcome::Ran(Box::new(lander.report)))
 }
 
 struct Lander<'l> {

@@ -203,6 +203,14 @@ pub fn land(store: &Store, flag: bool) -> Result<bool> {
     Ok(flag || store.settings().land()?)
 }
 
+/// How done work lands: `--via`, else `loop.land`'s way.
+pub fn land_via(store: &Store, flag: Option<crate::landing::Via>) -> Result<crate::landing::Via> {
+    match flag {
+        Some(via) => Ok(via),
+        None => Ok(store.settings().land_via()?),
+    }
+}
+
 /// How many task branches a landing merges before checking once.
 pub fn land_batch(store: &Store, flag: Option<usize>) -> Result<usize> {
     match flag {

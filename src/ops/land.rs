@@ -19,6 +19,7 @@ use crate::walk;
 
 /// What `land` was asked (`None`: not asked).
 pub struct LandFlags {
+    pub via: Option<crate::landing::Via>,
     pub into: Option<String>,
     pub only: Vec<TaskId>,
     pub batch: Option<usize>,
@@ -32,6 +33,7 @@ pub struct LandFlags {
 /// A landing about to run: what was decided, for its caller to say before it starts.
 pub struct Prepared {
     flags: LandFlags,
+    pub via: crate::landing::Via,
     batch: usize,
     checks: Option<String>,
     checks_timeout: Duration,
@@ -50,6 +52,7 @@ impl Prepared {
 
 /// Decide every value of a landing and check every role it names, before anything lands.
 pub fn prepare(store: &Store, ctx: &Context, exe: &Path, flags: LandFlags) -> Result<Prepared> {
+    let via = config::land_via(store, flags.via)?;
     let batch = config::land_batch(store, flags.batch)?;
     let checks = config::checks(store, flags.checks.clone());
     let checks_timeout = config::checks_timeout(store, flags.checks_timeout)?;
@@ -66,7 +69,7 @@ pub fn prepare(store: &Store, ctx: &Context, exe: &Path, flags: LandFlags) -> Re
     }
     // The checks run the merged code, and the roles are agents: confined as a walk's are.
     let confinement = super::run::confinement(store, ctx, exe, flags.sandbox)?;
-    Ok(Prepared { flags, batch, checks, checks_timeout, resolver, summarizer, agent, confinement })
+    Ok(Prepared { flags, via, batch, checks, checks_timeout, resolver, summarizer, agent, confinement })
 }
 
 /// Run a prepared landing; `cancelled` is asked between steps, `observer` hears the roles'
@@ -80,8 +83,9 @@ pub fn land(
     cancelled: &dyn Fn() -> bool,
     observer: &dyn walk::Observer,
 ) -> Result<Report> {
-    let Prepared { flags, batch, checks, checks_timeout, resolver, summarizer, agent, confinement } = prepared;
+    let Prepared { flags, via, batch, checks, checks_timeout, resolver, summarizer, agent, confinement } = prepared;
     let opts = landing::Options {
+        via,
         into: flags.into,
         only: flags.only,
         batch,
@@ -122,7 +126,7 @@ pub fn land(
         }
     };
     match outcome {
-        Outcome::Ran(report) => Ok(report),
+        Outcome::Ran(report) => Ok(*report),
         Outcome::Busy(held) => {
             let r = &held.record;
             Err(Refusal::new(
@@ -139,9 +143,10 @@ pub fn land(
 
 /// Whether a landing left work asked for off the target: a landing failed; or asked for tasks
 /// by id, one is not on the target now (the queue left out only what the target holds
-/// already); or asked for every done task, it landed none of those left in the queue.
+/// already); or asked for every done task, it landed none of those left in the queue (nor,
+/// through the forge, has any request open for them).
 pub fn unlanded(report: &Report, asked_by_id: bool) -> bool {
     !report.failed.is_empty()
         || (asked_by_id && !report.waiting.is_empty())
-        || (report.landed.is_empty() && !report.waiting.is_empty())
+        || (report.landed.is_empty() && report.requests.is_empty() && !report.waiting.is_empty())
 }

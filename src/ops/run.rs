@@ -82,6 +82,8 @@ pub struct WalkFlags {
     pub lease: chrono::Duration,
     pub base: Option<String>,
     pub land: bool,
+    /// How to land (`--via`; given, it lands).
+    pub land_via: Option<crate::landing::Via>,
     pub sandbox: Option<sandbox::Mode>,
     pub accept_settings: bool,
 }
@@ -225,7 +227,8 @@ pub fn walk_options(
         ..Default::default()
     };
     opts.base = flags.base;
-    opts.land = config::land(store, flags.land)?;
+    opts.land = config::land(store, flags.land || flags.land_via.is_some())?;
+    opts.land_via = config::land_via(store, flags.land_via)?;
     opts.land_batch = store.settings().land_batch()?;
     opts.together = together;
     opts.pick = pick;

@@ -115,6 +115,17 @@ recorded! {
     /// A try of a task whose landing conflicted began as the merge of its task branch into the
     /// target, in progress (a person's take-over, or the walk's next try). Added later.
     MergeStarted(MergeStarted) = "merge_started",
+    // Landing through the forge.
+    /// A pull or merge request was opened for a done task (or found, opened before).
+    PrOpened(PrOpened) = "pr_opened",
+    /// The forge's CI on a request's head came to a verdict (said once per head and verdict).
+    PrChecks(PrChecks) = "pr_checks",
+    /// A review of a request (said once per review).
+    PrReview(PrReview) = "pr_review",
+    /// A request was merged: its task landed (a `task_landed` follows).
+    PrMerged(PrMerged) = "pr_merged",
+    /// A request was closed without merging: its task is parked.
+    PrClosed(PrClosed) = "pr_closed",
     // Sync.
     /// Two clones' copies of a forward-only ref diverged.
     RefDiverged(RefDiverged) = "ref_diverged",
@@ -543,6 +554,76 @@ pub struct TaskLanded {
     /// Who landed it (the lander's holder name).
     #[serde(default)]
     pub lander: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PrOpened {
+    /// `github`, `gitlab` or `forgejo`.
+    pub forge: String,
+    pub number: u64,
+    #[serde(default)]
+    pub url: String,
+    /// The branch it merges (short name on the remote) and into (full ref name).
+    #[serde(default)]
+    pub branch: String,
+    #[serde(default)]
+    pub into: String,
+    /// The task branch's head pushed for it.
+    #[serde(default)]
+    pub head: String,
+    /// Found on the forge, opened before (by a run that stopped, or another clone).
+    #[serde(default)]
+    pub found: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PrChecks {
+    pub number: u64,
+    /// The request's head the verdict is on.
+    pub head: String,
+    /// `pending`, `passing`, `failing` or `none`.
+    pub verdict: String,
+    /// The failing checks and what each said.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
+    /// The task went back to its agent with these words.
+    #[serde(default)]
+    pub sent_back: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PrReview {
+    pub number: u64,
+    /// The forge's id of the review.
+    pub id: String,
+    /// `approved`, `changes_requested` or `commented`.
+    pub state: String,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub body: String,
+    /// The task went back to its agent with these words.
+    #[serde(default)]
+    pub sent_back: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PrMerged {
+    pub number: u64,
+    /// The commit the merge made on the target.
+    #[serde(default)]
+    pub commit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PrClosed {
+    pub number: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(default)]
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -85,6 +85,12 @@ pub fn swap_branch(store: &Store, remote: &str, name: &str, old: ObjectId, new: 
     swap_with(store, remote, name, Expect::Is(old), Some(new), &[], Mirror::Only)
 }
 
+/// Set branch `name` (a full ref name) on the remote to `new` if it holds what `expect` says,
+/// by a push with a lease (a request branch of the forge's landing). Only the mirror follows.
+pub fn push_branch(store: &Store, remote: &str, name: &str, expect: Expect, new: ObjectId) -> Result<Cas> {
+    swap_with(store, remote, name, expect, Some(new), &[], Mirror::Only)
+}
+
 /// The remote's value of branch `name` (fetched, with its objects, into its mirror), leaving
 /// the local branch alone.
 pub fn read_branch(store: &Store, remote: &str, name: &str) -> Result<Option<ObjectId>> {

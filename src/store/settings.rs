@@ -135,7 +135,27 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         key: "loop.land",
-        meaning: "`true`: `run` and `race` land each done task as if given `--land` (default false)",
+        meaning: "`true` (or `merge`): `run` and `race` land each done task as if given `--land`, by the landing queue's own merge; `pr`: through a pull or merge request on the forge instead (`--land --via pr`, and `land`'s way; docs/concurrency.md, \"Landing through the forge\"); default false",
+    },
+    Key {
+        key: "loop.forge",
+        meaning: "the forge requests are opened on: `github`, `gitlab` or `forgejo` (`gitea`); default: told by the remote's host (github.com, gitlab.com, codeberg.org)",
+    },
+    Key {
+        key: "loop.forge.url` / `.repo",
+        meaning: "the forge's API base URL (default `https://api.github.com`, else `https://<host>/api/v3`, `/api/v4`, `/api/v1` by forge) and the repository's `owner/name` on it (default: the remote URL's path)",
+    },
+    Key {
+        key: "loop.forge.branch",
+        meaning: "the name a task's request branch is pushed under, `{id}` standing for the task's id (default `loop/{id}`)",
+    },
+    Key {
+        key: "loop.forge.stack",
+        meaning: "a done task whose dependency's request is not merged yet: `wait` (default: its request opens once the dependency's merged) or `stack` (its request opens on the dependency's branch, and is retargeted when that one merges)",
+    },
+    Key {
+        key: "loop.forge.wait",
+        meaning: "the longest a forge's rate limit is waited for before the landing stops and says until when (default 5m)",
     },
     Key {
         key: "loop.landBatch",
@@ -365,9 +385,77 @@ impl<'s> Settings<'s> {
     pub fn land(&self) -> Result<bool, Refusal> {
         match self.text("loop.land").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
             None | Some("false" | "no" | "off" | "0") => Ok(false),
-            Some("true" | "yes" | "on" | "1") => Ok(true),
-            Some(other) => Err(usage(format!("loop.land '{}' is not a boolean", other.escape_debug()))
-                .hint("set it to true or false: git config loop.land true")),
+            Some("true" | "yes" | "on" | "1" | "merge" | "pr" | "mr" | "request") => Ok(true),
+            Some(other) => {
+                Err(usage(format!("loop.land '{}' is neither a boolean nor a way to land", other.escape_debug()))
+                    .hint("set it to true, false or pr: git config loop.land pr"))
+            }
+        }
+    }
+
+    /// `loop.land`'s way: `pr` lands through the forge; anything else by the queue's merge.
+    pub fn land_via(&self) -> Result<crate::landing::Via, Refusal> {
+        match self.text("loop.land").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            Some("pr" | "mr" | "request") => Ok(crate::landing::Via::Request),
+            _ => self.land().map(|_| crate::landing::Via::Merge),
+        }
+    }
+
+    /// `loop.forge`: the forge's kind, if named.
+    pub fn forge(&self) -> Result<Option<crate::forge::Kind>, Refusal> {
+        match self.text("loop.forge") {
+            None => Ok(None),
+            Some(v) => crate::forge::Kind::parse(&v).map(Some).ok_or_else(|| {
+                usage(format!("loop.forge '{}' is not a forge git-loop knows", v.escape_debug()))
+                    .hint("set it to github, gitlab, forgejo or gitea")
+            }),
+        }
+    }
+
+    /// `loop.forge.url`: the forge's API base URL, if named.
+    pub fn forge_url(&self) -> Option<String> {
+        self.text("loop.forge.url").map(|v| v.trim().to_owned())
+    }
+
+    /// `loop.forge.repo`: the repository's path on the forge, if named.
+    pub fn forge_repo(&self) -> Option<String> {
+        self.text("loop.forge.repo").map(|v| v.trim().to_owned())
+    }
+
+    /// `loop.forge.branch`: the request branch of a task, `{id}` its id (default `loop/{id}`).
+    pub fn forge_branch(&self, id: &str) -> Result<String, Refusal> {
+        let pattern = self.text("loop.forge.branch").unwrap_or_else(|| "loop/{id}".into());
+        let name = pattern.trim().replace("{id}", id);
+        if !pattern.contains("{id}") || gix::refs::FullName::try_from(format!("refs/heads/{name}")).is_err() {
+            return Err(usage(format!(
+                "loop.forge.branch '{}' does not make a branch name of a task's id",
+                pattern.escape_debug()
+            ))
+            .hint("it names {id}, e.g. git config loop.forge.branch 'agents/{id}'"));
+        }
+        Ok(name)
+    }
+
+    /// `loop.forge.stack`: whether a request opens on its dependency's unmerged branch.
+    pub fn forge_stack(&self) -> Result<bool, Refusal> {
+        match self.text("loop.forge.stack").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("wait") => Ok(false),
+            Some("stack") => Ok(true),
+            Some(other) => Err(usage(format!("loop.forge.stack '{}' is neither wait nor stack", other.escape_debug()))
+                .hint("git config loop.forge.stack stack")),
+        }
+    }
+
+    /// `loop.forge.wait`: the longest rate-limit reset waited for (default 5m).
+    pub fn forge_wait(&self) -> Result<Duration, Refusal> {
+        match self.text("loop.forge.wait") {
+            None => Ok(Duration::from_secs(300)),
+            Some(v) => {
+                v.trim().parse::<Span>().map(|s| Duration::from_secs(s.0.num_seconds().max(0) as u64)).map_err(|_| {
+                    usage(format!("loop.forge.wait '{}' is not a duration", v.escape_debug()))
+                        .hint("e.g. 5m, 90s or 0s")
+                })
+            }
         }
     }
 
@@ -481,10 +569,17 @@ pub(crate) fn table_under(doc: &str, heading: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// docs/storage.md lists every setting, as [`super::KEYS`] says.
+    /// docs/storage.md lists every setting, as [`super::KEYS`] says (`GIT_LOOP_BLESS=1`
+    /// rewrites the table from them).
     #[test]
     fn the_docs_list_every_setting() {
-        let table = super::table_under(include_str!("../../docs/storage.md"), "## Configuration");
+        let doc = include_str!("../../docs/storage.md");
+        let table = super::table_under(doc, "## Configuration");
+        if std::env::var_os("GIT_LOOP_BLESS").is_some() && table != super::table() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/storage.md");
+            std::fs::write(path, doc.replacen(&table, &super::table(), 1)).expect("write docs/storage.md");
+            return;
+        }
         assert_eq!(table, super::table(), "docs/storage.md's settings table is made from settings::KEYS");
     }
 }

@@ -95,14 +95,16 @@ const SHARED_KEYS: &[&str] = &[
     "loop.mergeInto",
     "loop.land",
     "loop.landBatch",
+    "loop.forge.branch",
+    "loop.forge.stack",
 ];
 
 /// Sections of named settings that are shared whole: agents, roles, prices.
 const SHARED_SECTIONS: &[&str] = &["loop.agent.", "loop.role.", "loop.price."];
 
 /// A clone's own: the remote it follows, where its worktrees go and how many it keeps, who it
-/// is, how it notifies, how long it waits on its network, and how its machine confines sessions
-/// (paths of its own).
+/// is, how it notifies, how long it waits on its network, which forge its token goes to, and
+/// how its machine confines sessions (paths of its own).
 const LOCAL_KEYS: &[&str] = &[
     "loop.remote",
     "loop.notify",
@@ -113,6 +115,11 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.holder",
     "loop.user",
     "loop.transferTimeout",
+    // Where this clone's forge token is sent: never another clone's word.
+    "loop.forge",
+    "loop.forge.url",
+    "loop.forge.repo",
+    "loop.forge.wait",
     "loop.sandbox",
     "loop.sandbox.network",
     "loop.sandbox.allow",

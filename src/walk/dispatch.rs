@@ -436,7 +436,8 @@ impl GitDispatcher<'_> {
         let history = self.walker.task_history(self.store, &unit.task.id)?;
         // The first session after a person handed the task back is told what they changed.
         let handed_back = match (carry, attempt) {
-            (None, 1) => super::handoff::hand_back_note_in(&history),
+            (None, 1) => super::handoff::hand_back_note_in(&history)
+                .or_else(|| crate::landing::request::sent_back_note_in(&history)),
             _ => None,
         };
         let carry = carry.or(handed_back.as_deref());

@@ -61,6 +61,8 @@ pub struct Options {
     pub base: Option<String>,
     /// Land each done task through the landing queue (`--land`, `--merge`, `loop.land`).
     pub land: bool,
+    /// How it lands: the queue's merge, or the forge's requests (`--via`, `loop.land = pr`).
+    pub land_via: crate::landing::Via,
     /// How many branches a landing merges before checking (`loop.landBatch`).
     pub land_batch: usize,
     /// Agents to race on every task that does not name its own (on every task, with
@@ -139,6 +141,7 @@ impl Options {
             parallel: 1,
             base: None,
             land: false,
+            land_via: crate::landing::Via::Merge,
             land_batch: crate::store::settings::LAND_BATCH,
             together: Vec::new(),
             together_first: false,

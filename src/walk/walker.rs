@@ -359,6 +359,7 @@ impl Walker<'_> {
         }
         let cancelled = || self.cancelled(store);
         let opts = crate::landing::Options {
+            via: self.opts.land_via,
             into: None,
             only,
             batch: self.opts.land_batch,

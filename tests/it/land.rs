@@ -8,7 +8,7 @@ use crate::harness::{Repo, TestEnv};
 
 /// Add a task (with `args`, e.g. `--after`, `--priority`), put a commit writing `file` with
 /// `content` on its task branch (from main), and mark it done: its id.
-fn done_task(repo: &Repo<'_>, title: &str, args: &[&str], file: &str, content: &str) -> String {
+pub(crate) fn done_task(repo: &Repo<'_>, title: &str, args: &[&str], file: &str, content: &str) -> String {
     let mut all = vec![title];
     all.extend_from_slice(args);
     let id = repo.add(&all);
