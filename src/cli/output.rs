@@ -182,6 +182,7 @@ pub fn landing_json(view: &git_loop::landing::View) -> serde_json::Value {
         "last_failure": view.last_failure.as_ref().map(|(task, at, failed)| serde_json::json!({
             "task": task, "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log,
         })),
+        "requests": view.requests,
     })
 }
 

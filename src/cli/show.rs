@@ -24,8 +24,9 @@ pub struct ShowArgs {
 
 pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     let store = env.open()?;
-    let ops::show::Shown { id, snapshot, board, landing, review, ways, failure, at_work, taken, spent, .. } =
-        ops::show::show(&store, &env.ctx, &args.id)?;
+    let ops::show::Shown {
+        id, snapshot, board, landing, review, ways, failure, at_work, taken, spent, request, ..
+    } = ops::show::show(&store, &env.ctx, &args.id)?;
     let landing = landing.as_ref().map(landing_rendered);
     let resolving = at_work.iter().find(|w| w.resolving.is_some());
     let summarizing = at_work.iter().find(|w| w.resolving.is_none());
@@ -34,6 +35,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         let mut value = task_json(&board, &snapshot);
         value["cost"] = super::cost::total_json(&spent);
         value["landing"] = landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone());
+        value["request"] = serde_json::to_value(&request)?;
         value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
         value["resolving"] = resolving.map_or(serde_json::Value::Null, resolving_json);
         value["summarizing"] = summarizing.map_or(serde_json::Value::Null, summarizing_json);
@@ -134,6 +136,9 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
     }
     if let Some((_, line)) = &landing {
         out.line(format!("  landing: {line}"))?;
+    }
+    if let Some(request) = &request {
+        out.line(format!("  request: {}", super::text::line(&request.line())))?;
     }
     for w in &at_work {
         out.line(format!("  at work: {}", at_work_line(w)))?;

@@ -301,6 +301,15 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 out.line(format!("  … and {} more", view.queue.len() - 10))?;
             }
         }
+        if !view.requests.is_empty() {
+            out.section(format!("requests open for {into}:"))?;
+            for k in view.requests.iter().take(10) {
+                out.line(format!("  {:<11} {}", k.task, super::text::line(&k.line())))?;
+            }
+            if view.requests.len() > 10 {
+                out.line(format!("  … and {} more", view.requests.len() - 10))?;
+            }
+        }
         if let Some((task, at, failed)) = &view.last_failure {
             out.section(format!(
                 "last landing failure on {into}: {task} {}: {}",

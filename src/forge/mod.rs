@@ -276,9 +276,24 @@ pub fn place(store: &Store, remote_name: &str) -> Result<Place> {
         usage(format!("remote '{remote_name}' has no URL, so there is no forge to open a request on"))
             .hint("add it with 'git remote add origin <url>', or set loop.remote")
     })?;
-    let (scheme, host, path) = split_url(&url).unwrap_or_default();
+    let named = Named { kind: settings.forge()?, api: settings.forge_url(), repo: settings.forge_repo() };
+    Ok(place_of(remote_name, &url, &named)?)
+}
+
+/// What settings name of a forge (`loop.forge`, `loop.forge.url`, `loop.forge.repo`).
+#[derive(Default)]
+pub struct Named {
+    pub kind: Option<Kind>,
+    pub api: Option<String>,
+    pub repo: Option<String>,
+}
+
+/// Where the repository at `url` (remote `remote_name`) lives on its forge, `named` overriding
+/// what the URL tells.
+pub fn place_of(remote_name: &str, url: &str, named: &Named) -> Result<Place, crate::error::Refusal> {
+    let (scheme, host, path) = split_url(url).unwrap_or_default();
     let host_name = host.split(':').next().unwrap_or_default().to_owned();
-    let kind = match settings.forge()? {
+    let kind = match named.kind {
         Some(kind) => kind,
         None => match host_name.as_str() {
             "github.com" => Kind::GitHub,
@@ -287,19 +302,26 @@ pub fn place(store: &Store, remote_name: &str) -> Result<Place> {
             _ => {
                 return Err(usage(format!(
                     "git-loop cannot tell which forge remote '{remote_name}' ({}) is on",
-                    redact_url(&url)
+                    redact_url(url)
                 ))
-                .hint("name it: git config loop.forge github (or gitlab, forgejo, gitea); loop.forge.url for its API")
-                .into())
+                .hint("name it: git config loop.forge github (or gitlab, forgejo, gitea); loop.forge.url for its API"))
             }
         },
     };
-    // The web address: the remote's host over HTTPS, over HTTP only where the remote is.
-    let web_scheme = if scheme == "http" { "http" } else { "https" };
-    let web_host = if matches!(scheme.as_str(), "http" | "https") { host.clone() } else { host_name.clone() };
-    let web = format!("{web_scheme}://{web_host}");
-    let api = match settings.forge_url() {
-        Some(url) => url.trim_end_matches('/').to_owned(),
+    if host_name.is_empty() && named.api.is_none() {
+        return Err(usage(format!(
+            "remote '{remote_name}' ({}) names no host, so the forge's API is unknown",
+            redact_url(url)
+        ))
+        .hint("name it: git config loop.forge.url https://<host>/api/v3 (or /api/v4, /api/v1)"));
+    }
+    let web_like = matches!(scheme.as_str(), "http" | "https");
+    // The web address: the remote's host over HTTPS (HTTP only where the remote is), the port
+    // kept only from a web URL (an ssh port is not the web's).
+    let web =
+        format!("{}://{}", if scheme == "http" { "http" } else { "https" }, if web_like { &host } else { &host_name });
+    let api = match &named.api {
+        Some(url) => url.trim().trim_end_matches('/').to_owned(),
         None => match kind {
             Kind::GitHub if host_name == "github.com" => "https://api.github.com".to_owned(),
             Kind::GitHub => format!("{web}/api/v3"),
@@ -309,11 +331,10 @@ pub fn place(store: &Store, remote_name: &str) -> Result<Place> {
     };
     if !(api.starts_with("https://") || api.starts_with("http://")) {
         return Err(usage(format!("loop.forge.url '{}' is not an http(s) URL", api.escape_debug()))
-            .hint("e.g. git config loop.forge.url https://github.example.com/api/v3")
-            .into());
+            .hint("e.g. git config loop.forge.url https://github.example.com/api/v3"));
     }
-    let repo = match settings.forge_repo() {
-        Some(repo) => repo.trim_matches('/').to_owned(),
+    let repo = match &named.repo {
+        Some(repo) => repo.trim().trim_matches('/').to_owned(),
         None => path,
     };
     if repo.split('/').filter(|p| !p.is_empty()).count() < 2 {
@@ -321,12 +342,11 @@ pub fn place(store: &Store, remote_name: &str) -> Result<Place> {
             "git-loop cannot tell the repository's owner and name on {} from remote '{remote_name}'",
             kind.word()
         ))
-        .hint("name it: git config loop.forge.repo <owner>/<name>")
-        .into());
+        .hint("name it: git config loop.forge.repo <owner>/<name>"));
     }
-    // A web address for the credential helper: the API's own host when it is the only one
-    // named (a forge behind loop.forge.url on another host).
-    let web = if settings.forge_url().is_some() && !matches!(scheme.as_str(), "http" | "https") {
+    // The credential helper is asked for the host the token goes to: the API's, where a
+    // setting names it and the remote is not a web URL of the forge.
+    let web = if named.api.is_some() && (!web_like || host_name.is_empty()) {
         api.split('/').take(3).collect::<Vec<_>>().join("/")
     } else {
         web
@@ -367,6 +387,51 @@ mod tests {
             assert_eq!(split_url(url), Some((scheme.into(), host.into(), path.into())), "{url}");
         }
         assert_eq!(split_url("/srv/repo.git"), None);
+    }
+
+    #[test]
+    fn the_forge_its_api_and_the_repository_are_told_by_the_remote_url_or_named() {
+        let place = |url: &str, named: &Named| place_of("origin", url, named).map(|p| (p.kind, p.api, p.repo, p.web));
+        let none = Named::default();
+        assert_eq!(
+            place("git@github.com:acme/widgets.git", &none).unwrap(),
+            (Kind::GitHub, "https://api.github.com".into(), "acme/widgets".into(), "https://github.com".into())
+        );
+        assert_eq!(
+            place("https://gitlab.com/group/sub/app.git", &none).unwrap(),
+            (Kind::GitLab, "https://gitlab.com/api/v4".into(), "group/sub/app".into(), "https://gitlab.com".into())
+        );
+        assert_eq!(place("https://codeberg.org/a/b", &none).unwrap().1, "https://codeberg.org/api/v1");
+        // GitHub Enterprise: its API under /api/v3 of its host; the ssh port is not the web's.
+        let ghe = Named { kind: Some(Kind::GitHub), ..Named::default() };
+        assert_eq!(
+            place("ssh://git@github.example.com:2222/acme/w.git", &ghe).unwrap(),
+            (
+                Kind::GitHub,
+                "https://github.example.com/api/v3".into(),
+                "acme/w".into(),
+                "https://github.example.com".into()
+            )
+        );
+        let gitea = Named { kind: Some(Kind::Forgejo), ..Named::default() };
+        assert_eq!(place("http://git.lan:3000/me/app.git", &gitea).unwrap().1, "http://git.lan:3000/api/v1");
+        // A host it does not know, unnamed: one line saying how to name it, no password shown.
+        let err = place("https://me:hunter2@git.example.com/a/b.git", &none).unwrap_err();
+        assert!(err.message.contains("cannot tell which forge") && !err.message.contains("hunter2"), "{}", err.message);
+        // Named whole: a file remote with the forge, its API and the repository set.
+        let named = Named {
+            kind: Some(Kind::GitLab),
+            api: Some("http://127.0.0.1:9/api/v4/".into()),
+            repo: Some("g/p".into()),
+        };
+        assert_eq!(
+            place("/srv/p.git", &named).unwrap(),
+            (Kind::GitLab, "http://127.0.0.1:9/api/v4".into(), "g/p".into(), "http://127.0.0.1:9".into())
+        );
+        let unnamed = place("/srv/p.git", &Named { kind: Some(Kind::GitLab), ..Named::default() }).unwrap_err();
+        assert!(unnamed.message.contains("names no host"), "{}", unnamed.message);
+        let bad = Named { api: Some("ftp://x".into()), ..Named::default() };
+        assert!(place("https://github.com/a/b", &bad).unwrap_err().message.contains("not an http(s) URL"));
     }
 
     #[test]

@@ -976,24 +976,27 @@ pub fn follow_remote(store: &Store, remote_name: &str, apply: bool) -> Result<(S
     })
 }
 
-/// The last landing failure recorded on `target`, from the journal: the task, when, and the
-/// event; a failure whose task landed there since is answered, and not the last.
-pub fn last_failure(store: &Store, target: &str) -> Result<Option<(String, DateTime<Utc>, events::LandingFailed)>> {
-    let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
+/// The last landing failure recorded on `target` in `entries` (the journal's, oldest first): the
+/// task, when, and the event; a failure whose task landed there since is answered, and not the
+/// last.
+pub fn last_failure(
+    entries: &[crate::store::journal::Entry],
+    target: &str,
+) -> Option<(String, DateTime<Utc>, events::LandingFailed)> {
     let mut landed_since: HashSet<String> = HashSet::new();
-    for entry in timeline.entries.into_iter().rev() {
+    for entry in entries.iter().rev() {
         let task = entry.event.task.clone().unwrap_or_default();
         match Recorded::of(&entry.event) {
             Recorded::TaskLanded(landed) if landed.into == target => {
                 landed_since.insert(task);
             }
             Recorded::LandingFailed(failed) if failed.into == target && !landed_since.contains(&task) => {
-                return Ok(Some((task, entry.event.at, failed)));
+                return Some((task, entry.event.at, failed));
             }
             _ => {}
         }
     }
-    Ok(None)
+    None
 }
 
 /// The landing queue as `status` and `show` present it.
@@ -1009,6 +1012,8 @@ pub struct View {
     pub lander: Option<Held>,
     /// The last landing failure on the target: the task, when, and the event.
     pub last_failure: Option<(String, DateTime<Utc>, events::LandingFailed)>,
+    /// Through the forge: the requests the journal knows open.
+    pub requests: Vec<request::Known>,
 }
 
 /// The landing queue of the default target (`None`: there is no target to land on, such as a
@@ -1016,10 +1021,12 @@ pub struct View {
 pub fn view(store: &Store, ctx: &Context) -> Result<Option<View>> {
     let Ok(into) = target(store, None) else { return Ok(None) };
     let tip = known_tip(store, &into)?;
+    let journal = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
     Ok(Some(View {
         queue: queue(store, ctx, tip, &[], Seen::Synced(&into))?,
         lander: lander(store, &into)?,
-        last_failure: last_failure(store, &into)?,
+        last_failure: last_failure(&journal.entries, &into),
+        requests: request::known_in(&journal.entries).into_iter().filter(|k| k.state == "open").collect(),
         tip,
         into,
     }))

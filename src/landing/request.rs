@@ -184,20 +184,94 @@ struct Run<'r> {
 /// The tasks whose request the journal says is open (opened, and neither merged nor closed).
 fn open_requests(store: &Store) -> Result<Vec<TaskId>> {
     let timeline = journal::timeline(store, &journal::Filter::default())?;
-    let mut open = std::collections::BTreeSet::new();
-    for entry in &timeline.entries {
+    Ok(known_in(&timeline.entries)
+        .into_iter()
+        .filter(|k| k.state == "open")
+        .filter_map(|k| k.task.parse().ok())
+        .collect())
+}
+
+/// A task's request as the journal knows it (`status`, `show`, the board).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Known {
+    pub task: String,
+    pub forge: String,
+    pub number: u64,
+    pub url: String,
+    /// `open`, `merged` or `closed`.
+    pub state: String,
+    /// The last CI verdict said on it: `none`, `pending`, `passing` or `failing`.
+    pub checks: String,
+    /// The last review that counts: `approved` or `changes_requested`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+}
+
+impl Known {
+    /// "pull request #12 open · checks failing · changes requested · <url>".
+    pub fn line(&self) -> String {
+        let (what, sign) = if self.forge == "gitlab" { ("merge request", "!") } else { ("pull request", "#") };
+        let mut parts = vec![format!("{what} {sign}{} {}", self.number, self.state)];
+        if self.state == "open" {
+            parts.push(format!("checks {}", self.checks));
+            if let Some(review) = &self.review {
+                parts.push(review.replace('_', " "));
+            }
+        }
+        if !self.url.is_empty() {
+            parts.push(self.url.clone());
+        }
+        parts.join(" · ")
+    }
+}
+
+/// Every task's last request in `entries` (a journal's, oldest first), by task.
+pub fn known_in(entries: &[Entry]) -> Vec<Known> {
+    let mut by_task: std::collections::BTreeMap<String, Known> = std::collections::BTreeMap::new();
+    for entry in entries {
         let Some(task) = entry.event.task.clone() else { continue };
         match Recorded::of(&entry.event) {
-            Recorded::PrOpened(_) => {
-                open.insert(task);
+            Recorded::PrOpened(o) => {
+                let known = Known {
+                    task: task.clone(),
+                    forge: o.forge,
+                    number: o.number,
+                    url: o.url,
+                    state: "open".into(),
+                    checks: "none".into(),
+                    review: None,
+                };
+                by_task.insert(task, known);
             }
-            Recorded::PrMerged(_) | Recorded::PrClosed(_) | Recorded::TaskLanded(_) => {
-                open.remove(&task);
+            Recorded::PrChecks(c) => {
+                if let Some(k) = by_task.get_mut(&task).filter(|k| k.number == c.number) {
+                    k.checks = c.verdict;
+                }
+            }
+            Recorded::PrReview(r) if r.state != "commented" => {
+                if let Some(k) = by_task.get_mut(&task).filter(|k| k.number == r.number) {
+                    k.review = Some(r.state);
+                }
+            }
+            Recorded::PrMerged(m) => {
+                if let Some(k) = by_task.get_mut(&task).filter(|k| k.number == m.number) {
+                    k.state = "merged".into();
+                }
+            }
+            Recorded::PrClosed(c) => {
+                if let Some(k) = by_task.get_mut(&task).filter(|k| k.number == c.number) {
+                    k.state = "closed".into();
+                }
+            }
+            Recorded::TaskLanded(_) => {
+                if let Some(k) = by_task.get_mut(&task).filter(|k| k.state == "open") {
+                    k.state = "merged".into();
+                }
             }
             _ => {}
         }
     }
-    Ok(open.into_iter().filter_map(|t| t.parse().ok()).collect())
+    by_task.into_values().collect()
 }
 
 /// The last request the journal names for a task, and whether it was closed since.

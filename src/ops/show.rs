@@ -35,6 +35,8 @@ pub struct Shown {
     /// Where a person works it by hand, while it is theirs.
     pub taken: Option<events::TakenOver>,
     pub spent: crate::store::usage::Total,
+    /// Its last pull or merge request on the forge, as the journal knows it.
+    pub request: Option<crate::landing::request::Known>,
 }
 
 /// Where a task's work stands with the landing queue of the default target.
@@ -108,7 +110,8 @@ pub fn show(store: &Store, ctx: &Context, target: &str) -> Result<Shown> {
         })
         .flatten();
     let spent = crate::store::ledger::task_total(store, id.as_str())?;
-    Ok(Shown { id, snapshot, board, landing, history, review, ways, failure, at_work, taken, spent })
+    let request = crate::landing::request::known_in(&history).pop();
+    Ok(Shown { id, snapshot, board, landing, history, review, ways, failure, at_work, taken, spent, request })
 }
 
 /// Where task `id`'s work stands with the landing queue of the default target; `None` without

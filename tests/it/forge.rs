@@ -112,6 +112,19 @@ fn github_one_request_found_again_sent_back_on_failing_ci_and_landed_when_a_pers
     let seen = &out.json()["landing"]["requests"][0];
     assert_eq!((seen["checks"].as_str(), seen["review"].as_str()), (Some("passing"), Some("approved")), "{seen}");
     assert_eq!(state(&repo, &id), "done");
+    // Shown where people look: show, status (and its JSON).
+    let shown = repo.run(&["show", &id]).ok().stdout;
+    assert!(
+        shown.contains("request: pull request #1 open · checks passing · approved · http://forge.example/"),
+        "{shown}"
+    );
+    assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["request"]["number"], 1);
+    let status = repo.run(&["status"]).ok().stdout;
+    assert!(
+        status.contains("requests open for main:") && status.contains(&format!("{id}  pull request #1 open")),
+        "{status}"
+    );
+    assert_eq!(repo.run(&["status", "--json"]).ok().json()["landing"]["requests"][0]["task"], id.as_str());
 
     // Merged by a person: landed, with the merge commit; then nothing is left to land.
     let merge = forge.merge(1, "maintainer");
@@ -135,7 +148,15 @@ fn gitlab_changes_requested_go_back_with_the_reviewers_words_and_a_closed_reques
     let (_daemon, repo, forge) = world(&env, Flavor::GitLab);
     let a = crate::land::done_task(&repo, "Add a", &[], "a.txt", "a\n");
     let b = crate::land::done_task(&repo, "Add b", &[], "b.txt", "b\n");
-    let out = land(&repo, &["--json"]).ok();
+    // The token from git's credential helper, asked for the forge's host.
+    let helper = env.path("helper.sh");
+    std::fs::write(&helper, format!("#!/bin/sh\ncat > {}\necho password={TOKEN}\n", env.path("asked").display()))
+        .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&helper).status().unwrap();
+    repo.git(&["config", "credential.helper", helper.to_str().unwrap()]);
+    let out = repo.run(&["land", "--via", "pr", "--json"]).ok();
+    let asked = std::fs::read_to_string(env.path("asked")).unwrap();
+    assert!(asked.contains("protocol=http") && asked.contains(&format!("host=127.0.0.1:{}", forge.port)), "{asked}");
     assert_eq!(out.json()["landing"]["requests"].as_array().map(Vec::len), Some(2));
     assert_eq!(forge.pulls().len(), 2);
     let number_of = |id: &str| forge.pulls().iter().find(|p| p.branch == format!("loop/{id}")).unwrap().number;
@@ -197,6 +218,30 @@ fn forgejo_pages_through_requests_waits_out_a_near_rate_limit_and_refuses_a_bad_
     let out = land(&repo, &[]).code(1);
     assert!(out.stderr.contains("rate-limits this token until"), "{}", out.stderr);
     assert_eq!(state(&repo, &id), "done");
+}
+
+#[test]
+fn an_unreachable_forge_is_one_line_and_nothing_is_pushed_or_opened() {
+    let env = TestEnv::new();
+    let (_daemon, repo, _forge) = world(&env, Flavor::GitHub);
+    let id = crate::land::done_task(&repo, "Add e", &[], "e.txt", "e\n");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    repo.git(&["config", "loop.forge.url", &format!("http://127.0.0.1:{closed}/api/v3")]);
+    let out = land(&repo, &[]).code(1);
+    let err = out.stderr.trim();
+    assert!(err.starts_with("error: github at http://127.0.0.1:") && err.contains("cannot be reached"), "{err}");
+    assert_eq!(err.lines().count(), 2, "one error line and its hint: {err}");
+    assert_eq!(repo.git(&["ls-remote", "origin", &format!("refs/heads/loop/{id}")]), "", "nothing pushed");
+    assert!(events(&repo, "pr_opened").is_empty());
+    assert_eq!(state(&repo, &id), "done");
+    // No forge to name: a usage error that says how.
+    repo.git(&["config", "--unset", "loop.forge"]);
+    let out = land(&repo, &[]).code(2);
+    assert!(
+        out.stderr.contains("cannot tell which forge") && out.stderr.contains("git config loop.forge"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -385,8 +385,14 @@ impl<'e> Board<'e> {
         let mut done: Vec<_> = board.tasks.iter().filter(|r| r.state == State::Done).collect();
         done.sort_by_key(|r| std::cmp::Reverse(r.created_at));
         model.more[3] = done.len().saturating_sub(500);
+        let requests = o.landing.as_ref().map(|v| v.requests.as_slice()).unwrap_or_default();
         for row in done.into_iter().take(500) {
-            model.columns[3].push(card(&row.task()?, None));
+            // A done task's open request on the forge: its number and CI.
+            let note = requests.iter().find(|k| k.task == row.id()).map(|k| {
+                let sign = if k.forge == "gitlab" { "!" } else { "#" };
+                format!("{sign}{} checks {}", k.number, k.checks)
+            });
+            model.columns[3].push(card(&row.task()?, note));
         }
         model.columns[4] = o.parked.iter().map(|t| card(t, None)).collect();
 
