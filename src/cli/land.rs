@@ -120,15 +120,9 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         ))?;
     }
     for seen in report.requests.iter().filter(|r| r.state == "open") {
-        let sign = if seen.forge == "gitlab" { "!" } else { "#" };
-        let what = if seen.forge == "gitlab" { "merge request" } else { "pull request" };
-        let verb = if seen.opened { "opened" } else { "open" };
-        let review = seen.review.as_deref().map(|r| format!(", {}", r.replace('_', " "))).unwrap_or_default();
-        let onto = if seen.base != report.into { format!(" on {}", seen.base) } else { String::new() };
-        out.line(format!(
-            "{}  {what} {sign}{} {verb}{onto}: checks {}{review} · {}",
-            seen.task, seen.number, seen.checks, seen.url
-        ))?;
+        let opened = if seen.opened { " (opened now)" } else { "" };
+        let onto = if seen.base != report.into { format!(" (stacked on {})", seen.base) } else { String::new() };
+        out.line(format!("{}  {}{opened}{onto}", seen.task, text::line(&seen.known().line())))?;
     }
     for failed in &report.failed {
         let said = match failed.cause.as_str() {

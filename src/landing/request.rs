@@ -64,6 +64,21 @@ pub struct Requested {
     pub opened: bool,
 }
 
+impl Requested {
+    /// As the journal will know it (its line for people).
+    pub fn known(&self) -> Known {
+        Known {
+            task: self.task.clone(),
+            forge: self.forge.clone(),
+            number: self.number,
+            url: self.url.clone(),
+            state: self.state.clone(),
+            checks: self.checks.clone(),
+            review: self.review.clone(),
+        }
+    }
+}
+
 /// The remote requests are opened on: `loop.remote`, else `origin`.
 pub fn remote_of(store: &Store) -> Result<String> {
     if let Some(name) = store.arbiter() {
@@ -182,7 +197,7 @@ struct Run<'r> {
 }
 
 /// The tasks whose request the journal says is open (opened, and neither merged nor closed).
-fn open_requests(store: &Store) -> Result<Vec<TaskId>> {
+pub fn open_requests(store: &Store) -> Result<Vec<TaskId>> {
     let timeline = journal::timeline(store, &journal::Filter::default())?;
     Ok(known_in(&timeline.entries)
         .into_iter()

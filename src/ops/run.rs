@@ -229,6 +229,12 @@ pub fn walk_options(
     opts.base = flags.base;
     opts.land = config::land(store, flags.land || flags.land_via.is_some())?;
     opts.land_via = config::land_via(store, flags.land_via)?;
+    if opts.land && opts.land_via == crate::landing::Via::Request {
+        opts.forge_poll = store.settings().forge_poll()?;
+        // The forge and its token are known before the first session, not after the first task.
+        let remote = crate::landing::request::remote_of(store)?;
+        crate::forge::connect(store, &remote)?;
+    }
     opts.land_batch = store.settings().land_batch()?;
     opts.together = together;
     opts.pick = pick;

@@ -154,6 +154,10 @@ pub const KEYS: &[Key] = &[
         meaning: "a done task whose dependency's request is not merged yet: `wait` (default: its request opens once the dependency's merged) or `stack` (its request opens on the dependency's branch, and is retargeted when that one merges)",
     },
     Key {
+        key: "loop.forge.poll",
+        meaning: "how often a walk that lands through the forge (`run --land --via pr`) reads back every open request while it runs, so a failing CI or a review sends the task back to the same walk, and a merge lands it (default 2m)",
+    },
+    Key {
         key: "loop.forge.wait",
         meaning: "the longest a forge's rate limit is waited for before the landing stops and says until when (default 5m)",
     },
@@ -443,6 +447,20 @@ impl<'s> Settings<'s> {
             Some("stack") => Ok(true),
             Some(other) => Err(usage(format!("loop.forge.stack '{}' is neither wait nor stack", other.escape_debug()))
                 .hint("git config loop.forge.stack stack")),
+        }
+    }
+
+    /// `loop.forge.poll`: how often a walk reads back its open requests (default 2m).
+    pub fn forge_poll(&self) -> Result<Duration, Refusal> {
+        match self.text("loop.forge.poll") {
+            None => Ok(Duration::from_secs(120)),
+            Some(v) => match v.trim().parse::<Span>() {
+                Ok(s) if s.0.num_seconds() >= 1 => Ok(Duration::from_secs(s.0.num_seconds() as u64)),
+                _ => {
+                    Err(usage(format!("loop.forge.poll '{}' is not a duration of a second or more", v.escape_debug()))
+                        .hint("e.g. 2m or 30s"))
+                }
+            },
         }
     }
 

@@ -120,6 +120,7 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.forge.url",
     "loop.forge.repo",
     "loop.forge.wait",
+    "loop.forge.poll",
     "loop.sandbox",
     "loop.sandbox.network",
     "loop.sandbox.allow",

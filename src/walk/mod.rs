@@ -63,6 +63,8 @@ pub struct Options {
     pub land: bool,
     /// How it lands: the queue's merge, or the forge's requests (`--via`, `loop.land = pr`).
     pub land_via: crate::landing::Via,
+    /// Landing through the forge: how often the lander reads back every open request.
+    pub forge_poll: Duration,
     /// How many branches a landing merges before checking (`loop.landBatch`).
     pub land_batch: usize,
     /// Agents to race on every task that does not name its own (on every task, with
@@ -142,6 +144,7 @@ impl Options {
             base: None,
             land: false,
             land_via: crate::landing::Via::Merge,
+            forge_poll: Duration::from_secs(120),
             land_batch: crate::store::settings::LAND_BATCH,
             together: Vec::new(),
             together_first: false,

@@ -285,19 +285,31 @@ impl Walker<'_> {
     /// never takes a worker's slot. It ends once `stop_lander` is called and nothing it can
     /// land is left (what waits on another clone's lander or a dirty checkout is left to
     /// `land_the_rest`).
+    /// Landing through the forge, it also reads back every open request each `forge_poll`.
     pub fn lander(&self, store: &Store) {
+        let polls = self.opts.land_via == crate::landing::Via::Request;
+        let mut polled = std::time::Instant::now();
         loop {
             {
                 let mut queued = self.to_land.lock().unwrap_or_else(|p| p.into_inner());
                 while queued.is_empty() && !self.lander_stop.load(Ordering::SeqCst) {
+                    if polls && polled.elapsed() >= self.opts.forge_poll {
+                        break;
+                    }
                     queued = self
                         .lander_wake
                         .wait_timeout(queued, Duration::from_secs(1))
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                 }
-                if queued.is_empty() {
+                if queued.is_empty() && self.lander_stop.load(Ordering::SeqCst) {
                     return;
+                }
+                if queued.is_empty() {
+                    drop(queued);
+                    polled = std::time::Instant::now();
+                    self.read_back(store);
+                    continue;
                 }
             }
             let before = self.to_land.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -337,7 +349,7 @@ impl Walker<'_> {
         loop {
             let ids: Vec<String> =
                 std::mem::take(&mut *self.to_land.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect();
-            let went = if ids.is_empty() { Went::Landed } else { self.land_now(store, ids) };
+            let went = if ids.is_empty() { Went::Landed } else { self.land_now(store, ids, true) };
             busy |= went == Went::Busy;
             // Tasks the workers queued while it landed go next. What could not land (a dirty
             // checkout) waits for another task queued: trying it again at once would only fail
@@ -348,8 +360,22 @@ impl Walker<'_> {
         }
     }
 
-    /// Land `ids` now.
-    fn land_now(&self, store: &Store, ids: Vec<String>) -> Went {
+    /// Read back every request the journal knows open (landing through the forge): a merge
+    /// lands its task, failing CI or a review sends it back to be worked again by this walk.
+    fn read_back(&self, store: &Store) {
+        match crate::landing::request::open_requests(store) {
+            Ok(open) if !open.is_empty() => {
+                self.land_now(store, open.iter().map(ToString::to_string).collect(), false);
+            }
+            Ok(_) => {}
+            Err(err) => self
+                .observer
+                .event(&Event::Warning { message: format!("the forge's requests were not read back: {err:#}") }),
+        }
+    }
+
+    /// Land `ids` now; what cannot land now is queued again when `requeue` says.
+    fn land_now(&self, store: &Store, ids: Vec<String>, requeue: bool) -> Went {
         let only: Vec<TaskId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
         let checks = self.opts.checks.clone();
         if checks.is_none() && !self.said_no_checks.swap(true, Ordering::SeqCst) {
@@ -399,7 +425,9 @@ impl Walker<'_> {
             ..opts
         };
         let keep = |why: String| {
-            self.to_land.lock().unwrap_or_else(|p| p.into_inner()).extend(ids.iter().cloned());
+            if requeue {
+                self.to_land.lock().unwrap_or_else(|p| p.into_inner()).extend(ids.iter().cloned());
+            }
             self.not_landed(ids.clone(), why);
         };
         match crate::landing::land(store, &self.ctx, &opts) {
@@ -413,7 +441,16 @@ impl Walker<'_> {
                         batch: landed.batch,
                     });
                 }
+                for seen in report.requests.iter().filter(|r| r.state == "open") {
+                    self.not_landed(vec![seen.task.clone()], format!("its {}", seen.known().line()));
+                }
                 for failed in &report.failed {
+                    // Sent back by the forge (worked again, maybe by this walk) or parked by a
+                    // person's close: said, not a landing that failed.
+                    if matches!(failed.cause.as_str(), "sent_back" | "closed") {
+                        self.not_landed(vec![failed.task.clone()], failed.reason.clone());
+                        continue;
+                    }
                     self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).insert(failed.task.clone());
                     self.observer.event(&Event::LandingFailed {
                         task: failed.task.clone(),

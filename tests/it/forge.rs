@@ -221,6 +221,51 @@ fn forgejo_pages_through_requests_waits_out_a_near_rate_limit_and_refuses_a_bad_
 }
 
 #[test]
+fn a_walk_landing_through_the_forge_reads_its_requests_back_while_it_runs() {
+    let env = TestEnv::new();
+    let (_daemon, repo, forge) = world(&env, Flavor::GitHub);
+    repo.git(&["config", "loop.forge.poll", "1s"]);
+    let first = repo.add(&["first"]);
+    let second = repo.add(&["second", "--after", &first]);
+    let flag = env.path("go-on");
+    // The second task's session waits (bounded) until the test has seen the first one merged.
+    let agent = env.agent(
+        "w",
+        &format!(
+            "echo \"$GIT_LOOP_TASK\" >> work.txt\nif [ \"$GIT_LOOP_TASK\" = {second} ]; then i=0; while [ ! -f {f} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi\ngit loop finish done",
+            f = flag.display()
+        ),
+    );
+    let walk = repo
+        .command(&["run", "--agent-cmd", &agent, "--grace", "1", "--land", "--via", "pr"])
+        .env("GIT_LOOP_FORGE_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the walk");
+    crate::harness::wait_for("the first task's request", || forge.pulls().len() == 1);
+    let merged_at = forge.calls().len();
+    forge.merge(1, "maintainer");
+    // The walk's lander reads it back within its poll (1 s): the first task lands.
+    crate::harness::wait_for("the merge read back", || {
+        forge.calls()[merged_at..].iter().any(|c| c.contains("/pulls/1"))
+    });
+    std::fs::write(&flag, "").unwrap();
+    let out = walk.wait_with_output().expect("the walk ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("landed on main"), "{stdout}");
+    let landed: Vec<Value> = events(&repo, "task_landed");
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    assert_eq!(landed[0]["task"], first.as_str());
+    // The second, done after its dependency merged, has its own request on main.
+    let pulls = forge.pulls();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert_eq!(pulls[1].branch, format!("loop/{second}"));
+    assert_eq!(pulls[1].base, "main");
+}
+
+#[test]
 fn an_unreachable_forge_is_one_line_and_nothing_is_pushed_or_opened() {
     let env = TestEnv::new();
     let (_daemon, repo, _forge) = world(&env, Flavor::GitHub);
