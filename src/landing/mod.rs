@@ -861,7 +861,7 @@ impl Lander<'_> {
             // The completion note is on the commit the task was done with.
             let completed_on = entry.completed_on.as_deref().and_then(|c| ObjectId::from_hex(c.as_bytes()).ok());
             if let Some(commit) = completed_on {
-                let landed = notes::Landed { into: self.target.clone(), commit: to.to_string(), at };
+                let landed = notes::Landed { into: self.target.clone(), commit: to.to_string(), at, request: None };
                 notes.push((commit, entry.task.clone(), landed));
             }
             self.report.landed.push(Landed { task: entry.task.clone(), commit: to.to_string(), batch: merged.len() });

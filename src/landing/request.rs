@@ -506,7 +506,7 @@ impl Run<'_> {
                         by: request.by.clone(),
                     }),
                 )?;
-                self.landed(entry, id, &commit)?;
+                self.landed(entry, id, &commit, &format!("{name} {}", request.url))?;
                 self.report.requests.push(seen);
                 return Ok(());
             }
@@ -648,7 +648,7 @@ impl Run<'_> {
 
     /// Record that `entry` landed with `commit`: the journal's `task_landed`, and the
     /// completion note's landing (which tells every clone, before it fetches the target).
-    fn landed(&mut self, entry: &Queued, id: &TaskId, commit: &str) -> Result<()> {
+    fn landed(&mut self, entry: &Queued, id: &TaskId, commit: &str, request: &str) -> Result<()> {
         self.record(
             id,
             Recorded::TaskLanded(events::TaskLanded {
@@ -663,7 +663,12 @@ impl Run<'_> {
         )?;
         let completed_on = entry.completed_on.as_deref().and_then(|c| ObjectId::from_hex(c.as_bytes()).ok());
         if let Some(on) = completed_on {
-            let landed = notes::Landed { into: self.target.clone(), commit: commit.to_owned(), at: self.ctx.now() };
+            let landed = notes::Landed {
+                into: self.target.clone(),
+                commit: commit.to_owned(),
+                at: self.ctx.now(),
+                request: Some(request.to_owned()),
+            };
             notes::set_landed(self.store, &[(on, entry.task.clone(), landed)])?;
         }
         self.report.landed.push(Landed { task: entry.task.clone(), commit: commit.to_owned(), batch: 1 });

@@ -65,6 +65,10 @@ pub struct Landed {
     /// The target's commit holding the work (the merge that landed it).
     pub commit: String,
     pub at: DateTime<Utc>,
+    /// The forge's request it landed through (`pull request #12 <url>`); added later, absent
+    /// for the landing queue's own landings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// A note of version 2: every task this commit completed, sorted by task id.

@@ -134,6 +134,9 @@ fn github_one_request_found_again_sent_back_on_failing_ci_and_landed_when_a_pers
     assert_eq!(report["landed"][0]["commit"], merge.as_str());
     assert_eq!(events(&repo, "pr_merged").len(), 1);
     assert_eq!(events(&repo, "task_landed").len(), 1);
+    // The completion note says where and through which request.
+    let note = repo.git(&["notes", "--ref=loop", "show", &new_head]);
+    assert!(note.contains(&merge) && note.contains("\"request\": \"pull request #1 http://forge.example/"), "{note}");
     let out = land(&repo, &[]).ok();
     assert!(out.stdout.contains("nothing to land"), "{}", out.stdout);
     // The token was never shown.
@@ -146,6 +149,8 @@ fn github_one_request_found_again_sent_back_on_failing_ci_and_landed_when_a_pers
 fn gitlab_changes_requested_go_back_with_the_reviewers_words_and_a_closed_request_parks_the_task() {
     let env = TestEnv::new();
     let (_daemon, repo, forge) = world(&env, Flavor::GitLab);
+    repo.git(&["config", "loop.forge.branch", "agents/{id}"]);
+    repo.git(&["config", "loop.reviewRounds", "1"]);
     let a = crate::land::done_task(&repo, "Add a", &[], "a.txt", "a\n");
     let b = crate::land::done_task(&repo, "Add b", &[], "b.txt", "b\n");
     // The token from git's credential helper, asked for the forge's host.
@@ -159,7 +164,12 @@ fn gitlab_changes_requested_go_back_with_the_reviewers_words_and_a_closed_reques
     assert!(asked.contains("protocol=http") && asked.contains(&format!("host=127.0.0.1:{}", forge.port)), "{asked}");
     assert_eq!(out.json()["landing"]["requests"].as_array().map(Vec::len), Some(2));
     assert_eq!(forge.pulls().len(), 2);
-    let number_of = |id: &str| forge.pulls().iter().find(|p| p.branch == format!("loop/{id}")).unwrap().number;
+    let number_of = |id: &str| forge.pulls().iter().find(|p| p.branch == format!("agents/{id}")).unwrap().number;
+    assert_eq!(
+        repo.git(&["ls-remote", "origin", "refs/heads/agents/*"]).lines().count(),
+        2,
+        "pushed as loop.forge.branch says"
+    );
 
     forge.review(number_of(&a), "changes", "reviewer1", "please rename the file");
     forge.close(number_of(&b), "maintainer");
@@ -175,6 +185,23 @@ fn gitlab_changes_requested_go_back_with_the_reviewers_words_and_a_closed_reques
     // Said once: the same review is not sent back again.
     land(&repo, &[]).ok();
     assert_eq!(events(&repo, "pr_review").len(), 1);
+
+    // Done again: the new head goes to the same request; asked for changes once more, past
+    // loop.reviewRounds (1), the task goes to a person with the reviewer's words.
+    let wt = env.path("wt-a");
+    repo.git(&["worktree", "add", "-q", wt.to_str().unwrap(), &format!("loop/{a}")]);
+    std::fs::write(wt.join("renamed.txt"), "a\n").unwrap();
+    env.git(&wt, &["add", "-A"]);
+    env.git(&wt, &["commit", "-q", "-m", "rename"]);
+    repo.git(&["worktree", "remove", wt.to_str().unwrap()]);
+    repo.run(&["done", &a]).ok();
+    land(&repo, &[]).ok();
+    assert_eq!(forge.pulls().len(), 2, "the same request");
+    forge.review(number_of(&a), "changes", "reviewer1", "still not right");
+    land(&repo, &[]).code(1);
+    let shown = repo.run(&["show", &a, "--json"]).ok().json();
+    assert_eq!(shown["state"], "needs-you", "{shown}");
+    assert!(shown.to_string().contains("still not right"), "{shown}");
 }
 
 #[test]
@@ -244,12 +271,9 @@ fn a_walk_landing_through_the_forge_reads_its_requests_back_while_it_runs() {
         .spawn()
         .expect("start the walk");
     crate::harness::wait_for("the first task's request", || forge.pulls().len() == 1);
-    let merged_at = forge.calls().len();
     forge.merge(1, "maintainer");
     // The walk's lander reads it back within its poll (1 s): the first task lands.
-    crate::harness::wait_for("the merge read back", || {
-        forge.calls()[merged_at..].iter().any(|c| c.contains("/pulls/1"))
-    });
+    crate::harness::wait_for("the merge read back", || !events(&repo, "pr_merged").is_empty());
     std::fs::write(&flag, "").unwrap();
     let out = walk.wait_with_output().expect("the walk ends");
     let stdout = String::from_utf8_lossy(&out.stdout);
