@@ -215,7 +215,8 @@ impl Client {
             };
             return Ok(Ok(Reply { body, next }));
         }
-        let said = said(&text);
+        // A forge that echoes what it was sent must not make us print the token.
+        let said = said(&text).replace(self.token.value.as_str(), "***");
         let status = Status { code, said: said.clone() };
         let refusal = match code {
             401 => Refusal::new(

@@ -365,3 +365,31 @@ fn a_stacked_request_opens_on_its_dependencys_branch_and_is_retargeted_when_that
     assert!(out.stdout.contains(&format!("{d}  waits for {c}")), "{}", out.stdout);
     assert!(!forge.pulls().iter().any(|p| p.branch == format!("loop/{d}")));
 }
+
+#[test]
+fn two_clones_on_one_remote_share_one_request_per_task() {
+    let env = TestEnv::new();
+    let (remote, a, b) = env.two_clones();
+    let forge = FakeForge::start(Flavor::GitHub, "acme/widgets", remote, TOKEN);
+    for clone in [&a, &b] {
+        clone.git(&["config", "loop.forge", "github"]);
+        clone.git(&["config", "loop.forge.url", &forge.api()]);
+        clone.git(&["config", "loop.forge.repo", "acme/widgets"]);
+    }
+    let id = crate::land::done_task(&a, "Add f", &[], "f.txt", "f\n");
+    a.run(&["sync"]).ok();
+    // The other clone opens it (its landing syncs first, and learns of the done task)…
+    let out = land(&b, &["--json"]).ok();
+    assert_eq!(out.json()["landing"]["requests"][0]["opened"], true, "{}", out.stdout);
+    // …and this one, syncing, knows it: no second request, nothing journaled twice.
+    let out = land(&a, &["--json"]).ok();
+    assert_eq!(out.json()["landing"]["requests"][0]["opened"], false, "{}", out.stdout);
+    assert_eq!(forge.pulls().len(), 1);
+    assert_eq!(events(&a, "pr_opened").len(), 1);
+    // Merged: whichever clone reads it back lands it once, and the other knows.
+    forge.merge(1, "maintainer");
+    land(&a, &[]).ok();
+    land(&b, &[]).ok();
+    assert_eq!(events(&b, "task_landed").len(), 1);
+    assert_eq!(events(&b, "task_landed")[0]["task"], id.as_str());
+}
