@@ -18,6 +18,7 @@ mod edit;
 mod env;
 mod exit;
 mod finish;
+mod gc;
 mod hand_back;
 mod hook;
 mod hooks;
@@ -166,6 +167,7 @@ enum Command {
     Race(race::RaceArgs),
     Land(land::LandArgs),
     Prune(prune::PruneArgs),
+    Gc(gc::GcArgs),
     Config(config::ConfigArgs),
     #[command(subcommand)]
     Mission(mission::MissionCommand),
@@ -299,6 +301,7 @@ pub fn main() -> ExitCode {
         Command::Race(args) => race::run(&env, args),
         Command::Land(args) => land::run(&env, args),
         Command::Prune(args) => prune::run(&env, args),
+        Command::Gc(args) => gc::run(&env, args),
         Command::Config(args) => config::run(&env, args),
         Command::Mission(cmd) => mission::run(&env, cmd),
         Command::Finish(args) => finish::run(&env, args),

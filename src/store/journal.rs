@@ -428,6 +428,12 @@ pub fn chains(repo: &gix::Repository) -> Result<Vec<(String, ObjectId)>> {
             out.push((name, id));
         }
     }
+    // Folded chains (`store::archive`), where no live ref shadows them.
+    let archived = super::archive::under(repo, refs::JOURNAL)?;
+    if !archived.is_empty() {
+        let live: HashSet<String> = out.iter().map(|(n, _)| n.clone()).collect();
+        out.extend(archived.into_iter().filter(|(n, _)| !live.contains(n)));
+    }
     Ok(out)
 }
 

@@ -8,6 +8,7 @@
 //! The repository handle (`Store::repo`) is private to the store: only the store's modules and
 //! `git` (which they call) touch a `gix::Repository` of a store.
 
+pub mod archive;
 pub mod cas;
 pub mod claim;
 pub mod claim_record;

@@ -62,6 +62,12 @@ impl Store {
         git::ref_target(&self.repo, name)
     }
 
+    /// Every folded ref under `prefix` and what it held (`store::archive`; a live ref of the
+    /// same name shadows it).
+    pub fn archived(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        super::archive::under(&self.repo, prefix)
+    }
+
     /// Every ref whose name starts with `prefix`, with what could not be read, read around a
     /// damaged packed-refs (see `git::refs_prefixed`).
     pub fn refs_prefixed(&self, prefix: &str) -> Result<Vec<git::Listed>> {

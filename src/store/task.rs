@@ -602,7 +602,8 @@ pub fn corrupt_symbolic(name: &str, to: impl std::fmt::Display) -> Refusal {
 pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
     store.fresh_refs();
     match git::find_ref(&store.repo, name).map_err(|_| corrupt_unparsable(store, name))? {
-        None => Ok(None),
+        // Folded: the archive holds its chain's tip (`store::archive`).
+        None => super::archive::lookup(&store.repo, name),
         Some(git::Found::Direct(tip)) => Ok(Some(tip)),
         Some(git::Found::Symbolic(to)) => Err(corrupt_symbolic(name, to).into()),
     }
@@ -689,6 +690,15 @@ pub fn list_refs(store: &Store) -> Result<Vec<TaskRef>> {
             }
         };
         out.push(TaskRef { name, tip });
+    }
+    // Folded tasks, where no live ref shadows them, in the same (name) order.
+    let archived = super::archive::under(repo, refs::TASKS)?;
+    if !archived.is_empty() {
+        let live: HashSet<String> = out.iter().map(|r| r.name.clone()).collect();
+        out.extend(
+            archived.into_iter().filter(|(n, _)| !live.contains(n)).map(|(name, tip)| TaskRef { name, tip: Ok(tip) }),
+        );
+        out.sort_by(|a, b| a.name.cmp(&b.name));
     }
     Ok(out)
 }
@@ -830,7 +840,10 @@ pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: 
         let mut task = current.task.clone();
         fold(&mut task, &op);
         let commit = write_op_commit(store, ctx, &task, &op, &[current.tip])?;
-        Ok(match cas::update(store, &name, Expect::Is(current.tip), commit, "loop: update task")? {
+        // A folded task changed is live again: its ref written anew on its archived tip.
+        let expect =
+            if git::ref_target(&store.repo, &name)?.is_some() { Expect::Is(current.tip) } else { Expect::Absent };
+        Ok(match cas::update(store, &name, expect, commit, "loop: update task")? {
             Cas::Applied => Some(Snapshot { task, tip: commit }),
             Cas::Lost { .. } => None,
         })

@@ -92,6 +92,13 @@ pub fn highest_number(store: &Store, task: &TaskId, events: &[journal::Entry]) -
             }
         }
     }
+    // A folded task's anchors are in the archive: their numbers stay taken.
+    let anchors = format!("{}{task}/", refs::TRIES);
+    for (name, _) in store.archived(&anchors)? {
+        if let Some(n) = name.strip_prefix(&anchors).and_then(|n| n.parse::<u32>().ok()) {
+            highest = highest.max(n);
+        }
+    }
     for entry in events {
         let numbers = match Recorded::of(&entry.event) {
             Recorded::TryOpened(opened) => vec![opened.number],

@@ -3,6 +3,7 @@
 //! calls the library crate (`git_loop`) directly.
 
 mod agents_e2e;
+mod archive;
 mod backlog;
 mod board;
 mod claims;

@@ -1,0 +1,337 @@
+//! The archive: finished tasks' records folded into one ref, `refs/loop/archive`, so that
+//! refs grow with live work, not with history (docs/storage.md, "Archive"; the design in
+//! docs/architecture.md, "State that stays small").
+//!
+//! A **fold** retires the refs of finished tasks — the task's chain, its claim's tombstone, its
+//! done and try anchors — and the journal chains of sessions and walks that ended, into one
+//! commit on `refs/loop/archive`:
+//! - parents: the previous fold first (the first fold's: a root commit, `loop: the archive
+//!   begins`), then every retired commit (sorted): everything a retired ref reached stays
+//!   reachable from the archive, and `git log --first-parent` lists the folds;
+//! - tree: `index/<shard>` blobs, lines `<object id> <ref name>` (the shard is the last two
+//!   characters of the task id or journal writer), the whole index of what was retired;
+//!   `kept/<shard>/<ref name, its slashes as underscores>`, each retired ref that held a blob
+//!   (a claim's tombstone, a try anchor's record), kept alive;
+//! - message `loop: fold N tasks, M journal chains`.
+//!
+//! Readers see a retired ref as if it were still there, the live ref shadowing it
+//! ([`lookup`], [`under`]): `show`, `log`, `cost`, `list --all` and the completion notes read a
+//! folded task as before, and `git show refs/loop/archive:index/<shard>` then `git log <tip>`
+//! read it with plain git. A change to a folded task (a reopen) writes its ref again on top of
+//! the archived tip (an "unfold"): it is live from then on.
+//!
+//! A fold writes the archive before it deletes a retired ref, and deletes each only if it
+//! still holds the value archived (compare-and-swap): a fold killed at any point leaves refs
+//! that equal their archive entries (harmless duplicates, which the next fold deletes), never a
+//! hole.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+
+use super::cas::{self, Cas};
+use super::Store;
+use crate::git;
+use crate::refs;
+
+/// The archive's ref.
+pub const REF: &str = "refs/loop/archive";
+
+/// How many tasks one fold commit takes at most (a gc folds in several).
+pub const BATCH: usize = 500;
+
+/// Every retired ref and the value it held, as of one archive tip.
+#[derive(Debug, Default)]
+pub struct Archive {
+    pub tip: Option<ObjectId>,
+    pub refs: BTreeMap<String, ObjectId>,
+}
+
+/// The last archive read, by repository and tip: an archive is read once per tip.
+static READ: Mutex<Option<(std::path::PathBuf, ObjectId, Arc<Archive>)>> = Mutex::new(None);
+
+/// The archive as its ref holds it now (empty when there is none).
+pub fn read(repo: &gix::Repository) -> Result<Arc<Archive>> {
+    let Some(tip) = git::ref_target(repo, REF)? else { return Ok(Arc::new(Archive::default())) };
+    let key = repo.common_dir().to_owned();
+    if let Some((dir, at, archive)) = READ.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if *dir == key && *at == tip {
+            return Ok(archive.clone());
+        }
+    }
+    let archive = Arc::new(Archive { tip: Some(tip), refs: index_of(repo, tip)? });
+    *READ.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, tip, archive.clone()));
+    Ok(archive)
+}
+
+/// The index a fold commit's tree holds.
+fn index_of(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<String, ObjectId>> {
+    let mut out = BTreeMap::new();
+    let commit = repo.find_commit(commit).context("could not read the archive's commit")?;
+    let tree = commit.tree().context("could not read the archive's tree")?;
+    let Some(index) = tree.find_entry("index") else { return Ok(out) };
+    let index = repo.find_tree(index.object_id()).context("could not read the archive's index")?;
+    for entry in index.iter() {
+        let entry = entry.context("could not read the archive's index")?;
+        let blob = git::read_blob(repo, entry.object_id())?;
+        parse_lines(&blob, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn parse_lines(blob: &[u8], out: &mut BTreeMap<String, ObjectId>) -> Result<()> {
+    for line in String::from_utf8_lossy(blob).lines() {
+        let Some((id, name)) = line.split_once(' ') else { continue };
+        let id = ObjectId::from_hex(id.as_bytes()).with_context(|| format!("the archive's index line '{line}'"))?;
+        out.insert(name.to_owned(), id);
+    }
+    Ok(())
+}
+
+/// What ref `name` held when it was folded, if it was.
+pub fn lookup(repo: &gix::Repository, name: &str) -> Result<Option<ObjectId>> {
+    Ok(read(repo)?.refs.get(name).copied())
+}
+
+/// Every retired ref under `prefix` with what it held (live or not: callers let the live ref
+/// shadow it).
+pub fn under(repo: &gix::Repository, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+    let archive = read(repo)?;
+    Ok(archive
+        .refs
+        .range(prefix.to_owned()..)
+        .take_while(|(n, _)| n.starts_with(prefix))
+        .map(|(n, id)| (n.clone(), *id))
+        .collect())
+}
+
+/// The shard of a ref: the last two characters of its task id or journal writer.
+fn shard(name: &str) -> String {
+    let owner = if let Some(rest) = name.strip_prefix(refs::TRIES) {
+        rest.split('/').next().unwrap_or(rest)
+    } else {
+        name.rsplit('/').next().unwrap_or(name)
+    };
+    let chars: Vec<char> = owner.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    chars[chars.len().saturating_sub(2)..].iter().collect::<String>().to_ascii_lowercase()
+}
+
+/// What one fold retires.
+#[derive(Debug, Default, Clone)]
+pub struct Plan {
+    /// The finished tasks folded.
+    pub tasks: Vec<String>,
+    /// The journal chains folded (ref names).
+    pub chains: Vec<String>,
+    /// Every ref retired and its value.
+    pub refs: BTreeMap<String, ObjectId>,
+}
+
+/// Plan a fold: done and cancelled tasks unchanged since `before` whose claim is not held, with
+/// their claim tombstones and done and try anchors; journal chains of sessions and walks that
+/// ended (`session_ended`, `walk_ended`) and hold nothing newer than `before`.
+pub fn plan(store: &Store, before: DateTime<Utc>) -> Result<Plan> {
+    use crate::store::events::Recorded;
+    use crate::store::task::State;
+    let repo = &store.repo;
+    let mut plan = Plan::default();
+    let listed = |prefix: &str| -> Result<Vec<(String, ObjectId)>> {
+        Ok(store
+            .refs_prefixed(prefix)?
+            .into_iter()
+            .filter_map(|l| match l {
+                git::Listed::Ref { name, target: git::Found::Direct(id) } => Some((name, id)),
+                _ => None,
+            })
+            .collect())
+    };
+    let claims: HashMap<String, ObjectId> = listed(&format!("{}node/", refs::CLAIMS))?.into_iter().collect();
+    let anchors = listed(refs::TRIES)?;
+    for (name, tip) in listed(refs::TASKS)? {
+        let Some(id) = refs::task_id_of(&name).map(str::to_owned) else { continue };
+        let Ok(task) = crate::store::task::read_at(store, &name, tip) else { continue };
+        if !matches!(task.state, State::Done | State::Cancelled) || task.updated_at > before {
+            continue;
+        }
+        let claim = format!("{}node/{id}", refs::CLAIMS);
+        if let Some(blob) = claims.get(&claim) {
+            // A held claim (a hold kept on the closed task, a walker's): not finished with.
+            let key = crate::ids::ClaimKey::node(&id.parse()?);
+            let released = crate::store::claim_record::parse(&key, &git::read_blob(repo, *blob)?)
+                .is_ok_and(|r| r.released_at.is_some());
+            if !released {
+                continue;
+            }
+            plan.refs.insert(claim, *blob);
+        }
+        plan.refs.insert(name, tip);
+        if let Some(done) = git::ref_target(repo, &format!("{}{id}", refs::DONE))? {
+            plan.refs.insert(format!("{}{id}", refs::DONE), done);
+        }
+        let tries = format!("{}{id}/", refs::TRIES);
+        for (anchor, at) in anchors.iter().filter(|(n, _)| n.starts_with(&tries)) {
+            plan.refs.insert(anchor.clone(), *at);
+        }
+        plan.tasks.push(id);
+        if plan.tasks.len() >= BATCH {
+            break;
+        }
+    }
+    // Which sessions and walks ended, and when each writer last wrote: from the whole
+    // journal, read once.
+    let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
+    let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut last: HashMap<String, DateTime<Utc>> = HashMap::new();
+    for entry in &timeline.entries {
+        let e = &entry.event;
+        let at = last.entry(e.writer.clone()).or_insert(e.at);
+        *at = (*at).max(e.at);
+        match Recorded::of(e) {
+            Recorded::SessionEnded(s) => {
+                ended.insert(s.session);
+            }
+            Recorded::WalkEnded(_) => {
+                ended.insert(e.writer.clone());
+            }
+            _ => {}
+        }
+    }
+    for (name, tip) in listed(refs::JOURNAL)? {
+        let writer = name.strip_prefix(refs::JOURNAL).unwrap_or_default();
+        // A clone's own shards and anything not a session's or a walk's stay live; so does a
+        // chain written to since `before`.
+        if !(writer.starts_with("s-") || writer.starts_with("w-")) || !ended.contains(writer) {
+            continue;
+        }
+        if last.get(writer).is_some_and(|at| *at <= before) {
+            plan.refs.insert(name.clone(), tip);
+            plan.chains.push(name);
+        }
+    }
+    Ok(plan)
+}
+
+/// What a fold did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Folded {
+    pub tasks: usize,
+    pub chains: usize,
+    /// Refs deleted (a ref that moved since it was planned is kept, and folded again later).
+    pub deleted: usize,
+    pub kept: usize,
+    /// The archive's commit.
+    pub archive: Option<String>,
+}
+
+/// Fold `plan` into the archive: the fold commit first (by compare-and-swap on the archive's
+/// ref), then each retired ref deleted if it still holds what was archived.
+pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
+    let mut folded = Folded { tasks: plan.tasks.len(), chains: plan.chains.len(), ..Folded::default() };
+    if plan.refs.is_empty() {
+        return Ok(folded);
+    }
+    let repo = &store.repo;
+    let commit = cas::until_settled("the archive", std::process::id(), || {
+        let previous = git::ref_target(repo, REF)?;
+        let archived = match previous {
+            Some(tip) => index_of(repo, tip)?,
+            None => BTreeMap::new(),
+        };
+        // What the archive holds already (a fold that stopped before its deletes) is not
+        // written twice.
+        let fresh: BTreeMap<&String, &ObjectId> =
+            plan.refs.iter().filter(|(n, id)| archived.get(*n) != Some(*id)).collect();
+        if fresh.is_empty() {
+            return Ok(Some(previous));
+        }
+        let base_tree = match previous {
+            Some(tip) => repo.find_commit(tip)?.tree_id()?.detach(),
+            None => git::empty_tree(repo)?,
+        };
+        let mut editor = repo.edit_tree(base_tree).context("could not edit the archive's tree")?;
+        let mut shards: BTreeMap<String, BTreeMap<String, ObjectId>> = BTreeMap::new();
+        for (name, id) in &archived {
+            shards.entry(shard(name)).or_default().insert(name.clone(), *id);
+        }
+        let touched: BTreeSet<String> = fresh.keys().map(|n| shard(n)).collect();
+        for (name, id) in &fresh {
+            shards.entry(shard(name)).or_default().insert((*name).clone(), **id);
+        }
+        for s in &touched {
+            let lines: String = shards[s].iter().map(|(n, id)| format!("{id} {n}\n")).collect();
+            let blob = git::write_blob(repo, lines.as_bytes())?;
+            editor.upsert(format!("index/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
+        }
+        // Commits are kept by the fold's parents; anything else a ref held (a claim's
+        // tombstone, a try anchor's record) by an entry of its tree.
+        let mut parents: BTreeSet<ObjectId> = BTreeSet::new();
+        for (name, id) in &fresh {
+            let kind = repo.find_header(**id).with_context(|| format!("could not read what '{name}' holds"))?.kind();
+            if kind == gix::object::Kind::Commit {
+                parents.insert(**id);
+            } else {
+                let entry = format!("kept/{}/{}", shard(name), name.trim_start_matches(refs::LOOP).replace('/', "_"));
+                editor.upsert(entry, gix::object::tree::EntryKind::Blob, **id)?;
+            }
+        }
+        let tree = editor.write().context("could not write the archive's tree")?.detach();
+        let sig = gix::actor::Signature {
+            name: "git-loop".into(),
+            email: "fold@git-loop".into(),
+            time: gix::date::Time { seconds: at.timestamp(), offset: 0 },
+        };
+        // The first parent is always the archive's previous fold (the first fold's, a root
+        // commit of its own), so `git log --first-parent refs/loop/archive` lists the folds.
+        let first = match previous {
+            Some(tip) => tip,
+            None => git::write_commit(repo, git::empty_tree(repo)?, &[], "loop: the archive begins\n", &sig)?,
+        };
+        let mut all = vec![first];
+        all.extend(parents);
+        let message = format!("loop: fold {} tasks, {} journal chains\n", plan.tasks.len(), plan.chains.len());
+        let commit = git::write_commit(repo, tree, &all, &message, &sig)?;
+        let expect = previous.map_or(super::cas::Expect::Absent, super::cas::Expect::Is);
+        Ok(match cas::update(store, REF, expect, commit, "loop: fold")? {
+            Cas::Applied => Some(Some(commit)),
+            Cas::Lost { .. } => None,
+        })
+    })?;
+    folded.archive = commit.map(|c| c.to_string());
+    crate::failpoint::write_point();
+    for (name, id) in &plan.refs {
+        match cas::delete(store, name, *id)? {
+            Cas::Applied => folded.deleted += 1,
+            Cas::Lost { .. } => folded.kept += 1,
+        }
+    }
+    Ok(folded)
+}
+
+/// Delete the refs that still hold exactly what the archive holds for them (what a fold that
+/// stopped left): the rule that a ref equal to its archive entry is folded.
+pub fn tidy(store: &Store) -> Result<usize> {
+    let archive = read(&store.repo)?;
+    let mut deleted = 0;
+    for (name, id) in &archive.refs {
+        if git::ref_target(&store.repo, name)? == Some(*id) && cas::delete(store, name, *id)? == Cas::Applied {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_is_sharded_by_its_task_or_writer() {
+        assert_eq!(shard("refs/loop/tasks/t-4f2a9k3m"), "3m");
+        assert_eq!(shard("refs/loop/tries/t-4f2a9k3m/2"), "3m");
+        assert_eq!(shard("refs/loop/claims/node/t-4f2a9k3m"), "3m");
+        assert_eq!(shard("refs/loop/journal/s-8k2m1x0a"), "0a");
+    }
+}

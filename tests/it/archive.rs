@@ -1,0 +1,150 @@
+//! Folding finished tasks into the archive (`git loop gc`): refs shrink to live work, and every
+//! reader — list, show, log, cost, the notes, plain git — still reads each finished task; a
+//! folded task changed is live again; a gc killed at any write leaves duplicates, never a hole.
+
+use serde_json::Value;
+
+use crate::harness::{Repo, TestEnv};
+
+fn refs_under(repo: &Repo<'_>, prefix: &str) -> Vec<String> {
+    repo.git(&["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_owned).collect()
+}
+
+/// Four tasks: one done by hand, one cancelled, one done by a walk, one left open.
+fn backlog(env: &TestEnv) -> (Repo<'_>, [String; 4]) {
+    let repo = env.repo("r");
+    let by_hand = repo.add(&["by hand"]);
+    let dropped = repo.add(&["dropped"]);
+    let walked = repo.add(&["walked"]);
+    repo.run(&["done", &by_hand, "-m", "done by hand", "--commit", "HEAD"]).ok();
+    repo.run(&["cancel", &dropped, "--reason", "not needed"]).ok();
+    let agent = env.agent("w", "echo work > work.txt\ngit loop finish done --message walked");
+    repo.run(&["run", "--agent-cmd", &agent, "--task", &walked, "--grace", "1"]).ok();
+    let open = repo.add(&["still open"]);
+    (repo, [by_hand, dropped, walked, open])
+}
+
+/// What readers say of the whole backlog: states, events, costs, notes.
+fn readings(repo: &Repo<'_>) -> (Value, usize, Value, String) {
+    let mut list = repo.run(&["list", "--json"]).ok().json()["tasks"].clone();
+    if let Some(tasks) = list.as_array_mut() {
+        tasks.sort_by_key(|t| t["id"].as_str().unwrap_or_default().to_owned());
+    }
+    let events = repo.run(&["log", "--json"]).ok().json()["events"].as_array().map(Vec::len).unwrap_or(0);
+    let cost = repo.run(&["cost", "--json"]).ok().json();
+    let notes = repo.git(&["notes", "--ref=loop", "list"]);
+    (list, events, cost, notes)
+}
+
+#[test]
+fn gc_folds_finished_tasks_into_one_ref_and_every_reader_still_reads_them() {
+    let env = TestEnv::new();
+    let (repo, [by_hand, dropped, walked, open]) = backlog(&env);
+    let before = readings(&repo);
+    let refs_before = refs_under(&repo, "refs/loop/").len();
+
+    // Not old enough: nothing folded (the clock is pinned at the tasks' time).
+    let out = repo.run(&["gc", "--json"]).ok().json();
+    assert_eq!(out["tasks"], 0, "{out}");
+    // A dry run changes nothing.
+    let out = repo.run(&["gc", "--older-than", "0", "--dry-run"]).ok();
+    assert!(out.stdout.starts_with("would fold 3 finished tasks"), "{}", out.stdout);
+    assert_eq!(refs_under(&repo, "refs/loop/").len(), refs_before);
+
+    let out = repo.run(&["gc", "--older-than", "0", "--json"]).ok().json();
+    assert_eq!(out["tasks"], 3, "{out}");
+    assert!(out["chains"].as_u64().unwrap() >= 1, "the walk's ended chains: {out}");
+    // Live work keeps its refs; the finished tasks' are gone, the archive holds them.
+    assert_eq!(refs_under(&repo, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
+    for id in [&by_hand, &dropped, &walked] {
+        assert!(refs_under(&repo, &format!("refs/loop/claims/node/{id}")).is_empty());
+        assert!(refs_under(&repo, &format!("refs/loop/done/{id}")).is_empty());
+        assert!(refs_under(&repo, &format!("refs/loop/tries/{id}/")).is_empty());
+    }
+    // Left: the open task, the archive, the clone's own journal shards and its walker claim.
+    let left = refs_under(&repo, "refs/loop/");
+    let live = |r: &&String| {
+        *r == &format!("refs/loop/tasks/{open}")
+            || *r == "refs/loop/archive"
+            || r.starts_with("refs/loop/journal/c-")
+            || r.starts_with("refs/loop/claims/walker/")
+    };
+    assert!(left.iter().all(|r| live(&r)), "{refs_before} refs before, after: {left:?}");
+    let retired = out["refs"].as_u64().unwrap() as usize;
+    assert!(retired >= 9, "{out}");
+    assert_eq!(left.len(), refs_before - retired + 1, "{refs_before} refs before, after: {left:?}");
+    // Every reader reads the same as before.
+    assert_eq!(readings(&repo), before);
+    let shown = repo.run(&["show", &walked, "--json"]).ok().json();
+    assert_eq!(shown["state"], "done");
+    assert_eq!(repo.run(&["show", &dropped, "--json"]).ok().json()["state"], "cancelled");
+    // Plain git reads it: the index names each retired ref, its history is there.
+    let shard = &walked[walked.len() - 2..];
+    let index = repo.git(&["show", &format!("refs/loop/archive:index/{shard}")]);
+    let line = index.lines().find(|l| l.ends_with(&format!("refs/loop/tasks/{walked}"))).expect("indexed");
+    let tip = line.split(' ').next().unwrap();
+    assert!(repo.git(&["log", "--format=%s", tip]).contains(": create"), "the task's chain is readable");
+    assert_eq!(
+        repo.git(&["log", "--first-parent", "--format=%s", "refs/loop/archive"]),
+        "loop: fold 3 tasks, 2 journal chains\nloop: the archive begins"
+    );
+    // Nothing for doctor to find, and git's own check is clean (every object reachable).
+    repo.run(&["doctor"]).ok();
+    assert!(!repo.git(&["fsck", "--no-dangling", "--no-progress"]).contains("error"));
+    // Folding again finds nothing new.
+    assert_eq!(repo.run(&["gc", "--older-than", "0", "--json"]).ok().json()["tasks"], 0);
+}
+
+#[test]
+fn a_folded_task_changed_is_live_again_and_keeps_its_try_numbers() {
+    let env = TestEnv::new();
+    let (repo, [_, _, walked, _]) = backlog(&env);
+    repo.run(&["gc", "--older-than", "0"]).ok();
+    repo.run(&["reopen", &walked]).ok();
+    assert_eq!(refs_under(&repo, &format!("refs/loop/tasks/{walked}")).len(), 1, "live again");
+    assert_eq!(repo.run(&["show", &walked, "--json"]).ok().json()["state"], "open");
+    let agent = env.agent("again", "echo more >> work.txt\ngit loop finish done --message again");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--task", &walked, "--grace", "1"]).ok();
+    assert!(out.stdout.contains(&format!("opened try 2 on loop-try/{walked}/2")), "{}", out.stdout);
+    let log = repo.run(&["log", "--task", &walked, "--json"]).ok().json();
+    let kinds: Vec<&str> = log["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "task_done").count(), 2, "its whole history: {kinds:?}");
+    // Folded again, on top of the first fold.
+    let folds = || repo.git(&["log", "--first-parent", "--format=%s", "refs/loop/archive"]).lines().count();
+    let before = folds();
+    assert_eq!(repo.run(&["gc", "--older-than", "0", "--json"]).ok().json()["tasks"], 1);
+    assert_eq!(folds(), before + 1, "{}", repo.git(&["log", "--first-parent", "--format=%s", "refs/loop/archive"]));
+    assert_eq!(repo.run(&["show", &walked, "--json"]).ok().json()["state"], "done");
+}
+
+#[test]
+fn a_gc_killed_at_any_write_leaves_every_task_readable_and_the_next_one_finishes() {
+    let env = TestEnv::new();
+    let (repo, _) = backlog(&env);
+    let before = readings(&repo);
+    let mut kills = 0;
+    for n in 1..=60 {
+        let out = repo.run_with(&["gc", "--older-than", "0"], &[("GIT_LOOP_KILL_AT", &format!("gc:{n}"))]);
+        if out.code != -1 {
+            out.code(0);
+            break;
+        }
+        kills += 1;
+        // Whatever the gc left, every task reads as before.
+        assert_eq!(readings(&repo), before, "after kill {n}");
+    }
+    assert!(kills >= 2, "the gc was killed between its writes ({kills})");
+    assert_eq!(refs_under(&repo, "refs/loop/tasks/").len(), 1);
+    repo.run(&["doctor"]).ok();
+}
+
+#[test]
+fn gc_refuses_a_clone_that_shares_its_records_through_a_remote() {
+    let env = TestEnv::new();
+    let (_remote, a, _b) = env.two_clones();
+    let out = a.run(&["gc", "--older-than", "0"]).code(2);
+    assert!(out.stderr.starts_with("error: this clone shares its records through loop.remote"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"));
+    let out = a.run(&["gc", "--older-than", "soon"]).code(2);
+    assert!(out.stderr.contains("'soon' is not a duration"), "{}", out.stderr);
+}
