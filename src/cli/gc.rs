@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::env::Env;
 use super::output::Out;
-use git_loop::error::{usage, Class, Refusal};
+use git_loop::error::{usage, Refusal};
 use git_loop::ids::Span;
 use git_loop::store::archive;
 
@@ -22,8 +22,10 @@ use git_loop::store::archive;
 /// still holds the value archived, after the archive is written: a gc stopped at any point
 /// leaves duplicates the next one removes, never a hole. Task and try branches are prune's.
 ///
-/// This folds a clone's own history; a clone with loop.remote is refused (exit 2): its
-/// remote's refs are the fleet's, which a sync would bring back.
+/// With loop.remote the fold is the fleet's: it syncs, pushes the fold to the remote's archive
+/// (leased: two clones folding at once take turns), then the deletes of the retired refs, each
+/// leased on its archived value; every clone's next sync deletes them there too, and never
+/// pushes them back. A remote guarded by git-loop's hook needs this release's hook.
 ///
 /// Example: git loop gc --older-than 7d --dry-run
 #[derive(Args)]
@@ -51,23 +53,27 @@ fn parse_age(text: &str) -> Result<chrono::Duration, Refusal> {
 
 pub fn run(env: &Env, args: GcArgs) -> Result<u8> {
     let store = env.open()?;
-    if let Some(remote) = store.arbiter() {
-        return Err(Refusal::new(
-            Class::Usage,
-            format!(
-                "this clone shares its records through loop.remote ('{remote}'): gc folds a clone's own history only"
-            ),
-        )
-        .hint("its refs are the fleet's: a sync would bring back what gc deleted here; 'git loop prune' trims branches")
-        .into());
-    }
     let older = args.older_than.unwrap_or_else(|| chrono::Duration::days(7));
     let before = env.ctx.now() - older;
     let mut out = Out::new();
     let (mut tasks, mut chains, mut deleted, mut kept) = (0, 0, 0, 0);
     let mut archive_tip = None;
+    // With loop.remote the fold is the fleet's: on the remote first (docs/concurrency.md).
+    if let (Some(remote), false) = (store.arbiter(), args.dry_run) {
+        loop {
+            let folded = archive::fold_remote(&store, &env.ctx, &remote, before)?;
+            tasks += folded.tasks;
+            chains += folded.chains;
+            deleted += folded.deleted;
+            kept += folded.kept;
+            archive_tip = folded.archive.or(archive_tip);
+            if folded.tasks < archive::BATCH {
+                break;
+            }
+        }
+    }
     // A fold takes at most archive::BATCH tasks: fold until nothing is left.
-    loop {
+    while store.arbiter().is_none() || args.dry_run {
         let plan = archive::plan(&store, before)?;
         if plan.refs.is_empty() || args.dry_run {
             tasks += plan.tasks.len();

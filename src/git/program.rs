@@ -386,7 +386,23 @@ pub fn push(
     patterns: &[String],
     timeout: Duration,
 ) -> Result<PushReport> {
-    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--atomic".into(), "--no-verify".into()];
+    push_with(dir, remote, updates, patterns, timeout, true)
+}
+
+/// `push`, each ref on its own (`atomic` false): one whose lease fails is reported and the
+/// others are applied (the archive's leased deletes, `store::archive`).
+pub fn push_with(
+    dir: &Path,
+    remote: &str,
+    updates: &[PushUpdate],
+    patterns: &[String],
+    timeout: Duration,
+    atomic: bool,
+) -> Result<PushReport> {
+    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into(), "--no-verify".into()];
+    if atomic {
+        args.insert(2, "--atomic".into());
+    }
     for update in updates {
         if let Some(expect) = &update.expect {
             let value = expect.map(|id| id.to_string()).unwrap_or_default();

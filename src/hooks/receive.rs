@@ -29,6 +29,9 @@
 //! - Task branches `loop/<id>`: commits, fast-forwards only, never deleted (they hold accepted
 //!   work). Try branches and kept branches: commits, fast-forwards only; they may be deleted
 //!   (their work stays alive under `refs/loop/`).
+//! - `refs/loop/archive`: commits, fast-forwards only, never deleted. A delete of a task chain,
+//!   journal chain, anchor or claim is let through when the archive, as the server holds it,
+//!   archived that ref at exactly the value deleted (a fold, `store::archive`).
 //! - Any other ref: not its business.
 //!
 //! Each refusal is one line naming the ref, what is wrong and a hint (`Rejected`); clients
@@ -254,6 +257,8 @@ enum Target {
     TaskBranch,
     /// A try branch or a kept branch: forward-only, but may be deleted.
     LooseBranch,
+    /// The archive of folded records: forward-only, never deleted.
+    Archive,
 }
 
 /// A ref that holds on to a try's or a task's work.
@@ -286,9 +291,10 @@ fn classify(name: &str) -> Result<Option<Target>, String> {
             "journal" => rest.parse::<WriterId>().map(|_| Some(Target::Journal)).map_err(|r| r.message),
             "missions" => rest.parse::<MissionId>().map(|_| Some(Target::Mission)).map_err(|r| r.message),
             "settings" if rest.is_empty() => Ok(Some(Target::Settings)),
+            "archive" if rest.is_empty() => Ok(Some(Target::Archive)),
             "tries" | "done" | "kept" => anchor(&format!("{kind}/{rest}")).map(|a| Some(Target::Anchor(a))),
             _ => Err(format!(
-                "'{}' is not one of the loop's refs (tasks, claims, journal, tries, done, missions, kept, settings)",
+                "'{}' is not one of the loop's refs (tasks, claims, journal, tries, done, missions, kept, settings, archive)",
                 kind.escape_debug()
             )),
         };
@@ -369,7 +375,21 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
         Err(why) => return Some(refused(format!("not a name the loop uses: {why}")).hint(NAME_HINT)),
     };
     let objects = &server.objects;
+    // A record the archive holds at exactly this value goes: folded (`store::archive`), its
+    // history kept by the archive, which was pushed first.
+    let foldable = matches!(target, Target::Claim(_) | Target::Task(_) | Target::Journal | Target::Anchor(_));
+    if u.new.is_none() && foldable && u.old.is_some() {
+        if let Ok(Some(archived)) = crate::store::archive::lookup(objects.server(), &u.name) {
+            if Some(archived) == u.old {
+                return None;
+            }
+        }
+    }
     match target {
+        Target::Archive => match u.new {
+            None => Some(refused("the archive holds the loop's folded history; it is never deleted").hint(KEPT_HINT)),
+            Some(new) => forward(server, u.old, new),
+        },
         Target::Claim(key) => check_claim(server, opts, u, &key),
         Target::Task(id) => chain(server, u, &mut |c| records::task_commit(objects, &id, c)),
         Target::Journal => chain(server, u, &mut records::journal_commit),

@@ -68,7 +68,7 @@ pub fn read(repo: &gix::Repository) -> Result<Arc<Archive>> {
 }
 
 /// The index a fold commit's tree holds.
-fn index_of(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<String, ObjectId>> {
+pub fn index_of(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<String, ObjectId>> {
     let mut out = BTreeMap::new();
     let commit = repo.find_commit(commit).context("could not read the archive's commit")?;
     let tree = commit.tree().context("could not read the archive's tree")?;
@@ -226,73 +226,79 @@ pub struct Folded {
     pub archive: Option<String>,
 }
 
-/// Fold `plan` into the archive: the fold commit first (by compare-and-swap on the archive's
-/// ref), then each retired ref deleted if it still holds what was archived.
+/// The fold commit of `plan` on the archive at `previous` (its tip, if any): `None` when the
+/// archive holds every ref of the plan already, with those values.
+fn build(store: &Store, plan: &Plan, previous: Option<ObjectId>, at: DateTime<Utc>) -> Result<Option<ObjectId>> {
+    let repo = &store.repo;
+    let archived = match previous {
+        Some(tip) => index_of(repo, tip)?,
+        None => BTreeMap::new(),
+    };
+    // What the archive holds already (a fold that stopped before its deletes) is not
+    // written twice.
+    let fresh: BTreeMap<&String, &ObjectId> =
+        plan.refs.iter().filter(|(n, id)| archived.get(*n) != Some(*id)).collect();
+    if fresh.is_empty() {
+        return Ok(None);
+    }
+    let base_tree = match previous {
+        Some(tip) => repo.find_commit(tip)?.tree_id()?.detach(),
+        None => git::empty_tree(repo)?,
+    };
+    let mut editor = repo.edit_tree(base_tree).context("could not edit the archive's tree")?;
+    let mut shards: BTreeMap<String, BTreeMap<String, ObjectId>> = BTreeMap::new();
+    for (name, id) in &archived {
+        shards.entry(shard(name)).or_default().insert(name.clone(), *id);
+    }
+    let touched: BTreeSet<String> = fresh.keys().map(|n| shard(n)).collect();
+    for (name, id) in &fresh {
+        shards.entry(shard(name)).or_default().insert((*name).clone(), **id);
+    }
+    for s in &touched {
+        let lines: String = shards[s].iter().map(|(n, id)| format!("{id} {n}\n")).collect();
+        let blob = git::write_blob(repo, lines.as_bytes())?;
+        editor.upsert(format!("index/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
+    }
+    // Commits are kept by the fold's parents; anything else a ref held (a claim's tombstone, a
+    // try anchor's record) by an entry of its tree.
+    let mut parents: BTreeSet<ObjectId> = BTreeSet::new();
+    for (name, id) in &fresh {
+        let kind = repo.find_header(**id).with_context(|| format!("could not read what '{name}' holds"))?.kind();
+        if kind == gix::object::Kind::Commit {
+            parents.insert(**id);
+        } else {
+            let entry = format!("kept/{}/{}", shard(name), name.trim_start_matches(refs::LOOP).replace('/', "_"));
+            editor.upsert(entry, gix::object::tree::EntryKind::Blob, **id)?;
+        }
+    }
+    let tree = editor.write().context("could not write the archive's tree")?.detach();
+    let sig = gix::actor::Signature {
+        name: "git-loop".into(),
+        email: "fold@git-loop".into(),
+        time: gix::date::Time { seconds: at.timestamp(), offset: 0 },
+    };
+    // The first parent is always the archive's previous fold (the first fold's, a root commit
+    // of its own), so `git log --first-parent refs/loop/archive` lists the folds.
+    let first = match previous {
+        Some(tip) => tip,
+        None => git::write_commit(repo, git::empty_tree(repo)?, &[], "loop: the archive begins\n", &sig)?,
+    };
+    let mut all = vec![first];
+    all.extend(parents);
+    let message = format!("loop: fold {} tasks, {} journal chains\n", plan.tasks.len(), plan.chains.len());
+    Ok(Some(git::write_commit(repo, tree, &all, &message, &sig)?))
+}
+
+/// Fold `plan` into this clone's archive: the fold commit first (by compare-and-swap on the
+/// archive's ref), then each retired ref deleted if it still holds what was archived.
 pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
     let mut folded = Folded { tasks: plan.tasks.len(), chains: plan.chains.len(), ..Folded::default() };
     if plan.refs.is_empty() {
         return Ok(folded);
     }
-    let repo = &store.repo;
     let commit = cas::until_settled("the archive", std::process::id(), || {
-        let previous = git::ref_target(repo, REF)?;
-        let archived = match previous {
-            Some(tip) => index_of(repo, tip)?,
-            None => BTreeMap::new(),
-        };
-        // What the archive holds already (a fold that stopped before its deletes) is not
-        // written twice.
-        let fresh: BTreeMap<&String, &ObjectId> =
-            plan.refs.iter().filter(|(n, id)| archived.get(*n) != Some(*id)).collect();
-        if fresh.is_empty() {
-            return Ok(Some(previous));
-        }
-        let base_tree = match previous {
-            Some(tip) => repo.find_commit(tip)?.tree_id()?.detach(),
-            None => git::empty_tree(repo)?,
-        };
-        let mut editor = repo.edit_tree(base_tree).context("could not edit the archive's tree")?;
-        let mut shards: BTreeMap<String, BTreeMap<String, ObjectId>> = BTreeMap::new();
-        for (name, id) in &archived {
-            shards.entry(shard(name)).or_default().insert(name.clone(), *id);
-        }
-        let touched: BTreeSet<String> = fresh.keys().map(|n| shard(n)).collect();
-        for (name, id) in &fresh {
-            shards.entry(shard(name)).or_default().insert((*name).clone(), **id);
-        }
-        for s in &touched {
-            let lines: String = shards[s].iter().map(|(n, id)| format!("{id} {n}\n")).collect();
-            let blob = git::write_blob(repo, lines.as_bytes())?;
-            editor.upsert(format!("index/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
-        }
-        // Commits are kept by the fold's parents; anything else a ref held (a claim's
-        // tombstone, a try anchor's record) by an entry of its tree.
-        let mut parents: BTreeSet<ObjectId> = BTreeSet::new();
-        for (name, id) in &fresh {
-            let kind = repo.find_header(**id).with_context(|| format!("could not read what '{name}' holds"))?.kind();
-            if kind == gix::object::Kind::Commit {
-                parents.insert(**id);
-            } else {
-                let entry = format!("kept/{}/{}", shard(name), name.trim_start_matches(refs::LOOP).replace('/', "_"));
-                editor.upsert(entry, gix::object::tree::EntryKind::Blob, **id)?;
-            }
-        }
-        let tree = editor.write().context("could not write the archive's tree")?.detach();
-        let sig = gix::actor::Signature {
-            name: "git-loop".into(),
-            email: "fold@git-loop".into(),
-            time: gix::date::Time { seconds: at.timestamp(), offset: 0 },
-        };
-        // The first parent is always the archive's previous fold (the first fold's, a root
-        // commit of its own), so `git log --first-parent refs/loop/archive` lists the folds.
-        let first = match previous {
-            Some(tip) => tip,
-            None => git::write_commit(repo, git::empty_tree(repo)?, &[], "loop: the archive begins\n", &sig)?,
-        };
-        let mut all = vec![first];
-        all.extend(parents);
-        let message = format!("loop: fold {} tasks, {} journal chains\n", plan.tasks.len(), plan.chains.len());
-        let commit = git::write_commit(repo, tree, &all, &message, &sig)?;
+        let previous = git::ref_target(&store.repo, REF)?;
+        let Some(commit) = build(store, plan, previous, at)? else { return Ok(Some(previous)) };
         let expect = previous.map_or(super::cas::Expect::Absent, super::cas::Expect::Is);
         Ok(match cas::update(store, REF, expect, commit, "loop: fold")? {
             Cas::Applied => Some(Some(commit)),
@@ -308,6 +314,104 @@ pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
         }
     }
     Ok(folded)
+}
+
+/// How many leased deletes go in one push (each is handled on its own by the remote: a push's
+/// cost grows with deletes × refs, docs/performance.md).
+const DELETES_PER_PUSH: usize = 250;
+
+/// Fold on the shared remote `remote`, what finished before `before` (docs/concurrency.md,
+/// "The archive on a shared remote"): sync; build the fold on the remote's archive; push the
+/// archive alone, leased on the tip the sync saw (a lost lease syncs and builds again: two
+/// clones folding at once serialise on it); then push the deletes of the retired refs, each
+/// leased on its archived value and applied on its own (a ref that moved since is left live);
+/// then delete them here. Killed anywhere, what is left is refs equal to their archive
+/// entries, which every reader reads the same and the next fold deletes.
+pub fn fold_remote(
+    store: &Store,
+    ctx: &crate::context::Context,
+    remote_name: &str,
+    before: DateTime<Utc>,
+) -> Result<Folded> {
+    let mut total = Folded::default();
+    for _round in 0..5 {
+        super::sync::sync(store, ctx, remote_name)?;
+        let plan = plan(store, before)?;
+        // What an earlier fold archived but did not get to delete there (it stopped, or an
+        // older clone pushed it back): the remote's refs that equal their archive entries.
+        let mut leftovers = BTreeMap::new();
+        let archived = read(&store.repo)?;
+        for (name, id) in super::remote::mirrored(store, remote_name, &[format!("{}*", refs::LOOP)])? {
+            if archived.refs.get(&name) == Some(&id) {
+                leftovers.insert(name, id);
+            }
+        }
+        if plan.refs.is_empty() && leftovers.is_empty() {
+            return Ok(total);
+        }
+        let previous = git::ref_target(&store.repo, REF)?;
+        let commit = match build(store, &plan, previous, ctx.now())? {
+            Some(commit) => {
+                let expect = previous.map_or(super::cas::Expect::Absent, super::cas::Expect::Is);
+                match super::remote::swap(store, remote_name, REF, expect, Some(commit))? {
+                    Cas::Applied => Some(commit),
+                    // Another clone folded meanwhile: sync, and fold what is left on its fold.
+                    Cas::Lost { .. } => continue,
+                }
+            }
+            // The archive holds them already (a fold stopped before its deletes).
+            None => previous,
+        };
+        crate::failpoint::write_point();
+        let mut retire = plan.refs.clone();
+        retire.extend(leftovers);
+        let (deleted, kept) = delete_remote(store, remote_name, &retire)?;
+        for (name, id) in &plan.refs {
+            let _ = cas::delete(store, name, *id)?;
+        }
+        total.tasks += plan.tasks.len();
+        total.chains += plan.chains.len();
+        total.deleted += deleted;
+        total.kept += kept;
+        total.archive = commit.map(|c| c.to_string());
+        if plan.tasks.len() < BATCH {
+            return Ok(total);
+        }
+    }
+    Ok(total)
+}
+
+/// Delete `refs` on the remote, each leased on its value, in pushes of `DELETES_PER_PUSH`:
+/// (deleted, left because they moved).
+fn delete_remote(store: &Store, remote_name: &str, refs: &BTreeMap<String, ObjectId>) -> Result<(usize, usize)> {
+    let timeout = store.settings().transfer_timeout()?;
+    let (mut deleted, mut kept) = (0, 0);
+    let all: Vec<(&String, &ObjectId)> = refs.iter().collect();
+    for chunk in all.chunks(DELETES_PER_PUSH) {
+        let updates: Vec<git::program::PushUpdate> = chunk
+            .iter()
+            .map(|(name, id)| git::program::PushUpdate { dst: (*name).clone(), src: None, expect: Some(Some(**id)) })
+            .collect();
+        let report = super::remote::answered(store, remote_name, || {
+            git::program::push_with(store.workdir(), remote_name, &updates, &[], timeout, false)
+        })?;
+        if let Some(refusal) = report.refusal() {
+            return Err(crate::error::Refusal::new(
+                crate::error::Class::Refused,
+                format!("remote '{remote_name}' refused to let the archive retire '{}': {}", refusal.dst, refusal.why),
+            )
+            .hint("install this release's hook on the server (git loop hooks install --server): it lets a ref go once the archive holds it")
+            .into());
+        }
+        for (_, status) in &report.refs {
+            if *status == git::program::RefStatus::Ok {
+                deleted += 1;
+            } else {
+                kept += 1;
+            }
+        }
+    }
+    Ok((deleted, kept))
 }
 
 /// Delete the refs that still hold exactly what the archive holds for them (what a fold that

@@ -606,6 +606,9 @@ pub fn fault(remote: &str, err: &anyhow::Error) -> Fault {
         "kex_exchange_identification",
         "could not read from remote repository",
         "protocol error",
+        // A ref the listing named was deleted (a fold's retired refs) or moved before
+        // upload-pack served it: fetched again, the new listing holds.
+        "not our ref",
     ];
     // git over http: "repository '<url>' not found".
     let missing = lower.contains("repository '") && lower.contains("' not found");

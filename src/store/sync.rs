@@ -139,6 +139,7 @@ fn class_of(name: &str) -> Option<Class> {
         || name.starts_with(refs::DONE)
         || name.starts_with(refs::KEPT)
         || name == refs::SETTINGS
+        || name == super::archive::REF
     {
         Some(Class::Forward)
     } else if name == refs::NOTES {
@@ -341,8 +342,30 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
         };
         // Branches this clone pruned, at the heads the remote still holds, stay pruned here.
         let pruned = super::pruned::load(store);
+        // What either side's archive retired (`store::archive`): a ref that holds exactly its
+        // archived value is folded, wherever it is left.
+        let mut archived = BTreeMap::new();
+        for tip in [ours.get(super::archive::REF), theirs.get(super::archive::REF)].into_iter().flatten() {
+            if store.has_object(*tip) {
+                archived.extend(super::archive::index_of(&store.repo, *tip)?);
+            }
+        }
         for name in names {
             let Some(class) = class_of(name) else { continue };
+            if let Some(folded) = archived.get(name) {
+                match (ours.get(name), theirs.get(name)) {
+                    // Folded on the remote: deleted here too, never pushed back.
+                    (Some(l), None) if l == folded => {
+                        if cas::delete(store, name, *l)? == Cas::Applied {
+                            report.changes.push(RefChange { name: name.clone(), change: Change::Removed });
+                        }
+                        continue;
+                    }
+                    // Folded here, its remote copy not deleted yet: not brought back.
+                    (None, Some(o)) if o == folded => continue,
+                    _ => {}
+                }
+            }
             if !ours.contains_key(name) && theirs.get(name).is_some_and(|o| pruned.get(name) == Some(o)) {
                 continue;
             }

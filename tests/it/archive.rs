@@ -139,12 +139,129 @@ fn a_gc_killed_at_any_write_leaves_every_task_readable_and_the_next_one_finishes
 }
 
 #[test]
-fn gc_refuses_a_clone_that_shares_its_records_through_a_remote() {
+fn gc_refuses_a_duration_it_cannot_read() {
     let env = TestEnv::new();
-    let (_remote, a, _b) = env.two_clones();
-    let out = a.run(&["gc", "--older-than", "0"]).code(2);
-    assert!(out.stderr.starts_with("error: this clone shares its records through loop.remote"), "{}", out.stderr);
-    assert!(out.stderr.contains("hint:"));
-    let out = a.run(&["gc", "--older-than", "soon"]).code(2);
+    let repo = env.repo("r");
+    let out = repo.run(&["gc", "--older-than", "soon"]).code(2);
     assert!(out.stderr.contains("'soon' is not a duration"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"));
+}
+
+#[test]
+fn a_fleets_fold_killed_at_any_write_loses_nothing_and_the_next_one_finishes() {
+    let env = TestEnv::new();
+    let (bare, a, b) = env.two_clones();
+    for n in 0..3 {
+        let id = a.add(&[&format!("task {n}")]);
+        a.run(&["cancel", &id, "--reason", "done with"]).ok();
+    }
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    let before = readings(&b);
+    let mut kills = 0;
+    for n in 1..=80 {
+        let out = a.run_with(&["gc", "--older-than", "0"], &[("GIT_LOOP_KILL_AT", &format!("gc:{n}"))]);
+        if out.code != -1 {
+            out.code(0);
+            break;
+        }
+        kills += 1;
+        b.run(&["sync"]).ok();
+        assert_eq!(readings(&b), before, "another clone after kill {n}");
+    }
+    assert!(kills >= 3, "killed between its writes ({kills})");
+    a.run(&["gc", "--older-than", "0"]).ok();
+    assert!(remote_refs(&bare, &env, "refs/loop/tasks/").is_empty());
+    for clone in [&a, &b] {
+        clone.run(&["sync"]).ok();
+        assert_eq!(readings(clone), before);
+        assert!(refs_under(clone, "refs/loop/tasks/").is_empty());
+    }
+}
+
+fn remote_refs(bare: &std::path::Path, env: &TestEnv, prefix: &str) -> Vec<String> {
+    env.git(bare, &["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_fleet_folds_on_its_hooked_remote_and_every_clone_follows_without_pushing_anything_back() {
+    let env = TestEnv::new();
+    let bare = env.remote("origin");
+    env.install_receive_hook(&bare);
+    let url = bare.to_str().unwrap();
+    let (a, b, old) = (env.clone_of(url, "a"), env.clone_of(url, "b"), env.clone_of(url, "old"));
+    for clone in [&a, &b, &old] {
+        clone.run(&["init", "--remote", "origin"]).ok();
+    }
+    let done = a.add(&["done by hand"]);
+    let dropped = a.add(&["dropped"]);
+    let open = a.add(&["still open"]);
+    a.run(&["done", &done, "-m", "by hand", "--commit", "HEAD"]).ok();
+    a.run(&["cancel", &dropped, "--reason", "not needed"]).ok();
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    old.run(&["sync"]).ok();
+    let before = readings(&b);
+    let refs_before = remote_refs(&bare, &env, "refs/loop/").len();
+
+    let out = a.run(&["gc", "--older-than", "0", "--json"]).ok().json();
+    assert_eq!(out["tasks"], 2, "{out}");
+    // The remote keeps live work and the archive; the folded tasks' refs are gone there.
+    assert_eq!(remote_refs(&bare, &env, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
+    assert_eq!(remote_refs(&bare, &env, "refs/loop/archive").len(), 1);
+    assert!(remote_refs(&bare, &env, "refs/loop/").len() < refs_before, "{refs_before} before");
+    // Another clone syncs: its copies go too, and it reads everything as before.
+    b.run(&["sync"]).ok();
+    assert_eq!(refs_under(&b, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
+    assert_eq!(readings(&b), before);
+    // A clone that has not synced since: nothing it holds is pushed back, and it follows.
+    old.run(&["sync"]).ok();
+    old.run(&["sync"]).ok();
+    assert_eq!(remote_refs(&bare, &env, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
+    assert_eq!(refs_under(&old, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
+    assert_eq!(readings(&old), before);
+    // A folded task reopened anywhere is live again everywhere.
+    b.run(&["reopen", &dropped]).ok();
+    b.run(&["sync"]).ok();
+    a.run(&["sync"]).ok();
+    assert_eq!(a.run(&["show", &dropped, "--json"]).ok().json()["state"], "open");
+    assert_eq!(remote_refs(&bare, &env, "refs/loop/tasks/").len(), 2);
+}
+
+#[test]
+fn two_clones_folding_at_once_fold_each_task_once() {
+    let env = TestEnv::new();
+    let (bare, a, b) = env.two_clones();
+    for n in 0..6 {
+        let id = a.add(&[&format!("task {n}")]);
+        a.run(&["cancel", &id, "--reason", "done with"]).ok();
+    }
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    let before = readings(&b);
+    let spawn = |repo: &Repo<'_>| {
+        repo.command(&["gc", "--older-than", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("gc")
+    };
+    let (first, second) = (spawn(&a), spawn(&b));
+    for child in [first, second] {
+        let out = child.wait_with_output().expect("gc ends");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(remote_refs(&bare, &env, "refs/loop/tasks/").is_empty());
+    let listed = env.git(&bare, &["ls-tree", "-r", "--name-only", "refs/loop/archive"]);
+    let mut names = Vec::new();
+    for shard in listed.lines().filter(|l| l.starts_with("index/")) {
+        let blob = env.git(&bare, &["show", &format!("refs/loop/archive:{shard}")]);
+        names.extend(blob.lines().filter_map(|l| l.split_once(' ').map(|(_, n)| n.to_owned())));
+    }
+    let tasks: Vec<&String> = names.iter().filter(|n| n.starts_with("refs/loop/tasks/")).collect();
+    assert_eq!(tasks.len(), 6, "each task archived once: {tasks:?}");
+    a.run(&["sync"]).ok();
+    b.run(&["sync"]).ok();
+    assert_eq!(readings(&a), before);
+    assert_eq!(readings(&b), before);
 }
