@@ -74,7 +74,7 @@ pub fn run(env: &Env, args: GcArgs) -> Result<u8> {
     }
     // A fold takes at most archive::BATCH tasks: fold until nothing is left.
     while store.arbiter().is_none() || args.dry_run {
-        let plan = archive::plan(&store, before)?;
+        let plan = archive::plan(&store, &env.ctx, before)?;
         if plan.refs.is_empty() || args.dry_run {
             tasks += plan.tasks.len();
             chains += plan.chains.len();

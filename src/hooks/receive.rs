@@ -30,8 +30,10 @@
 //!   work). Try branches and kept branches: commits, fast-forwards only; they may be deleted
 //!   (their work stays alive under `refs/loop/`).
 //! - `refs/loop/archive`: commits, fast-forwards only, never deleted. A delete of a task chain,
-//!   journal chain, anchor or claim is let through when the archive, as the server holds it,
-//!   archived that ref at exactly the value deleted (a fold, `store::archive`).
+//!   journal chain, anchor, claim or branch is let through when the archive, as the server
+//!   holds it, archived that ref at exactly the value deleted (a fold, `store::archive`); one
+//!   created again at exactly its archived value (a clone of an older release pushing back what
+//!   was folded) is refused.
 //! - Any other ref: not its business.
 //!
 //! Each refusal is one line naming the ref, what is wrong and a hint (`Rejected`); clients
@@ -377,11 +379,30 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
     let objects = &server.objects;
     // A record the archive holds at exactly this value goes: folded (`store::archive`), its
     // history kept by the archive, which was pushed first.
-    let foldable = matches!(target, Target::Claim(_) | Target::Task(_) | Target::Journal | Target::Anchor(_));
-    if u.new.is_none() && foldable && u.old.is_some() {
+    let foldable = matches!(
+        target,
+        Target::Claim(_)
+            | Target::Task(_)
+            | Target::Journal
+            | Target::Anchor(_)
+            | Target::TaskBranch
+            | Target::LooseBranch
+    );
+    if foldable {
         if let Ok(Some(archived)) = crate::store::archive::lookup(objects.server(), &u.name) {
-            if Some(archived) == u.old {
-                return None;
+            match (u.old, u.new) {
+                (Some(old), None) if old == archived => return None,
+                // Created again at its folded value: a clone that does not read the archive
+                // pushed back what the fold retired.
+                (None, Some(new)) if new == archived => return Some(
+                    refused(
+                        "this ref was folded into refs/loop/archive at that value; pushing it back would undo the fold",
+                    )
+                    .hint(
+                        "upgrade git-loop on this clone: its sync reads the archive and never pushes folded refs back",
+                    ),
+                ),
+                _ => {}
             }
         }
     }

@@ -118,7 +118,12 @@ pub fn show(store: &Store, ctx: &Context, target: &str) -> Result<Shown> {
 /// a task branch or a target, and for a task that is not done and never failed to land (a
 /// failed, parked or cancelled task has no work to land: its branch is where it started).
 fn landing_of(store: &Store, ctx: &Context, id: &TaskId, task: &Task) -> Result<Option<Landing>> {
-    let Some(head) = store.ref_target(&crate::refs::task_branch(id))? else { return Ok(None) };
+    let branch = crate::refs::task_branch(id);
+    // A folded task's branch: as the archive holds it.
+    let archived = || -> Result<Option<gix::ObjectId>> {
+        Ok(store.archived(&branch)?.into_iter().find(|(n, _)| *n == branch).map(|(_, id)| id))
+    };
+    let Some(head) = store.ref_target(&branch)?.map_or_else(archived, |h| Ok(Some(h)))? else { return Ok(None) };
     let Some(view) = crate::landing::view(store, ctx)? else { return Ok(None) };
     let into = crate::refs::short_branch(&view.into).to_owned();
     let failure = view.last_failure.filter(|(task, ..)| task == id.as_str()).map(|(_, at, failed)| (at, failed));

@@ -110,7 +110,7 @@ pub fn under(repo: &gix::Repository, prefix: &str) -> Result<Vec<(String, Object
 
 /// The shard of a ref: the last two characters of its task id or journal writer.
 fn shard(name: &str) -> String {
-    let owner = if let Some(rest) = name.strip_prefix(refs::TRIES) {
+    let owner = if let Some(rest) = name.strip_prefix(refs::TRIES).or_else(|| name.strip_prefix(refs::TRY_BRANCHES)) {
         rest.split('/').next().unwrap_or(rest)
     } else {
         name.rsplit('/').next().unwrap_or(name)
@@ -133,7 +133,7 @@ pub struct Plan {
 /// Plan a fold: done and cancelled tasks unchanged since `before` whose claim is not held, with
 /// their claim tombstones and done and try anchors; journal chains of sessions and walks that
 /// ended (`session_ended`, `walk_ended`) and hold nothing newer than `before`.
-pub fn plan(store: &Store, before: DateTime<Utc>) -> Result<Plan> {
+pub fn plan(store: &Store, ctx: &crate::context::Context, before: DateTime<Utc>) -> Result<Plan> {
     use crate::store::events::Recorded;
     use crate::store::task::State;
     let repo = &store.repo;
@@ -178,6 +178,25 @@ pub fn plan(store: &Store, before: DateTime<Utc>) -> Result<Plan> {
         plan.tasks.push(id);
         if plan.tasks.len() >= BATCH {
             break;
+        }
+    }
+    // Their branches, where nothing needs them as branches any more: what `prune` would delete
+    // (its work landed, or is in its task branch), and a cancelled task's (its heads become the
+    // fold's parents, so nothing of them is lost). One checked out, or not yet landed, stays.
+    let folding: std::collections::HashSet<&str> = plan.tasks.iter().map(String::as_str).collect();
+    let judged = crate::prune::prune(store, ctx, crate::prune::Options { dry_run: true, unlanded: false })?;
+    for branch in judged.branches.iter().filter(|b| folding.contains(b.task.as_str())) {
+        let cancelled = store
+            .ref_target(&format!("{}{}", refs::TASKS, branch.task))?
+            .and_then(|tip| crate::store::task::read_at(store, &format!("{}{}", refs::TASKS, branch.task), tip).ok())
+            .is_some_and(|t| t.state == State::Cancelled);
+        let fold = match &branch.verdict {
+            crate::prune::Verdict::Pruned(_) => true,
+            crate::prune::Verdict::Unlanded(_) => cancelled,
+            _ => false,
+        };
+        if fold {
+            plan.refs.insert(format!("refs/heads/{}", branch.branch), branch.head);
         }
     }
     // Which sessions and walks ended, and when each writer last wrote: from the whole
@@ -336,7 +355,7 @@ pub fn fold_remote(
     let mut total = Folded::default();
     for _round in 0..5 {
         super::sync::sync(store, ctx, remote_name)?;
-        let plan = plan(store, before)?;
+        let plan = plan(store, ctx, before)?;
         // What an earlier fold archived but did not get to delete there (it stopped, or an
         // older clone pushed it back): the remote's refs that equal their archive entries.
         let mut leftovers = BTreeMap::new();
@@ -437,5 +456,7 @@ mod tests {
         assert_eq!(shard("refs/loop/tries/t-4f2a9k3m/2"), "3m");
         assert_eq!(shard("refs/loop/claims/node/t-4f2a9k3m"), "3m");
         assert_eq!(shard("refs/loop/journal/s-8k2m1x0a"), "0a");
+        assert_eq!(shard("refs/heads/loop/t-4f2a9k3m"), "3m");
+        assert_eq!(shard("refs/heads/loop-try/t-4f2a9k3m/12"), "3m");
     }
 }

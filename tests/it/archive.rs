@@ -41,7 +41,13 @@ fn gc_folds_finished_tasks_into_one_ref_and_every_reader_still_reads_them() {
     let env = TestEnv::new();
     let (repo, [by_hand, dropped, walked, open]) = backlog(&env);
     let before = readings(&repo);
-    let refs_before = refs_under(&repo, "refs/loop/").len();
+    let all_loop_refs = || {
+        let mut all = refs_under(&repo, "refs/loop/");
+        all.extend(refs_under(&repo, "refs/heads/loop/"));
+        all.extend(refs_under(&repo, "refs/heads/loop-try/"));
+        all
+    };
+    let refs_before = all_loop_refs().len();
 
     // Not old enough: nothing folded (the clock is pinned at the tasks' time).
     let out = repo.run(&["gc", "--json"]).ok().json();
@@ -49,7 +55,7 @@ fn gc_folds_finished_tasks_into_one_ref_and_every_reader_still_reads_them() {
     // A dry run changes nothing.
     let out = repo.run(&["gc", "--older-than", "0", "--dry-run"]).ok();
     assert!(out.stdout.starts_with("would fold 3 finished tasks"), "{}", out.stdout);
-    assert_eq!(refs_under(&repo, "refs/loop/").len(), refs_before);
+    assert_eq!(all_loop_refs().len(), refs_before);
 
     let out = repo.run(&["gc", "--older-than", "0", "--json"]).ok().json();
     assert_eq!(out["tasks"], 3, "{out}");
@@ -62,9 +68,12 @@ fn gc_folds_finished_tasks_into_one_ref_and_every_reader_still_reads_them() {
         assert!(refs_under(&repo, &format!("refs/loop/tries/{id}/")).is_empty());
     }
     // Left: the open task, the archive, the clone's own journal shards and its walker claim.
-    let left = refs_under(&repo, "refs/loop/");
+    let left = all_loop_refs();
     let live = |r: &&String| {
         *r == &format!("refs/loop/tasks/{open}")
+            // The walked task's work has not landed: its branches stay for the landing queue.
+            || r.starts_with(&format!("refs/heads/loop/{walked}"))
+            || r.starts_with(&format!("refs/heads/loop-try/{walked}/"))
             || *r == "refs/loop/archive"
             || r.starts_with("refs/loop/journal/c-")
             || r.starts_with("refs/loop/claims/walker/")
@@ -93,6 +102,23 @@ fn gc_folds_finished_tasks_into_one_ref_and_every_reader_still_reads_them() {
     assert!(!repo.git(&["fsck", "--no-dangling", "--no-progress"]).contains("error"));
     // Folding again finds nothing new.
     assert_eq!(repo.run(&["gc", "--older-than", "0", "--json"]).ok().json()["tasks"], 0);
+}
+
+#[test]
+fn a_landed_tasks_branches_fold_with_it_and_show_still_says_where_it_landed() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["landed"]);
+    let agent = env.agent("w", "echo work > work.txt\ngit loop finish done --message walked");
+    repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--land"]).ok();
+    assert_eq!(refs_under(&repo, &format!("refs/heads/loop/{id}")).len(), 1);
+    let before = repo.run(&["show", &id]).ok().stdout;
+    assert!(before.contains("landing: on main"), "{before}");
+    repo.run(&["gc", "--older-than", "0"]).ok();
+    assert!(refs_under(&repo, "refs/heads/loop/").is_empty(), "its task branch folded");
+    assert!(refs_under(&repo, "refs/heads/loop-try/").is_empty(), "its try branch folded");
+    assert_eq!(repo.run(&["show", &id]).ok().stdout, before);
+    repo.run(&["doctor"]).ok();
 }
 
 #[test]
@@ -220,6 +246,30 @@ fn a_fleet_folds_on_its_hooked_remote_and_every_clone_follows_without_pushing_an
     assert_eq!(remote_refs(&bare, &env, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
     assert_eq!(refs_under(&old, "refs/loop/tasks/"), vec![format!("refs/loop/tasks/{open}")]);
     assert_eq!(readings(&old), before);
+    // A clone of an older release pushing a folded ref back at its folded value is refused.
+    let folded_tip = env.git(&bare, &["show", &format!("refs/loop/archive:index/{}", &done[done.len() - 2..])]);
+    let tip = folded_tip
+        .lines()
+        .find(|l| l.ends_with(&format!("refs/loop/tasks/{done}")))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_owned();
+    let push = env
+        .seal(
+            std::process::Command::new("git")
+                .args(["push", "origin", &format!("{tip}:refs/loop/tasks/{done}")])
+                .current_dir(&a.dir),
+        )
+        .output()
+        .unwrap();
+    assert!(!push.status.success());
+    assert!(
+        String::from_utf8_lossy(&push.stderr).contains("folded into refs/loop/archive"),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
     // A folded task reopened anywhere is live again everywhere.
     b.run(&["reopen", &dropped]).ok();
     b.run(&["sync"]).ok();
