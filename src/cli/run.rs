@@ -626,6 +626,12 @@ impl Observer for Progress {
                 None,
                 format!("synced: {changes} ref{} changed on the remote", if *changes == 1 { "" } else { "s" }),
             ),
+            Event::Folded { remote, tasks, chains, refs } => self.say(
+                None,
+                format!(
+                    "folded {tasks} finished tasks and {chains} journal chains into refs/loop/archive on {remote}: {refs} refs retired (loop.fold)"
+                ),
+            ),
             Event::FollowUp { task, added, title } => self.say(Some(task), format!("follow-up task {added}: {title}")),
             Event::SettingsChanged { changes, during, obeyed } => {
                 let what = walk::steering::describe(changes);
@@ -777,6 +783,9 @@ fn event_json(event: &Event) -> serde_json::Value {
         }
         Event::Handover { task, line } => json!({ "event": "handed_over", "task": task, "line": line }),
         Event::Synced { changes } => json!({ "event": "synced", "changes": changes }),
+        Event::Folded { remote, tasks, chains, refs } => {
+            json!({ "event": "folded", "remote": remote, "tasks": tasks, "chains": chains, "refs": refs })
+        }
         Event::Abandoned { task, why } => json!({ "event": "unit_abandoned", "task": task, "reason": why }),
         Event::FollowUp { task, added, title } => {
             json!({ "event": "follow_up", "task": task, "added": added, "title": title })

@@ -245,6 +245,7 @@ pub fn walk_options(
         opts.unreachable_for = span;
     }
     opts.sync_every = store.settings().sync_every()?;
+    opts.fold_after = store.settings().fold_after()?;
     Ok(opts)
 }
 

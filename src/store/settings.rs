@@ -121,6 +121,10 @@ pub const KEYS: &[Key] = &[
     Key { key: "loop.sandbox.tmpSize", meaning: "the size of a confined run's own `/tmp` (default 1g)" },
     Key { key: "loop.syncEvery", meaning: "how often a walk syncs with `loop.remote` (default 30s; `never`)" },
     Key {
+        key: "loop.fold",
+        meaning: "fold on `loop.remote`, as walks sync, the finished tasks at least this old (`7d`; `0` for every finished one) into `refs/loop/archive` once 50 or more are foldable, looked at every 10 minutes (default off: upgrade every clone and the server's hook first; `git loop gc` folds by hand; docs/storage.md, \"Archive\")",
+    },
+    Key {
         key: "loop.transferTimeout",
         meaning: "how long one call to a remote (a fetch, a push, a listing) may go without moving a byte before it is cut and, as a fault that may heal, tried again; a transfer still moving data is never cut (default 60s; docs/concurrency.md, \"Faults\")",
     },
@@ -447,6 +451,19 @@ impl<'s> Settings<'s> {
             Some("stack") => Ok(true),
             Some(other) => Err(usage(format!("loop.forge.stack '{}' is neither wait nor stack", other.escape_debug()))
                 .hint("git config loop.forge.stack stack")),
+        }
+    }
+
+    /// `loop.fold`: how old a finished task must be for walks to fold it (`None`: off).
+    pub fn fold_after(&self) -> Result<Option<chrono::Duration>, Refusal> {
+        match self.text("loop.fold").map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(None),
+            Some(v) if matches!(v.as_str(), "off" | "false" | "no" | "never") => Ok(None),
+            Some(v) if v.trim_end_matches(['s', 'm', 'h', 'd']) == "0" => Ok(Some(chrono::Duration::zero())),
+            Some(v) => v.parse::<Span>().map(|s| Some(s.0)).map_err(|_| {
+                usage(format!("loop.fold '{}' is neither off nor a duration", v.escape_debug()))
+                    .hint("e.g. git config loop.fold 7d (or off)")
+            }),
         }
     }
 

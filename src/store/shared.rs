@@ -97,6 +97,7 @@ const SHARED_KEYS: &[&str] = &[
     "loop.landBatch",
     "loop.forge.branch",
     "loop.forge.stack",
+    "loop.fold",
 ];
 
 /// Sections of named settings that are shared whole: agents, roles, prices.

@@ -102,6 +102,8 @@ pub struct Options {
     pub unreachable_for: Duration,
     /// Sync the loop's refs with `loop.remote` this often while walking (none: never).
     pub sync_every: Option<Duration>,
+    /// Fold finished tasks this old on the remote as the walk syncs (`loop.fold`; `None`: off).
+    pub fold_after: Option<chrono::Duration>,
     /// Dollars one task's sessions may spend together (`--task-budget-usd`): a task that has
     /// spent them is parked before its next session.
     pub task_budget_usd: Option<f64>,
@@ -161,6 +163,7 @@ impl Options {
             wrap_up: Duration::from_secs(30),
             unreachable_for: Duration::from_secs(15 * 60),
             sync_every: Some(Duration::from_secs(30)),
+            fold_after: None,
             max_turns: None,
             task_budget_usd: None,
             mission: None,
@@ -278,6 +281,13 @@ pub enum Event {
     },
     Synced {
         changes: usize,
+    },
+    /// Finished tasks folded into the archive on the remote as the walk synced (`loop.fold`).
+    Folded {
+        remote: String,
+        tasks: usize,
+        chains: usize,
+        refs: usize,
     },
     /// The shared remote stopped answering (a fault that may heal: a reset, a timeout, a
     /// stall, a 5xx): the walk goes on with the work it holds, claims nothing it cannot make on

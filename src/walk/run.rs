@@ -469,6 +469,9 @@ fn heartbeat(beating: Beating<'_, '_>, store: Store, key: &ClaimKey, stop: &engi
     let remote = store.arbiter();
     let mut last = std::time::Instant::now();
     let mut last_sync = std::time::Instant::now();
+    // When the walk last looked for finished tasks to fold (`loop.fold`): first after its
+    // first sync, then every FOLD_EVERY.
+    let mut last_fold: Option<std::time::Instant> = None;
     while !stop.sleep(Duration::from_millis(100)) {
         quiet.heard();
         // Whether this round may have written objects or fetched a pack.
@@ -491,6 +494,12 @@ fn heartbeat(beating: Beating<'_, '_>, store: Store, key: &ClaimKey, stop: &engi
                         if incoming > 0 {
                             walker.observer.event(&Event::Synced { changes: incoming });
                         }
+                        if let Some(after) = walker.opts.fold_after {
+                            if last_fold.is_none_or(|at| at.elapsed() >= FOLD_EVERY) {
+                                last_fold = Some(std::time::Instant::now());
+                                fold_as_it_goes(walker, &store, remote, after);
+                            }
+                        }
                     }
                     Err(err) if stops_the_walk(&err) => {
                         run.stop(engine::Stop::Failed);
@@ -508,6 +517,38 @@ fn heartbeat(beating: Beating<'_, '_>, store: Store, key: &ClaimKey, stop: &engi
                 walker.observer.event(&Event::Warning { message: format!("{err:#}") });
             }
         }
+    }
+}
+
+/// How often a walk with `loop.fold` looks for finished tasks to fold, and how many make a fold
+/// worth its pushes.
+const FOLD_EVERY: Duration = Duration::from_secs(600);
+const FOLD_AT_LEAST: usize = 50;
+
+/// Fold the fleet's finished tasks older than `after` on `remote` (`store::archive`), when at
+/// least FOLD_AT_LEAST are: beside the units, holding the walk's publishing lock (its pushes
+/// would fail a closing unit's atomic push). A fold that fails is said and tried at the next
+/// look; nothing it did is lost (a stopped fold leaves duplicates the next one deletes).
+fn fold_as_it_goes(walker: &Walker, store: &Store, remote: &str, after: chrono::Duration) {
+    let before = walker.ctx.now() - after;
+    match crate::store::archive::plan(store, &walker.ctx, before) {
+        Ok(plan) if plan.tasks.len() >= FOLD_AT_LEAST => {}
+        Ok(_) => return,
+        Err(err) => {
+            walker.observer.event(&Event::Warning { message: format!("could not look for tasks to fold: {err:#}") });
+            return;
+        }
+    }
+    let _one_at_a_time = walker.publishing.lock().unwrap_or_else(|p| p.into_inner());
+    match crate::store::archive::fold_remote(store, &walker.ctx, remote, before) {
+        Ok(folded) if folded.tasks > 0 => walker.observer.event(&Event::Folded {
+            remote: remote.to_owned(),
+            tasks: folded.tasks,
+            chains: folded.chains,
+            refs: folded.deleted,
+        }),
+        Ok(_) => {}
+        Err(err) => walker.observer.event(&Event::Warning { message: format!("could not fold on {remote}: {err:#}") }),
     }
 }
 

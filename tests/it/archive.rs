@@ -315,3 +315,41 @@ fn two_clones_folding_at_once_fold_each_task_once() {
     assert_eq!(readings(&a), before);
     assert_eq!(readings(&b), before);
 }
+
+#[test]
+fn a_walk_with_loop_fold_folds_the_fleets_finished_tasks_as_it_syncs() {
+    let env = TestEnv::new();
+    let (bare, a, b) = env.two_clones();
+    // Sixty finished tasks (a beads export's closed issues): enough for a fold.
+    let lines: String = (0..60)
+        .map(|i| format!("{{\"id\":\"bd-{i:03}\",\"title\":\"old {i}\",\"status\":\"closed\",\"issue_type\":\"task\",\"priority\":2,\"created_at\":\"2026-01-01T00:00:00Z\",\"updated_at\":\"2026-01-01T00:00:00Z\"}}\n"))
+        .collect();
+    let file = env.path("closed.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    a.run(&["import", "--format", "beads", file.to_str().unwrap()]).ok();
+    a.run(&["sync"]).ok();
+    assert_eq!(remote_refs(&bare, &env, "refs/loop/tasks/").len(), 60);
+    b.run(&["sync"]).ok();
+    // A walk that syncs every second, its one task slow enough for a sync or two.
+    b.git(&["config", "loop.fold", "0"]);
+    b.git(&["config", "loop.syncEvery", "1s"]);
+    let slow = b.add(&["slow"]);
+    let agent = env.agent("slow", "sleep 3\ngit loop finish done --message slow");
+    let out = b.run(&["run", "--agent-cmd", &agent, "--task", &slow, "--grace", "1"]).ok();
+    assert!(out.stdout.contains("folded 60 finished tasks"), "{}", out.stdout);
+    assert!(
+        remote_refs(&bare, &env, "refs/loop/tasks/").len() <= 1,
+        "{:?}",
+        remote_refs(&bare, &env, "refs/loop/tasks/")
+    );
+    a.run(&["sync"]).ok();
+    let (list, ..) = readings(&a);
+    assert_eq!(list.as_array().map(Vec::len), Some(61));
+    assert_eq!(readings(&b).0.as_array().map(Vec::len), Some(61));
+    let done = list.as_array().unwrap().iter().filter(|t| t["state"] == "done").count();
+    assert_eq!(done, 61, "every folded task reads done, and the walked one");
+    // A bad value stops a walk before it starts.
+    b.git(&["config", "loop.fold", "sometimes"]);
+    let out = b.run(&["run", "--agent-cmd", &agent]).code(2);
+    assert!(out.stderr.contains("loop.fold 'sometimes' is neither off nor a duration"), "{}", out.stderr);
+}
