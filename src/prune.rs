@@ -23,7 +23,6 @@ use gix::ObjectId;
 
 use crate::backlog::Board;
 use crate::context::Context;
-use crate::git;
 use crate::ids::TaskId;
 use crate::refs;
 use crate::store::cas::{self, Cas};
@@ -81,16 +80,7 @@ pub fn prune(store: &Store, ctx: &Context, opts: Options) -> Result<Report> {
         Some(target) => crate::landing::known_tip(store, target)?,
         None => None,
     };
-    let list = |prefix: &str| -> Result<Vec<(String, ObjectId)>> {
-        Ok(store
-            .refs_prefixed(prefix)?
-            .into_iter()
-            .filter_map(|listed| match listed {
-                git::Listed::Ref { name, target: git::Found::Direct(id) } => Some((name, id)),
-                _ => None,
-            })
-            .collect())
-    };
+    let list = |prefix: &str| store.direct_refs(prefix);
     let finished = |id: &str| board.get(id).is_some_and(|r| matches!(r.state, State::Done | State::Cancelled));
     // (full name, task, head, is a task branch)
     let mut candidates: Vec<(String, String, ObjectId, bool)> = Vec::new();

@@ -15,7 +15,6 @@
 //! repository it does not know, a rate limit (waited for when its reset is near, else
 //! [`RateLimited`] saying until when).
 
-mod forgejo;
 mod github;
 mod gitlab;
 pub mod http;
@@ -241,9 +240,9 @@ pub fn connect(store: &Store, remote_name: &str) -> Result<Box<dyn Forge>> {
     let token = token::find(store, &place)?;
     let client = http::Client::new(place.clone(), token, store.settings().forge_wait()?)?;
     Ok(match place.kind {
-        Kind::GitHub => Box::new(github::GitHub::new(client)),
+        Kind::GitHub => Box::new(github::Hub::github(client)),
         Kind::GitLab => Box::new(gitlab::GitLab::new(client)),
-        Kind::Forgejo => Box::new(forgejo::Forgejo::new(client)),
+        Kind::Forgejo => Box::new(github::Hub::forgejo(client)),
     })
 }
 

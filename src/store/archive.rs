@@ -138,16 +138,7 @@ pub fn plan(store: &Store, ctx: &crate::context::Context, before: DateTime<Utc>)
     use crate::store::task::State;
     let repo = &store.repo;
     let mut plan = Plan::default();
-    let listed = |prefix: &str| -> Result<Vec<(String, ObjectId)>> {
-        Ok(store
-            .refs_prefixed(prefix)?
-            .into_iter()
-            .filter_map(|l| match l {
-                git::Listed::Ref { name, target: git::Found::Direct(id) } => Some((name, id)),
-                _ => None,
-            })
-            .collect())
-    };
+    let listed = |prefix: &str| store.direct_refs(prefix);
     let claims: HashMap<String, ObjectId> = listed(&format!("{}node/", refs::CLAIMS))?.into_iter().collect();
     let anchors = listed(refs::TRIES)?;
     for (name, tip) in listed(refs::TASKS)? {

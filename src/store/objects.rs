@@ -62,6 +62,19 @@ impl Store {
         git::ref_target(&self.repo, name)
     }
 
+    /// Every ref under `prefix` that holds an object id (what cannot be read, or is symbolic,
+    /// left out: `doctor` reports those).
+    pub fn direct_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        Ok(self
+            .refs_prefixed(prefix)?
+            .into_iter()
+            .filter_map(|listed| match listed {
+                git::Listed::Ref { name, target: git::Found::Direct(id) } => Some((name, id)),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Every folded ref under `prefix` and what it held (`store::archive`; a live ref of the
     /// same name shadows it).
     pub fn archived(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
