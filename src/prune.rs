@@ -184,3 +184,33 @@ fn landed_by_note(store: &Store, board: &Board, task: &str, target: Option<&str>
     }
     crate::landing::noted_landed(store, &row.task()?, target)
 }
+
+/// What a fold retires (`store::fold::plan`), with the folded tasks' branches where nothing
+/// needs them as branches any more: what a prune would delete (the work landed, or is in its
+/// task branch), and a cancelled task's (its heads become the fold's parents, so nothing of
+/// them is lost). One checked out, or a done task's work not landed yet, stays.
+pub fn plan_fold(
+    store: &Store,
+    ctx: &Context,
+    before: chrono::DateTime<chrono::Utc>,
+) -> Result<crate::store::fold::Plan> {
+    let mut plan = crate::store::fold::plan(store, before)?;
+    if plan.tasks.is_empty() {
+        return Ok(plan);
+    }
+    let board = Board::load(store, ctx)?;
+    let folding: std::collections::HashSet<&str> = plan.tasks.iter().map(String::as_str).collect();
+    let judged = prune(store, ctx, Options { dry_run: true, unlanded: false })?;
+    for branch in judged.branches.iter().filter(|b| folding.contains(b.task.as_str())) {
+        let cancelled = board.get(&branch.task).is_some_and(|r| r.state == State::Cancelled);
+        let fold = match &branch.verdict {
+            Verdict::Pruned(_) => true,
+            Verdict::Unlanded(_) => cancelled,
+            _ => false,
+        };
+        if fold {
+            plan.refs.insert(format!("refs/heads/{}", branch.branch), branch.head);
+        }
+    }
+    Ok(plan)
+}

@@ -17,7 +17,7 @@ use git_loop::store::archive;
 /// with their claim's tombstone and their done and try anchors, and so are the journal chains of
 /// sessions and walks that ended that long ago: one commit on refs/loop/archive whose parents
 /// keep every commit reachable and whose tree indexes every retired ref (index/<shard>: "<id>
-/// <ref>" lines). show, log, cost, list --all and the completion notes read a folded task as
+/// <ref>" lines). show, log, cost, list and the completion notes read a folded task as
 /// before; a change to one (reopen) makes it live again. Each retired ref is deleted only if it
 /// still holds the value archived, after the archive is written: a gc stopped at any point
 /// leaves duplicates the next one removes, never a hole. Task and try branches are prune's.
@@ -61,27 +61,28 @@ pub fn run(env: &Env, args: GcArgs) -> Result<u8> {
     // With loop.remote the fold is the fleet's: on the remote first (docs/concurrency.md).
     if let (Some(remote), false) = (store.arbiter(), args.dry_run) {
         loop {
-            let folded = archive::fold_remote(&store, &env.ctx, &remote, before)?;
+            let planner = || git_loop::prune::plan_fold(&store, &env.ctx, before);
+            let folded = git_loop::store::fold::fold_remote(&store, &env.ctx, &remote, &planner)?;
             tasks += folded.tasks;
             chains += folded.chains;
             deleted += folded.deleted;
             kept += folded.kept;
             archive_tip = folded.archive.or(archive_tip);
-            if folded.tasks < archive::BATCH {
+            if folded.tasks < git_loop::store::fold::BATCH {
                 break;
             }
         }
     }
-    // A fold takes at most archive::BATCH tasks: fold until nothing is left.
+    // A fold takes at most git_loop::store::fold::BATCH tasks: fold until nothing is left.
     while store.arbiter().is_none() || args.dry_run {
-        let plan = archive::plan(&store, &env.ctx, before)?;
+        let plan = git_loop::prune::plan_fold(&store, &env.ctx, before)?;
         if plan.refs.is_empty() || args.dry_run {
             tasks += plan.tasks.len();
             chains += plan.chains.len();
             deleted += if args.dry_run { plan.refs.len() } else { 0 };
             break;
         }
-        let folded = archive::fold(&store, &plan, env.ctx.now())?;
+        let folded = git_loop::store::fold::fold(&store, &plan, env.ctx.now())?;
         tasks += folded.tasks;
         chains += folded.chains;
         deleted += folded.deleted;
@@ -92,7 +93,7 @@ pub fn run(env: &Env, args: GcArgs) -> Result<u8> {
         }
     }
     if !args.dry_run {
-        deleted += archive::tidy(&store)?;
+        deleted += git_loop::store::fold::tidy(&store)?;
     }
     if args.json {
         out.json(&json!({

@@ -275,7 +275,14 @@ pub fn place(store: &Store, remote_name: &str) -> Result<Place> {
         usage(format!("remote '{remote_name}' has no URL, so there is no forge to open a request on"))
             .hint("add it with 'git remote add origin <url>', or set loop.remote")
     })?;
-    let named = Named { kind: settings.forge()?, api: settings.forge_url(), repo: settings.forge_repo() };
+    let kind = match settings.forge() {
+        None => None,
+        Some(v) => Some(Kind::parse(&v).ok_or_else(|| {
+            usage(format!("loop.forge '{}' is not a forge git-loop knows", v.escape_debug()))
+                .hint("set it to github, gitlab, forgejo or gitea")
+        })?),
+    };
+    let named = Named { kind, api: settings.forge_url(), repo: settings.forge_repo() };
     Ok(place_of(remote_name, &url, &named)?)
 }
 

@@ -207,7 +207,8 @@ pub fn land(store: &Store, flag: bool) -> Result<bool> {
 pub fn land_via(store: &Store, flag: Option<crate::landing::Via>) -> Result<crate::landing::Via> {
     match flag {
         Some(via) => Ok(via),
-        None => Ok(store.settings().land_via()?),
+        None if store.settings().land_through_forge()? => Ok(crate::landing::Via::Request),
+        None => Ok(crate::landing::Via::Merge),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod claim;
 pub mod claim_record;
 pub mod events;
 pub mod flock;
+pub mod fold;
 pub mod index;
 pub mod journal;
 pub mod lamport;

@@ -401,23 +401,18 @@ impl<'s> Settings<'s> {
         }
     }
 
-    /// `loop.land`'s way: `pr` lands through the forge; anything else by the queue's merge.
-    pub fn land_via(&self) -> Result<crate::landing::Via, Refusal> {
+    /// `loop.land`'s way: true when it lands through the forge (`pr`), false by the queue's
+    /// own merge (`landing::Via`).
+    pub fn land_through_forge(&self) -> Result<bool, Refusal> {
         match self.text("loop.land").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-            Some("pr" | "mr" | "request") => Ok(crate::landing::Via::Request),
-            _ => self.land().map(|_| crate::landing::Via::Merge),
+            Some("pr" | "mr" | "request") => Ok(true),
+            _ => self.land().map(|_| false),
         }
     }
 
-    /// `loop.forge`: the forge's kind, if named.
-    pub fn forge(&self) -> Result<Option<crate::forge::Kind>, Refusal> {
-        match self.text("loop.forge") {
-            None => Ok(None),
-            Some(v) => crate::forge::Kind::parse(&v).map(Some).ok_or_else(|| {
-                usage(format!("loop.forge '{}' is not a forge git-loop knows", v.escape_debug()))
-                    .hint("set it to github, gitlab, forgejo or gitea")
-            }),
-        }
+    /// `loop.forge`: the forge named, as written (`forge::place` reads it).
+    pub fn forge(&self) -> Option<String> {
+        self.text("loop.forge")
     }
 
     /// `loop.forge.url`: the forge's API base URL, if named.

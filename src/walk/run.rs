@@ -531,7 +531,8 @@ const FOLD_AT_LEAST: usize = 50;
 /// look; nothing it did is lost (a stopped fold leaves duplicates the next one deletes).
 fn fold_as_it_goes(walker: &Walker, store: &Store, remote: &str, after: chrono::Duration) {
     let before = walker.ctx.now() - after;
-    match crate::store::archive::plan(store, &walker.ctx, before) {
+    let planner = || crate::prune::plan_fold(store, &walker.ctx, before);
+    match planner() {
         Ok(plan) if plan.tasks.len() >= FOLD_AT_LEAST => {}
         Ok(_) => return,
         Err(err) => {
@@ -540,7 +541,7 @@ fn fold_as_it_goes(walker: &Walker, store: &Store, remote: &str, after: chrono::
         }
     }
     let _one_at_a_time = walker.publishing.lock().unwrap_or_else(|p| p.into_inner());
-    match crate::store::archive::fold_remote(store, &walker.ctx, remote, before) {
+    match crate::store::fold::fold_remote(store, &walker.ctx, remote, &planner) {
         Ok(folded) if folded.tasks > 0 => walker.observer.event(&Event::Folded {
             remote: remote.to_owned(),
             tasks: folded.tasks,

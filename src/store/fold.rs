@@ -1,0 +1,319 @@
+//! Folding finished tasks into the archive (`store::archive`, docs/storage.md "Archive"): what
+//! a fold retires (`plan`), the fold commit (`build`), and the fold of this clone (`fold`) or of
+//! the fleet's remote (`fold_remote`), always the archive first and each delete leased on the
+//! value archived.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+
+use super::archive::{index_of, read, shard, REF};
+use super::cas::{self, Cas};
+use super::Store;
+use crate::git;
+use crate::refs;
+
+/// How many tasks one fold commit takes at most (a gc folds in several).
+pub const BATCH: usize = 500;
+
+/// What one fold retires.
+#[derive(Debug, Default, Clone)]
+pub struct Plan {
+    /// The finished tasks folded.
+    pub tasks: Vec<String>,
+    /// The journal chains folded (ref names).
+    pub chains: Vec<String>,
+    /// Every ref retired and its value.
+    pub refs: BTreeMap<String, ObjectId>,
+}
+
+/// Plan a fold: done and cancelled tasks unchanged since `before` whose claim is not held, with
+/// their claim tombstones and done and try anchors; journal chains of sessions and walks that
+/// ended (`session_ended`, `walk_ended`) and hold nothing newer than `before`.
+/// (Their branches are judged above the store, by `prune::plan_fold`, which callers use.)
+pub fn plan(store: &Store, before: DateTime<Utc>) -> Result<Plan> {
+    use crate::store::events::Recorded;
+    use crate::store::task::State;
+    let repo = &store.repo;
+    let mut plan = Plan::default();
+    let listed = |prefix: &str| store.direct_refs(prefix);
+    let claims: HashMap<String, ObjectId> = listed(&format!("{}node/", refs::CLAIMS))?.into_iter().collect();
+    let anchors = listed(refs::TRIES)?;
+    for (name, tip) in listed(refs::TASKS)? {
+        let Some(id) = refs::task_id_of(&name).map(str::to_owned) else { continue };
+        let Ok(task) = crate::store::task::read_at(store, &name, tip) else { continue };
+        if !matches!(task.state, State::Done | State::Cancelled) || task.updated_at > before {
+            continue;
+        }
+        let claim = format!("{}node/{id}", refs::CLAIMS);
+        if let Some(blob) = claims.get(&claim) {
+            // A held claim (a hold kept on the closed task, a walker's): not finished with.
+            let key = crate::ids::ClaimKey::node(&id.parse()?);
+            let released = crate::store::claim_record::parse(&key, &git::read_blob(repo, *blob)?)
+                .is_ok_and(|r| r.released_at.is_some());
+            if !released {
+                continue;
+            }
+            plan.refs.insert(claim, *blob);
+        }
+        plan.refs.insert(name, tip);
+        if let Some(done) = git::ref_target(repo, &format!("{}{id}", refs::DONE))? {
+            plan.refs.insert(format!("{}{id}", refs::DONE), done);
+        }
+        let tries = format!("{}{id}/", refs::TRIES);
+        for (anchor, at) in anchors.iter().filter(|(n, _)| n.starts_with(&tries)) {
+            plan.refs.insert(anchor.clone(), *at);
+        }
+        plan.tasks.push(id);
+        if plan.tasks.len() >= BATCH {
+            break;
+        }
+    }
+    // Which sessions and walks ended, and when each writer last wrote: from the whole
+    // journal, read once.
+    let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
+    let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut last: HashMap<String, DateTime<Utc>> = HashMap::new();
+    for entry in &timeline.entries {
+        let e = &entry.event;
+        let at = last.entry(e.writer.clone()).or_insert(e.at);
+        *at = (*at).max(e.at);
+        match Recorded::of(e) {
+            Recorded::SessionEnded(s) => {
+                ended.insert(s.session);
+            }
+            Recorded::WalkEnded(_) => {
+                ended.insert(e.writer.clone());
+            }
+            _ => {}
+        }
+    }
+    for (name, tip) in listed(refs::JOURNAL)? {
+        let writer = name.strip_prefix(refs::JOURNAL).unwrap_or_default();
+        // A clone's own shards and anything not a session's or a walk's stay live; so does a
+        // chain written to since `before`.
+        if !(writer.starts_with("s-") || writer.starts_with("w-")) || !ended.contains(writer) {
+            continue;
+        }
+        if last.get(writer).is_some_and(|at| *at <= before) {
+            plan.refs.insert(name.clone(), tip);
+            plan.chains.push(name);
+        }
+    }
+    Ok(plan)
+}
+
+/// What a fold did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Folded {
+    pub tasks: usize,
+    pub chains: usize,
+    /// Refs deleted (a ref that moved since it was planned is kept, and folded again later).
+    pub deleted: usize,
+    pub kept: usize,
+    /// The archive's commit.
+    pub archive: Option<String>,
+}
+
+/// The fold commit of `plan` on the archive at `previous` (its tip, if any): `None` when the
+/// archive holds every ref of the plan already, with those values.
+fn build(store: &Store, plan: &Plan, previous: Option<ObjectId>, at: DateTime<Utc>) -> Result<Option<ObjectId>> {
+    let repo = &store.repo;
+    let archived = match previous {
+        Some(tip) => index_of(repo, tip)?,
+        None => BTreeMap::new(),
+    };
+    // What the archive holds already (a fold that stopped before its deletes) is not
+    // written twice.
+    let fresh: BTreeMap<&String, &ObjectId> =
+        plan.refs.iter().filter(|(n, id)| archived.get(*n) != Some(*id)).collect();
+    if fresh.is_empty() {
+        return Ok(None);
+    }
+    let base_tree = match previous {
+        Some(tip) => repo.find_commit(tip)?.tree_id()?.detach(),
+        None => git::empty_tree(repo)?,
+    };
+    let mut editor = repo.edit_tree(base_tree).context("could not edit the archive's tree")?;
+    let mut shards: BTreeMap<String, BTreeMap<String, ObjectId>> = BTreeMap::new();
+    for (name, id) in &archived {
+        shards.entry(shard(name)).or_default().insert(name.clone(), *id);
+    }
+    let touched: BTreeSet<String> = fresh.keys().map(|n| shard(n)).collect();
+    for (name, id) in &fresh {
+        shards.entry(shard(name)).or_default().insert((*name).clone(), **id);
+    }
+    for s in &touched {
+        let lines: String = shards[s].iter().map(|(n, id)| format!("{id} {n}\n")).collect();
+        let blob = git::write_blob(repo, lines.as_bytes())?;
+        editor.upsert(format!("index/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
+    }
+    // Commits are kept by the fold's parents; anything else a ref held (a claim's tombstone, a
+    // try anchor's record) by an entry of its tree.
+    let mut parents: BTreeSet<ObjectId> = BTreeSet::new();
+    for (name, id) in &fresh {
+        let kind = repo.find_header(**id).with_context(|| format!("could not read what '{name}' holds"))?.kind();
+        if kind == gix::object::Kind::Commit {
+            parents.insert(**id);
+        } else {
+            let entry = format!("kept/{}/{}", shard(name), name.trim_start_matches(refs::LOOP).replace('/', "_"));
+            editor.upsert(entry, gix::object::tree::EntryKind::Blob, **id)?;
+        }
+    }
+    let tree = editor.write().context("could not write the archive's tree")?.detach();
+    let sig = gix::actor::Signature {
+        name: "git-loop".into(),
+        email: "fold@git-loop".into(),
+        time: gix::date::Time { seconds: at.timestamp(), offset: 0 },
+    };
+    // The first parent is always the archive's previous fold (the first fold's, a root commit
+    // of its own), so `git log --first-parent refs/loop/archive` lists the folds.
+    let first = match previous {
+        Some(tip) => tip,
+        None => git::write_commit(repo, git::empty_tree(repo)?, &[], "loop: the archive begins\n", &sig)?,
+    };
+    let mut all = vec![first];
+    all.extend(parents);
+    let message = format!("loop: fold {} tasks, {} journal chains\n", plan.tasks.len(), plan.chains.len());
+    Ok(Some(git::write_commit(repo, tree, &all, &message, &sig)?))
+}
+
+/// Fold `plan` into this clone's archive: the fold commit first (by compare-and-swap on the
+/// archive's ref), then each retired ref deleted if it still holds what was archived.
+pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
+    let mut folded = Folded { tasks: plan.tasks.len(), chains: plan.chains.len(), ..Folded::default() };
+    if plan.refs.is_empty() {
+        return Ok(folded);
+    }
+    let commit = cas::until_settled("the archive", std::process::id(), || {
+        let previous = git::ref_target(&store.repo, REF)?;
+        let Some(commit) = build(store, plan, previous, at)? else { return Ok(Some(previous)) };
+        let expect = previous.map_or(super::cas::Expect::Absent, super::cas::Expect::Is);
+        Ok(match cas::update(store, REF, expect, commit, "loop: fold")? {
+            Cas::Applied => Some(Some(commit)),
+            Cas::Lost { .. } => None,
+        })
+    })?;
+    folded.archive = commit.map(|c| c.to_string());
+    crate::failpoint::write_point();
+    for (name, id) in &plan.refs {
+        match cas::delete(store, name, *id)? {
+            Cas::Applied => folded.deleted += 1,
+            Cas::Lost { .. } => folded.kept += 1,
+        }
+    }
+    Ok(folded)
+}
+
+/// How many leased deletes go in one push (each is handled on its own by the remote: a push's
+/// cost grows with deletes × refs, docs/performance.md).
+const DELETES_PER_PUSH: usize = 250;
+
+/// Fold on the shared remote `remote` what `planner` plans after each sync (docs/concurrency.md,
+/// "The archive on a shared remote"): sync; build the fold on the remote's archive; push the
+/// archive alone, leased on the tip the sync saw (a lost lease syncs and builds again: two
+/// clones folding at once serialise on it); then push the deletes of the retired refs, each
+/// leased on its archived value and applied on its own (a ref that moved since is left live);
+/// then delete them here. Killed anywhere, what is left is refs equal to their archive
+/// entries, which every reader reads the same and the next fold deletes.
+pub fn fold_remote(
+    store: &Store,
+    ctx: &crate::context::Context,
+    remote_name: &str,
+    planner: &dyn Fn() -> Result<Plan>,
+) -> Result<Folded> {
+    let mut total = Folded::default();
+    for _round in 0..5 {
+        super::sync::sync(store, ctx, remote_name)?;
+        let plan = planner()?;
+        // What an earlier fold archived but did not get to delete there (it stopped, or an
+        // older clone pushed it back): the remote's refs that equal their archive entries.
+        let mut leftovers = BTreeMap::new();
+        let archived = read(&store.repo)?;
+        for (name, id) in super::remote::mirrored(store, remote_name, &[format!("{}*", refs::LOOP)])? {
+            if archived.refs.get(&name) == Some(&id) {
+                leftovers.insert(name, id);
+            }
+        }
+        if plan.refs.is_empty() && leftovers.is_empty() {
+            return Ok(total);
+        }
+        let previous = git::ref_target(&store.repo, REF)?;
+        let commit = match build(store, &plan, previous, ctx.now())? {
+            Some(commit) => {
+                let expect = previous.map_or(super::cas::Expect::Absent, super::cas::Expect::Is);
+                match super::remote::swap(store, remote_name, REF, expect, Some(commit))? {
+                    Cas::Applied => Some(commit),
+                    // Another clone folded meanwhile: sync, and fold what is left on its fold.
+                    Cas::Lost { .. } => continue,
+                }
+            }
+            // The archive holds them already (a fold stopped before its deletes).
+            None => previous,
+        };
+        crate::failpoint::write_point();
+        let mut retire = plan.refs.clone();
+        retire.extend(leftovers);
+        let (deleted, kept) = delete_remote(store, remote_name, &retire)?;
+        for (name, id) in &plan.refs {
+            let _ = cas::delete(store, name, *id)?;
+        }
+        total.tasks += plan.tasks.len();
+        total.chains += plan.chains.len();
+        total.deleted += deleted;
+        total.kept += kept;
+        total.archive = commit.map(|c| c.to_string());
+        if plan.tasks.len() < BATCH {
+            return Ok(total);
+        }
+    }
+    Ok(total)
+}
+
+/// Delete `refs` on the remote, each leased on its value, in pushes of `DELETES_PER_PUSH`:
+/// (deleted, left because they moved).
+fn delete_remote(store: &Store, remote_name: &str, refs: &BTreeMap<String, ObjectId>) -> Result<(usize, usize)> {
+    let timeout = store.settings().transfer_timeout()?;
+    let (mut deleted, mut kept) = (0, 0);
+    let all: Vec<(&String, &ObjectId)> = refs.iter().collect();
+    for chunk in all.chunks(DELETES_PER_PUSH) {
+        let updates: Vec<git::program::PushUpdate> = chunk
+            .iter()
+            .map(|(name, id)| git::program::PushUpdate { dst: (*name).clone(), src: None, expect: Some(Some(**id)) })
+            .collect();
+        let report = super::remote::answered(store, remote_name, || {
+            git::program::push_with(store.workdir(), remote_name, &updates, &[], timeout, false)
+        })?;
+        if let Some(refusal) = report.refusal() {
+            return Err(crate::error::Refusal::new(
+                crate::error::Class::Refused,
+                format!("remote '{remote_name}' refused to let the archive retire '{}': {}", refusal.dst, refusal.why),
+            )
+            .hint("install this release's hook on the server (git loop hooks install --server): it lets a ref go once the archive holds it")
+            .into());
+        }
+        for (_, status) in &report.refs {
+            if *status == git::program::RefStatus::Ok {
+                deleted += 1;
+            } else {
+                kept += 1;
+            }
+        }
+    }
+    Ok((deleted, kept))
+}
+
+/// Delete the refs that still hold exactly what the archive holds for them (what a fold that
+/// stopped left): the rule that a ref equal to its archive entry is folded.
+pub fn tidy(store: &Store) -> Result<usize> {
+    let archive = read(&store.repo)?;
+    let mut deleted = 0;
+    for (name, id) in &archive.refs {
+        if git::ref_target(&store.repo, name)? == Some(*id) && cas::delete(store, name, *id)? == Cas::Applied {
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
