@@ -378,7 +378,9 @@ impl Walker<'_> {
     fn land_now(&self, store: &Store, ids: Vec<String>, requeue: bool) -> Went {
         let only: Vec<TaskId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
         let checks = self.opts.checks.clone();
-        if checks.is_none() && !self.said_no_checks.swap(true, Ordering::SeqCst) {
+        // Through the forge its CI gates the merge: no local checks are missed there.
+        let merges_here = self.opts.land_via == crate::landing::Via::Merge;
+        if merges_here && checks.is_none() && !self.said_no_checks.swap(true, Ordering::SeqCst) {
             self.observer.event(&Event::Warning {
                 message: "no checks are configured (--checks, loop.checks): done work lands on its merge alone".into(),
             });

@@ -278,6 +278,8 @@ fn a_walk_landing_through_the_forge_reads_its_requests_back_while_it_runs() {
     let out = walk.wait_with_output().expect("the walk ends");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("lands on its merge alone"), "the forge's CI gates the merge: {stderr}");
     assert!(stdout.contains("landed on main"), "{stdout}");
     let landed: Vec<Value> = events(&repo, "task_landed");
     assert_eq!(landed.len(), 1, "{landed:?}");
