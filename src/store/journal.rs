@@ -121,15 +121,22 @@ pub fn append_all(store: &Store, ctx: &Context, writer: &WriterId, new: Vec<NewE
     let remembered = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
     let mut last = remembered.map(|(tip, seq, lamport)| (Some(tip), seq, lamport));
     cas::until_settled(&format!("journal '{name}'"), ctx.pid, || {
-        let (tip, first_seq, after) = match last.take() {
-            Some((tip, seq, lamport)) => (tip, seq + 1, lamport),
+        // `live`: what the ref holds, which the append is leased on.
+        let (tip, live, first_seq, after) = match last.take() {
+            Some((tip, seq, lamport)) => (tip, tip, seq + 1, lamport),
             None => {
-                let tip = git::ref_target(&store.repo, &name)?;
+                let live = git::ref_target(&store.repo, &name)?;
+                // A chain folded into the archive goes on from its archived tip (its ref
+                // written anew), so its events stay one chain.
+                let tip = match live {
+                    Some(tip) => Some(tip),
+                    None => super::archive::lookup(&store.repo, &name)?,
+                };
                 let (seq, lamport) = match tip {
                     Some(tip) => (next_seq(store, tip), tip_lamport(&store.repo, tip).unwrap_or(0)),
                     None => (1, 0),
                 };
-                (tip, seq, lamport)
+                (tip, live, seq, lamport)
             }
         };
         let mut entries = Vec::with_capacity(new.len());
@@ -160,7 +167,7 @@ pub fn append_all(store: &Store, ctx: &Context, writer: &WriterId, new: Vec<NewE
         let seq = first_seq + new.len() as u64 - 1;
         // Lost: the chain moved since this process last wrote it, or another process of the
         // same writer appended first; read it again.
-        Ok(match cas::update(store, &name, Expect::from_current(tip), commit, "loop: journal")? {
+        Ok(match cas::update(store, &name, Expect::from_current(live), commit, "loop: journal")? {
             Cas::Applied => {
                 let mut tips = store.journal_tips.lock().unwrap_or_else(|e| e.into_inner());
                 // A walk appends to a new session's chain every unit: remember the few

@@ -117,3 +117,27 @@ fn a_corrupt_record_is_reported_and_the_rest_is_read() {
     // And the chain's numbers do not repeat: the unreadable record counts as one.
     assert_eq!((first.event.seq, after.event.seq), (1, 3));
 }
+
+#[test]
+fn a_chain_folded_into_the_archive_goes_on_from_its_archived_tip() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let store = open(&repo.dir);
+    let first: Vec<Entry> = (0..2).map(|_| note(&store, &ctx(), "s-aaaa", None)).collect();
+    let name = "refs/loop/journal/s-aaaa".to_owned();
+    let tip = first[1].id;
+    let mut plan = git_loop::store::fold::Plan::default();
+    plan.chains.push(name.clone());
+    plan.refs.insert(name.clone(), tip);
+    let folded = git_loop::store::fold::fold(&store, &plan, ctx().now()).expect("fold");
+    assert_eq!(folded.deleted, 1);
+    assert_eq!(git_ref(&env, &repo.dir, &name), None, "retired");
+    // A late event of that writer: one chain still, its sequence going on.
+    let store = open(&repo.dir);
+    let late = note(&store, &ctx(), "s-aaaa", None);
+    assert_eq!(late.event.seq, 3);
+    let parent = repo.git(&["rev-parse", &format!("{}^", late.id)]);
+    assert_eq!(parent, tip.to_string(), "written on the archived tip");
+    let all = journal::timeline(&store, &Filter::default()).expect("timeline").entries;
+    assert_eq!(all.iter().filter(|e| e.event.writer == "s-aaaa").count(), 3);
+}
