@@ -119,10 +119,10 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
             git_loop::ids::short_commit(&landed.commit)
         ))?;
     }
-    for seen in report.requests.iter().filter(|r| r.state == "open") {
+    for seen in report.requests.iter().filter(|r| r.known.state == "open") {
         let opened = if seen.opened { " (opened now)" } else { "" };
         let onto = if seen.base != report.into { format!(" (stacked on {})", seen.base) } else { String::new() };
-        out.line(format!("{}  {}{opened}{onto}", seen.task, text::line(&seen.known().line())))?;
+        out.line(format!("{}  {}{opened}{onto}", seen.known.task, text::line(&seen.known.line())))?;
     }
     for failed in &report.failed {
         let said = match failed.cause.as_str() {

@@ -420,15 +420,9 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
     if opts.via == Via::Request {
         return request::land(store, ctx, opts, target);
     }
-    let key = lander_key(&target);
-    let claim_opts = AcquireOptions {
-        holder: opts.holder.clone(),
-        ttl: LEASE,
-        reason: Some(format!("landing on {} (pid {})", refs::short_branch(&target), ctx.pid)),
-        session: None,
-    };
-    let _held = match claim::take_singleton(store, ctx, &key, claim_opts.clone())? {
-        Ok(held) => held,
+    let reason = format!("landing on {} (pid {})", refs::short_branch(&target), ctx.pid);
+    let claim = match LanderClaim::take(store, ctx, &target, &opts.holder, reason, LEASE)? {
+        Ok(claim) => claim,
         Err(other) => return Ok(Outcome::Busy(Box::new(other))),
     };
     let arbiter = store.arbiter();
@@ -441,9 +435,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
         opts,
         target: target.clone(),
         remote: arbiter.clone(),
-        key,
-        claim_opts,
-        refreshed: std::cell::Cell::new(Instant::now()),
+        claim,
         tip: None,
         worktree: None,
         report: Report {
@@ -476,15 +468,64 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
     Ok(Outcome::Ran(Box::new(lander.report)))
 }
 
+/// The lander claim of one target (`lander:<branch>`), held by one landing run and refreshed
+/// as it works; released when dropped.
+pub(super) struct LanderClaim<'s> {
+    key: ClaimKey,
+    opts: AcquireOptions,
+    target: String,
+    refreshed: std::cell::Cell<Instant>,
+    _held: claim::Singleton<'s>,
+}
+
+impl<'s> LanderClaim<'s> {
+    /// Take the claim of `target` for `holder`, lasting `ttl` unless refreshed; `Err`: another
+    /// lander holds it.
+    pub(super) fn take(
+        store: &'s Store,
+        ctx: &'s Context,
+        target: &str,
+        holder: &str,
+        reason: String,
+        ttl: chrono::Duration,
+    ) -> Result<Result<LanderClaim<'s>, Held>> {
+        let key = lander_key(target);
+        let opts = AcquireOptions { holder: holder.to_owned(), ttl, reason: Some(reason), session: None };
+        Ok(claim::take_singleton(store, ctx, &key, opts.clone())?.map(|held| LanderClaim {
+            key,
+            opts,
+            target: target.to_owned(),
+            refreshed: std::cell::Cell::new(Instant::now()),
+            _held: held,
+        }))
+    }
+
+    /// Refresh it when it is due; an error when another lander took it over meanwhile.
+    pub(super) fn keep(&self, store: &Store, ctx: &Context) -> Result<()> {
+        if self.refreshed.get().elapsed() < REFRESH_EVERY {
+            return Ok(());
+        }
+        self.refreshed.set(Instant::now());
+        match claim::acquire(store, ctx, &self.key, &self.opts)? {
+            claim::Acquire::HeldByOther(held) => Err(refused(format!(
+                "the lander claim of '{}' was taken over by {} while landing",
+                refs::short_branch(&self.target),
+                held.record.holder
+            ))
+            .hint("what landed before stays; run 'git loop land' again")
+            .into()),
+            _ => Ok(()),
+        }
+    }
+}
+
 struct Lander<'l> {
     store: &'l Store,
     ctx: &'l Context,
     opts: &'l Options<'l>,
     target: String,
     remote: Option<String>,
-    key: ClaimKey,
-    claim_opts: AcquireOptions,
-    refreshed: std::cell::Cell<Instant>,
+    claim: LanderClaim<'l>,
     /// The target's commit the next batch merges onto.
     tip: Option<ObjectId>,
     /// The landing worktree, once made.
@@ -522,20 +563,7 @@ impl Lander<'_> {
 
     /// Refresh the lander claim when it is due (while checks run, between batches).
     fn keep_claim(&self) -> Result<()> {
-        if self.refreshed.get().elapsed() < REFRESH_EVERY {
-            return Ok(());
-        }
-        self.refreshed.set(Instant::now());
-        match claim::acquire(self.store, self.ctx, &self.key, &self.claim_opts)? {
-            claim::Acquire::HeldByOther(held) => Err(refused(format!(
-                "the lander claim of '{}' was taken over by {} while landing",
-                refs::short_branch(&self.target),
-                held.record.holder
-            ))
-            .hint("what landed before stays; run 'git loop land' again")
-            .into()),
-            _ => Ok(()),
-        }
+        self.claim.keep(self.store, self.ctx)
     }
 
     fn run(&mut self) -> Result<()> {

@@ -29,7 +29,7 @@
 use anyhow::Result;
 use gix::ObjectId;
 
-use super::{lander_key, queue, Failed, Landed, Options, Outcome, Queued, Report, Seen};
+use super::{queue, Failed, Landed, LanderClaim, Options, Outcome, Queued, Report, Seen};
 use crate::backlog;
 use crate::context::Context;
 use crate::error::{usage, Class, Refusal};
@@ -37,46 +37,21 @@ use crate::forge::{self, Forge, NewRequest, Request, RequestState, ReviewState, 
 use crate::ids::TaskId;
 use crate::refs;
 use crate::store::cas::{Cas, Expect};
-use crate::store::claim::{self, AcquireOptions};
 use crate::store::events::{self, Recorded};
 use crate::store::journal::{self, Entry};
 use crate::store::notes;
 use crate::store::task::State;
 use crate::store::{remote, sync, Store};
 
-/// A request as one landing run saw it.
+/// A request as one landing run saw it: as the journal will know it, and more.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Requested {
-    pub task: String,
-    pub forge: String,
-    pub number: u64,
-    pub url: String,
-    /// `open`, `merged` or `closed`.
-    pub state: String,
+    #[serde(flatten)]
+    pub known: Known,
     /// The branch it merges into (short name).
     pub base: String,
-    /// The forge's CI on its head: `none`, `pending`, `passing` or `failing`.
-    pub checks: String,
-    /// The last review that counts: `approved` or `changes_requested`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub review: Option<String>,
     /// Opened by this run (else found, or known from the journal).
     pub opened: bool,
-}
-
-impl Requested {
-    /// As the journal will know it (its line for people).
-    pub fn known(&self) -> Known {
-        Known {
-            task: self.task.clone(),
-            forge: self.forge.clone(),
-            number: self.number,
-            url: self.url.clone(),
-            state: self.state.clone(),
-            checks: self.checks.clone(),
-            review: self.review.clone(),
-        }
-    }
 }
 
 /// The remote requests are opened on: `loop.remote`, else `origin`.
@@ -99,20 +74,12 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
     let settings = store.settings();
     let rounds = settings.review_rounds()?.max(1);
     let stack = settings.forge_stack()?;
-    let key = lander_key(&target);
-    let claim_opts = AcquireOptions {
-        holder: opts.holder.clone(),
-        ttl: super::LEASE,
-        reason: Some(format!(
-            "landing on {} through {} (pid {})",
-            refs::short_branch(&target),
-            forge.place().kind.word(),
-            ctx.pid
-        )),
-        session: None,
-    };
-    let _held = match claim::take_singleton(store, ctx, &key, claim_opts)? {
-        Ok(held) => held,
+    let reason =
+        format!("landing on {} through {} (pid {})", refs::short_branch(&target), forge.place().kind.word(), ctx.pid);
+    // Refreshed between requests; long enough to outlast a rate-limit wait in one call.
+    let wait = chrono::Duration::from_std(settings.forge_wait()?).unwrap_or_default();
+    let claim = match LanderClaim::take(store, ctx, &target, &opts.holder, reason, super::LEASE + wait)? {
+        Ok(claim) => claim,
         Err(other) => return Ok(Outcome::Busy(Box::new(other))),
     };
     let arbiter = store.arbiter();
@@ -133,6 +100,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
         tip,
         rounds,
         stack,
+        claim,
         report: Report {
             into: refs::short_branch(&target).to_owned(),
             on: forge.place().kind.word().to_owned(),
@@ -166,6 +134,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
         }
         // Through the forge nothing lands before its request merges: a dependency done but
         // not merged holds its dependants back (or under them, stacked).
+        run.claim.keep(store, ctx)?;
         let mut entry = entry.clone();
         for dep in &entry.after {
             if unlanded.contains(dep) && !entry.waiting_for.contains(dep) {
@@ -193,6 +162,7 @@ struct Run<'r> {
     tip: ObjectId,
     rounds: u32,
     stack: bool,
+    claim: LanderClaim<'r>,
     report: Report,
 }
 
@@ -412,24 +382,24 @@ impl Run<'_> {
         }
     }
 
+    /// `task` did not land, and why (`cause`: `branch`, `closed`, `sent_back`, `forge`).
+    fn failed(&mut self, task: String, cause: &str, reason: String) {
+        self.report.failed.push(Failed { task, cause: cause.to_owned(), reason, paths: Vec::new(), log: None });
+    }
+
     fn branch_taken(&mut self, id: &TaskId, branch: &str) {
-        self.report.failed.push(Failed {
-            task: id.to_string(),
-            cause: "branch".into(),
-            reason: format!(
-                "the request branch '{branch}' on {} has commits the task's branch does not: it was left as it is",
-                self.remote
-            ),
-            paths: Vec::new(),
-            log: None,
-        });
+        let reason = format!(
+            "the request branch '{branch}' on {} has commits the task's branch does not: it was left as it is",
+            self.remote
+        );
+        self.failed(id.to_string(), "branch", reason);
     }
 
     /// The request's title and body: the summarizer's (else the loop's own) message, and what
     /// the task took.
     fn describe(&self, entry: &Queued, head: ObjectId, history: &[Entry]) -> Result<(String, String)> {
         let landing = super::Landing { task: entry.task.clone(), target: self.target.clone(), head, onto: self.tip };
-        let keep = || (self.opts.cancelled)();
+        let keep = || self.claim.keep(self.store, self.ctx).is_err() || (self.opts.cancelled)();
         // Its summarizer's subject and body; without one (or one that could not write), the
         // task's title.
         let (subject, mut body) = match self.opts.summarizer.summarize(self.store, &landing, &keep)? {
@@ -485,14 +455,16 @@ impl Run<'_> {
         let kind = self.forge.place().kind;
         let name = format!("{} {}{}", kind.request_word(), kind.sign(), request.number);
         let mut seen = Requested {
-            task: entry.task.clone(),
-            forge: kind.word().to_owned(),
-            number: request.number,
-            url: request.url.clone(),
-            state: request.state.word().to_owned(),
+            known: Known {
+                task: entry.task.clone(),
+                forge: kind.word().to_owned(),
+                number: request.number,
+                url: request.url.clone(),
+                state: request.state.word().to_owned(),
+                checks: Verdict::None.word().to_owned(),
+                review: None,
+            },
             base: request.base.clone(),
-            checks: Verdict::None.word().to_owned(),
-            review: None,
             opened,
         };
         match request.state {
@@ -522,13 +494,7 @@ impl Run<'_> {
                     }),
                 )?;
                 self.to_state(id, State::Parked, &reason)?;
-                self.report.failed.push(Failed {
-                    task: entry.task.clone(),
-                    cause: "closed".into(),
-                    reason,
-                    paths: Vec::new(),
-                    log: None,
-                });
+                self.failed(entry.task.clone(), "closed", reason);
                 self.report.requests.push(seen);
                 return Ok(());
             }
@@ -550,8 +516,8 @@ impl Run<'_> {
         }
         let checks = self.forge.checks(&request)?;
         let reviews = self.forge.reviews(&request)?;
-        seen.checks = checks.verdict.word().to_owned();
-        seen.review =
+        seen.known.checks = checks.verdict.word().to_owned();
+        seen.known.review =
             reviews.iter().rev().find(|r| r.state != ReviewState::Commented).map(|r| r.state.word().to_owned());
         // What was said already: reviews by id, verdicts by head.
         let mut said_reviews = std::collections::HashSet::new();
@@ -623,23 +589,11 @@ impl Run<'_> {
                     if self.rounds == 1 { "" } else { "s" }
                 );
                 self.to_state(id, State::NeedsYou, &reason)?;
-                self.report.failed.push(Failed {
-                    task: entry.task.clone(),
-                    cause: "forge".into(),
-                    reason,
-                    paths: Vec::new(),
-                    log: None,
-                });
+                self.failed(entry.task.clone(), "forge", reason);
             } else {
                 let reason = format!("sent back from {name} (round {round} of {}): {said}", self.rounds);
                 self.to_state(id, State::Open, &reason)?;
-                self.report.failed.push(Failed {
-                    task: entry.task.clone(),
-                    cause: "sent_back".into(),
-                    reason,
-                    paths: Vec::new(),
-                    log: None,
-                });
+                self.failed(entry.task.clone(), "sent_back", reason);
             }
         }
         self.report.requests.push(seen);

@@ -45,25 +45,37 @@ pub struct Archive {
     pub refs: BTreeMap<String, ObjectId>,
 }
 
-/// The last archive read, by repository and tip: an archive is read once per tip.
-static READ: Mutex<Option<(std::path::PathBuf, ObjectId, Arc<Archive>)>> = Mutex::new(None);
+/// The last archives read, by repository and tip: each is read once per tip (a sync looks at
+/// this clone's and the remote's, which differ only after a fold).
+static READ: Mutex<Vec<(std::path::PathBuf, ObjectId, Arc<Archive>)>> = Mutex::new(Vec::new());
 
 /// The archive as its ref holds it now (empty when there is none).
 pub fn read(repo: &gix::Repository) -> Result<Arc<Archive>> {
-    let Some(tip) = git::ref_target(repo, REF)? else { return Ok(Arc::new(Archive::default())) };
+    match git::ref_target(repo, REF)? {
+        Some(tip) => at(repo, tip),
+        None => Ok(Arc::new(Archive::default())),
+    }
+}
+
+/// The archive as fold commit `tip` holds it.
+pub fn at(repo: &gix::Repository, tip: ObjectId) -> Result<Arc<Archive>> {
     let key = repo.common_dir().to_owned();
-    if let Some((dir, at, archive)) = READ.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        if *dir == key && *at == tip {
-            return Ok(archive.clone());
-        }
+    if let Some((_, _, archive)) =
+        READ.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(dir, at, _)| *dir == key && *at == tip)
+    {
+        return Ok(archive.clone());
     }
     let archive = Arc::new(Archive { tip: Some(tip), refs: index_of(repo, tip)? });
-    *READ.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, tip, archive.clone()));
+    let mut read = READ.lock().unwrap_or_else(|p| p.into_inner());
+    if read.len() >= 2 {
+        read.remove(0);
+    }
+    read.push((key, tip, archive.clone()));
     Ok(archive)
 }
 
 /// The index a fold commit's tree holds.
-pub fn index_of(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<String, ObjectId>> {
+fn index_of(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<String, ObjectId>> {
     let mut out = BTreeMap::new();
     let commit = repo.find_commit(commit).context("could not read the archive's commit")?;
     let tree = commit.tree().context("could not read the archive's tree")?;

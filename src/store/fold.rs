@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
 
-use super::archive::{index_of, read, shard, REF};
+use super::archive::{read, shard, REF};
 use super::cas::{self, Cas};
 use super::Store;
 use crate::git;
@@ -71,30 +71,39 @@ pub fn plan(store: &Store, before: DateTime<Utc>) -> Result<Plan> {
             break;
         }
     }
-    // Which sessions and walks ended, and when each writer last wrote: from the whole
-    // journal, read once.
-    let timeline = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
+    // Which sessions and walks ended, and when each writer last wrote: from the live chains of
+    // sessions and walks only (a walk journals its sessions' ends; what is folded already, and
+    // the clones' own shards, are not read), so a plan costs what live work holds, not history.
+    let chains: Vec<(String, ObjectId)> = listed(refs::JOURNAL)?
+        .into_iter()
+        .filter(|(name, _)| {
+            let writer = name.strip_prefix(refs::JOURNAL).unwrap_or_default();
+            writer.starts_with("s-") || writer.starts_with("w-")
+        })
+        .collect();
     let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut last: HashMap<String, DateTime<Utc>> = HashMap::new();
-    for entry in &timeline.entries {
-        let e = &entry.event;
-        let at = last.entry(e.writer.clone()).or_insert(e.at);
-        *at = (*at).max(e.at);
-        match Recorded::of(e) {
-            Recorded::SessionEnded(s) => {
-                ended.insert(s.session);
+    for (_, tip) in &chains {
+        let mut problems = Vec::new();
+        for entry in crate::store::journal::read_chain(store, *tip, &mut problems) {
+            let e = &entry.event;
+            let at = last.entry(e.writer.clone()).or_insert(e.at);
+            *at = (*at).max(e.at);
+            match Recorded::of(e) {
+                Recorded::SessionEnded(s) => {
+                    ended.insert(s.session);
+                }
+                Recorded::WalkEnded(_) => {
+                    ended.insert(e.writer.clone());
+                }
+                _ => {}
             }
-            Recorded::WalkEnded(_) => {
-                ended.insert(e.writer.clone());
-            }
-            _ => {}
         }
     }
-    for (name, tip) in listed(refs::JOURNAL)? {
+    for (name, tip) in chains {
         let writer = name.strip_prefix(refs::JOURNAL).unwrap_or_default();
-        // A clone's own shards and anything not a session's or a walk's stay live; so does a
-        // chain written to since `before`.
-        if !(writer.starts_with("s-") || writer.starts_with("w-")) || !ended.contains(writer) {
+        // A chain written to since `before`, or whose session or walk did not end, stays live.
+        if !ended.contains(writer) {
             continue;
         }
         if last.get(writer).is_some_and(|at| *at <= before) {
@@ -122,7 +131,7 @@ pub struct Folded {
 fn build(store: &Store, plan: &Plan, previous: Option<ObjectId>, at: DateTime<Utc>) -> Result<Option<ObjectId>> {
     let repo = &store.repo;
     let archived = match previous {
-        Some(tip) => index_of(repo, tip)?,
+        Some(tip) => super::archive::at(repo, tip)?.refs.clone(),
         None => BTreeMap::new(),
     };
     // What the archive holds already (a fold that stopped before its deletes) is not

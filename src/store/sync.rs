@@ -344,15 +344,18 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
         let pruned = super::pruned::load(store);
         // What either side's archive retired (`store::archive`): a ref that holds exactly its
         // archived value is folded, wherever it is left.
-        let mut archived = BTreeMap::new();
-        for tip in [ours.get(super::archive::REF), theirs.get(super::archive::REF)].into_iter().flatten() {
-            if store.has_object(*tip) {
-                archived.extend(super::archive::index_of(&store.repo, *tip)?);
+        // Read once per tip, not per sync; the remote's first (the newer, after a fold).
+        let mut archives = Vec::new();
+        for tip in [theirs.get(super::archive::REF), ours.get(super::archive::REF)].into_iter().flatten() {
+            if store.has_object(*tip)
+                && archives.iter().all(|a: &std::sync::Arc<super::archive::Archive>| a.tip != Some(*tip))
+            {
+                archives.push(super::archive::at(&store.repo, *tip)?);
             }
         }
         for name in names {
             let Some(class) = class_of(name) else { continue };
-            if let Some(folded) = archived.get(name) {
+            if let Some(folded) = archives.iter().find_map(|a| a.refs.get(name)) {
                 match (ours.get(name), theirs.get(name)) {
                     // Folded on the remote: deleted here too, never pushed back.
                     (Some(l), None) if l == folded => {

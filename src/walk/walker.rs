@@ -443,8 +443,8 @@ impl Walker<'_> {
                         batch: landed.batch,
                     });
                 }
-                for seen in report.requests.iter().filter(|r| r.state == "open") {
-                    self.not_landed(vec![seen.task.clone()], format!("its {}", seen.known().line()));
+                for seen in report.requests.iter().filter(|r| r.known.state == "open") {
+                    self.not_landed(vec![seen.known.task.clone()], format!("its {}", seen.known.line()));
                 }
                 for failed in &report.failed {
                     // Sent back by the forge (worked again, maybe by this walk) or parked by a

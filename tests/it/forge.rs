@@ -159,7 +159,9 @@ fn gitlab_changes_requested_go_back_with_the_reviewers_words_and_a_closed_reques
         .unwrap();
     std::process::Command::new("chmod").arg("+x").arg(&helper).status().unwrap();
     repo.git(&["config", "credential.helper", helper.to_str().unwrap()]);
-    let out = repo.run(&["land", "--via", "pr", "--json"]).ok();
+    // And the way from loop.land, without --via.
+    repo.git(&["config", "loop.land", "pr"]);
+    let out = repo.run(&["land", "--json"]).ok();
     let asked = std::fs::read_to_string(env.path("asked")).unwrap();
     assert!(asked.contains("protocol=http") && asked.contains(&format!("host=127.0.0.1:{}", forge.port)), "{asked}");
     assert_eq!(out.json()["landing"]["requests"].as_array().map(Vec::len), Some(2));
