@@ -269,8 +269,11 @@ pub fn fold_remote(
         for (name, id) in &plan.refs {
             let _ = cas::delete(store, name, *id)?;
         }
-        total.tasks += plan.tasks.len();
-        total.chains += plan.chains.len();
+        // Counted once: what another clone's fold archived already (its deletes still on the
+        // way) is not this fold's.
+        let new = |name: &str| archived.refs.get(name) != plan.refs.get(name);
+        total.tasks += plan.tasks.iter().filter(|id| new(&format!("{}{id}", refs::TASKS))).count();
+        total.chains += plan.chains.iter().filter(|name| new(name)).count();
         total.deleted += deleted;
         total.kept += kept;
         total.archive = commit.map(|c| c.to_string());
