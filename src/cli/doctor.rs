@@ -116,7 +116,14 @@ fn summary(report: &Report) -> String {
         plural(c.journal_events, "event", "events"),
         plural(c.notes, "note", "notes"),
         plural(c.anchors, "anchor", "anchors"),
-        plural(c.branches, "branch", "branches"),
+        match c.archived {
+            0 => plural(c.branches, "branch", "branches"),
+            n => format!(
+                "{}, {}",
+                plural(c.branches, "branch", "branches"),
+                plural(n, "archived record", "archived records")
+            ),
+        },
         match c.pooled {
             0 => plural(c.worktrees, "worktree", "worktrees"),
             n => format!(

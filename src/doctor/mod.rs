@@ -92,6 +92,8 @@ pub enum Action {
     RemoveDir(PathBuf),
     /// Remove a pooled worktree nobody uses, and its registration.
     ClearPooled(PathBuf),
+    /// Delete the refs left live at exactly their archived value (`store::fold::tidy`).
+    Tidy,
 }
 
 /// One problem found.
@@ -167,6 +169,8 @@ pub struct Checked {
     pub anchors: usize,
     pub branches: usize,
     pub missions: usize,
+    /// Records held by the archive (`refs/loop/archive`), each one's object looked up.
+    pub archived: usize,
     pub worktrees: usize,
     /// Finished tries' worktrees kept in the pool for the next tries (`tries::pool`).
     pub pooled: usize,
@@ -379,6 +383,10 @@ fn apply(store: &Store, ctx: &Context, action: &Action, opts: &Options) -> Resul
             }
             task::RepairOutcome::NotNeeded => Ok(format!("{id} reads as it is now")),
             task::RepairOutcome::Unrepairable(refusal) => Err(refusal.message),
+        },
+        Action::Tidy => match crate::store::fold::tidy(store)? {
+            0 => Err("no ref is left at its archived value now".to_owned()),
+            n => Ok(format!("deleted {n} refs the archive holds at that value")),
         },
         Action::RemoveLock(path) => match locks::recover(store.common_dir(), path)? {
             locks::Recovery::Removed => Ok(format!("removed the abandoned lock '{}'", shown(path))),

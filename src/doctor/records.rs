@@ -187,6 +187,7 @@ fn check_ref(
                 );
             }
         }
+        _ if name == crate::store::archive::REF => check_archive(store, name, id, out, checked),
         _ if name == refs::SETTINGS => {
             if let Err(err) = crate::store::shared::read(store) {
                 let problem = crate::error::find_refusal(&err).map_or(format!("{err:#}"), |r| r.message.clone());
@@ -202,6 +203,52 @@ fn check_ref(
                 out.push(Finding::corrupt(kind, name, format!("ref '{name}' is damaged: {problem}")).fix(REFETCH));
             }
         }
+    }
+}
+
+/// The archive (`store::archive`): its index reads, every record it holds is present, and no
+/// ref is left live at exactly its archived value (what a fold that stopped leaves; readers
+/// read it the same, and `--repair` or the next `gc` deletes it).
+fn check_archive(store: &Store, name: &str, tip: ObjectId, out: &mut Vec<Finding>, checked: &mut Checked) {
+    let archive = match crate::store::archive::in_store(store, tip) {
+        Ok(archive) => archive,
+        Err(err) => {
+            out.push(
+                Finding::corrupt(Kind::Ref, name, format!("the archive's index cannot be read: {err:#}")).fix(REFETCH),
+            );
+            return;
+        }
+    };
+    let mut missing = Vec::new();
+    let mut left = 0;
+    for (folded, id) in &archive.refs {
+        checked.archived += 1;
+        if store.object_kind(*id).is_err() {
+            missing.push(folded.as_str());
+        } else if store.ref_target(folded).ok().flatten() == Some(*id) {
+            left += 1;
+        }
+    }
+    if let Some(first) = missing.first() {
+        let more = match missing.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        out.push(
+            Finding::corrupt(Kind::Ref, name, format!("the archive holds '{first}'{more} but not its record"))
+                .fix(REFETCH),
+        );
+    }
+    if left > 0 {
+        out.push(
+            Finding::leftover(
+                Kind::Ref,
+                name,
+                format!("{left} refs are still live at exactly their archived value (a fold that stopped before its deletes)"),
+            )
+            .fix("'git loop doctor --repair' deletes them here (the next 'git loop gc' does too); nothing is lost: the archive holds them")
+            .repair(Action::Tidy),
+        );
     }
 }
 

@@ -57,6 +57,11 @@ pub fn read(repo: &gix::Repository) -> Result<Arc<Archive>> {
     }
 }
 
+/// The archive as fold commit `tip` of `store` holds it.
+pub fn in_store(store: &super::Store, tip: ObjectId) -> Result<Arc<Archive>> {
+    at(&store.repo, tip)
+}
+
 /// The archive as fold commit `tip` holds it.
 pub fn at(repo: &gix::Repository, tip: ObjectId) -> Result<Arc<Archive>> {
     let key = repo.common_dir().to_owned();

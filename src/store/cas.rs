@@ -152,6 +152,43 @@ pub fn create_all(store: &Store, creates: &[(String, ObjectId)], message: &str) 
     Ok(Batch::Lost)
 }
 
+/// Delete each ref of `deletes` that still holds its value: in transactions of many refs (one
+/// `packed-refs` rewrite each, where deleting one by one rewrites it once per ref, which at a
+/// hundred thousand refs takes hours), a transaction that meets a moved ref redone one ref at a
+/// time. Returns the refs deleted; a ref that moved is kept.
+pub fn delete_all(store: &Store, deletes: &[(String, ObjectId)]) -> Result<Vec<String>> {
+    const PER_TRANSACTION: usize = 10_000;
+    let mut deleted = Vec::new();
+    for chunk in deletes.chunks(PER_TRANSACTION) {
+        let edits = chunk
+            .iter()
+            .map(|(name, expect)| {
+                Ok(RefEdit {
+                    change: Change::Delete {
+                        expected: PreviousValue::MustExistAndMatch(Target::Object(*expect)),
+                        log: RefLog::AndReference,
+                    },
+                    name: name.as_str().try_into().with_context(|| format!("'{name}' is not a valid ref name"))?,
+                    deref: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if apply_all(store, &chunk[0].0, edits, true)? == Cas::Applied {
+            for (name, _) in chunk {
+                store.note_written(name);
+            }
+            deleted.extend(chunk.iter().map(|(name, _)| name.clone()));
+            continue;
+        }
+        for (name, expect) in chunk {
+            if delete(store, name, *expect)? == Cas::Applied {
+                deleted.push(name.clone());
+            }
+        }
+    }
+    Ok(deleted)
+}
+
 /// How long a write keeps trying while git holds `packed-refs.lock`.
 pub const PACKED_PATIENCE: Duration = Duration::from_secs(10);
 

@@ -15,8 +15,13 @@ use super::Store;
 use crate::git;
 use crate::refs;
 
-/// How many tasks one fold commit takes at most (a gc folds in several).
-pub const BATCH: usize = 500;
+/// How many tasks one fold takes at most (a gc folds in several rounds).
+pub const BATCH: usize = 10_000;
+
+/// How many retired commits one fold commit takes as parents at most: a fold of more is a
+/// chain of commits on the first-parent line, the earlier ones carrying parents only (their
+/// tree the archive's before the fold), the last one the new index.
+const PARENTS_PER_COMMIT: usize = 1_000;
 
 /// What one fold retires.
 #[derive(Debug, Default, Clone)]
@@ -179,13 +184,24 @@ fn build(store: &Store, plan: &Plan, previous: Option<ObjectId>, at: DateTime<Ut
     };
     // The first parent is always the archive's previous fold (the first fold's, a root commit
     // of its own), so `git log --first-parent refs/loop/archive` lists the folds.
-    let first = match previous {
+    let mut first = match previous {
         Some(tip) => tip,
         None => git::write_commit(repo, git::empty_tree(repo)?, &[], "loop: the archive begins\n", &sig)?,
     };
-    let mut all = vec![first];
-    all.extend(parents);
+    let parents: Vec<ObjectId> = parents.into_iter().collect();
+    let parts: Vec<&[ObjectId]> = parents.chunks(PARENTS_PER_COMMIT).collect();
     let message = format!("loop: fold {} tasks, {} journal chains\n", plan.tasks.len(), plan.chains.len());
+    let Some((last, carried)) = parts.split_last() else {
+        return Ok(Some(git::write_commit(repo, tree, &[first], &message, &sig)?));
+    };
+    for (i, part) in carried.iter().enumerate() {
+        let mut all = vec![first];
+        all.extend_from_slice(part);
+        let carrier = format!("loop: fold, part {} of {} (its commits only)\n", i + 1, parts.len());
+        first = git::write_commit(repo, base_tree, &all, &carrier, &sig)?;
+    }
+    let mut all = vec![first];
+    all.extend_from_slice(last);
     Ok(Some(git::write_commit(repo, tree, &all, &message, &sig)?))
 }
 
@@ -207,18 +223,19 @@ pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
     })?;
     folded.archive = commit.map(|c| c.to_string());
     crate::failpoint::write_point();
-    for (name, id) in &plan.refs {
-        match cas::delete(store, name, *id)? {
-            Cas::Applied => folded.deleted += 1,
-            Cas::Lost { .. } => folded.kept += 1,
-        }
-    }
+    let retire: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
+    folded.deleted = cas::delete_all(store, &retire)?.len();
+    folded.kept = retire.len() - folded.deleted;
     Ok(folded)
 }
 
-/// How many leased deletes go in one push (each is handled on its own by the remote: a push's
-/// cost grows with deletes × refs, docs/performance.md).
-const DELETES_PER_PUSH: usize = 250;
+/// How many leased deletes go in one push: an atomic push, which the remote applies in one
+/// transaction (one `packed-refs` rewrite; git applies a non-atomic push's refs one by one,
+/// each rewriting it: deletes × refs). About 120 bytes of arguments each.
+const DELETES_PER_PUSH: usize = 2_000;
+
+/// A push redone without `--atomic` after one of its leases failed: a ref at a time.
+const DELETES_PER_LONE_PUSH: usize = 250;
 
 /// Fold on the shared remote `remote` what `planner` plans after each sync (docs/concurrency.md,
 /// "The archive on a shared remote"): sync; build the fold on the remote's archive; push the
@@ -266,9 +283,8 @@ pub fn fold_remote(
         let mut retire = plan.refs.clone();
         retire.extend(leftovers);
         let (deleted, kept) = delete_remote(store, remote_name, &retire)?;
-        for (name, id) in &plan.refs {
-            let _ = cas::delete(store, name, *id)?;
-        }
+        let here: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
+        cas::delete_all(store, &here)?;
         // Counted once: what another clone's fold archived already (its deletes still on the
         // way) is not this fold's.
         let new = |name: &str| archived.refs.get(name) != plan.refs.get(name);
@@ -284,19 +300,20 @@ pub fn fold_remote(
     Ok(total)
 }
 
-/// Delete `refs` on the remote, each leased on its value, in pushes of `DELETES_PER_PUSH`:
+/// Delete `refs` on the remote, each leased on its value, in atomic pushes of
+/// `DELETES_PER_PUSH`; a push one of whose refs moved is redone ref by ref, so the others go:
 /// (deleted, left because they moved).
 fn delete_remote(store: &Store, remote_name: &str, refs: &BTreeMap<String, ObjectId>) -> Result<(usize, usize)> {
     let timeout = store.settings().transfer_timeout()?;
     let (mut deleted, mut kept) = (0, 0);
     let all: Vec<(&String, &ObjectId)> = refs.iter().collect();
-    for chunk in all.chunks(DELETES_PER_PUSH) {
+    let push = |chunk: &[(&String, &ObjectId)], atomic: bool| -> Result<git::program::PushReport> {
         let updates: Vec<git::program::PushUpdate> = chunk
             .iter()
             .map(|(name, id)| git::program::PushUpdate { dst: (*name).clone(), src: None, expect: Some(Some(**id)) })
             .collect();
         let report = super::remote::answered(store, remote_name, || {
-            git::program::push_with(store.workdir(), remote_name, &updates, &[], timeout, false)
+            git::program::push_with(store.workdir(), remote_name, &updates, &[], timeout, atomic)
         })?;
         if let Some(refusal) = report.refusal() {
             return Err(crate::error::Refusal::new(
@@ -306,12 +323,25 @@ fn delete_remote(store: &Store, remote_name: &str, refs: &BTreeMap<String, Objec
             .hint("install this release's hook on the server (git loop hooks install --server): it lets a ref go once the archive holds it")
             .into());
         }
+        Ok(report)
+    };
+    let mut count = |report: &git::program::PushReport| {
         for (_, status) in &report.refs {
             if *status == git::program::RefStatus::Ok {
                 deleted += 1;
             } else {
                 kept += 1;
             }
+        }
+    };
+    for chunk in all.chunks(DELETES_PER_PUSH) {
+        let report = push(chunk, true)?;
+        if report.all_ok() {
+            count(&report);
+            continue;
+        }
+        for lone in chunk.chunks(DELETES_PER_LONE_PUSH) {
+            count(&push(lone, false)?);
         }
     }
     Ok((deleted, kept))
@@ -321,11 +351,11 @@ fn delete_remote(store: &Store, remote_name: &str, refs: &BTreeMap<String, Objec
 /// stopped left): the rule that a ref equal to its archive entry is folded.
 pub fn tidy(store: &Store) -> Result<usize> {
     let archive = read(&store.repo)?;
-    let mut deleted = 0;
+    let mut left = Vec::new();
     for (name, id) in &archive.refs {
-        if git::ref_target(&store.repo, name)? == Some(*id) && cas::delete(store, name, *id)? == Cas::Applied {
-            deleted += 1;
+        if git::ref_target(&store.repo, name)? == Some(*id) {
+            left.push((name.clone(), *id));
         }
     }
-    Ok(deleted)
+    Ok(cas::delete_all(store, &left)?.len())
 }

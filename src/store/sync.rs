@@ -353,15 +353,14 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
                 archives.push(super::archive::at(&store.repo, *tip)?);
             }
         }
+        let mut folded_there = Vec::new();
         for name in names {
             let Some(class) = class_of(name) else { continue };
             if let Some(folded) = archives.iter().find_map(|a| a.refs.get(name)) {
                 match (ours.get(name), theirs.get(name)) {
                     // Folded on the remote: deleted here too, never pushed back.
                     (Some(l), None) if l == folded => {
-                        if cas::delete(store, name, *l)? == Cas::Applied {
-                            report.changes.push(RefChange { name: name.clone(), change: Change::Removed });
-                        }
+                        folded_there.push((name.clone(), *l));
                         continue;
                     }
                     // Folded here, its remote copy not deleted yet: not brought back.
@@ -394,6 +393,10 @@ fn exchange(store: &Store, ctx: &Context, remote_name: &str, plan: Plan) -> Resu
                     report.changes.push(RefChange { name: name.clone(), change: Change::Problem(format!("{err:#}")) })
                 }
             }
+        }
+        // Deleted together: a fold of thousands is one transaction here, not one each.
+        for name in cas::delete_all(store, &folded_there)? {
+            report.changes.push(RefChange { name, change: Change::Removed });
         }
         if let Some(change) = &claim {
             let actual = theirs.get(&change.name).copied();

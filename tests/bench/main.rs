@@ -4,12 +4,13 @@
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>
 //! (`-- =<name>`: only the one of that name): next, claim, remote, journal, sync, loop,
-//! fleet, claims-fleet, land, cost, scale.
+//! fleet, claims-fleet, land, cost, scale, archive, sandbox, warm.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod archive;
 mod warm;
 
 const BIN: &str = env!("CARGO_BIN_EXE_git-loop");
@@ -976,7 +977,7 @@ fn main() {
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 13] = [
+    let all: [(&str, Bench); 14] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -988,6 +989,7 @@ fn main() {
         ("land", bench_land),
         ("cost", bench_cost),
         ("scale", bench_scale),
+        ("archive", archive::bench_archive),
         ("sandbox", bench_sandbox),
         ("warm", warm::bench_warm),
     ];
