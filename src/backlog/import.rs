@@ -1,5 +1,10 @@
 //! `import`: many tasks in one go, from JSON lines with the same fields as `add`, or from a
-//! beads `issues.jsonl` export (ids, priorities, blocking dependencies and closed state kept).
+//! beads `issues.jsonl` export (ids, priorities, blocking dependencies, closed state, epics and
+//! their children, and every other link kept).
+//!
+//! What cannot be kept (a dependency or a parent that is neither in the file nor in the backlog,
+//! a second parent, a link kind that is not a word) is said line by line (`Prepared::lost`), and
+//! the import refuses unless the caller accepts the loss (`--lossy`).
 //!
 //! Every line is checked before anything is written (its fields within the size limits too),
 //! so a bad file changes nothing. Tasks whose id already exists are skipped, so importing the
@@ -34,14 +39,27 @@ pub struct Report {
     pub added: Vec<TaskId>,
     /// Ids already present, left untouched.
     pub skipped: Vec<TaskId>,
-    /// Things dropped on the way in (unknown dependencies, tombstones...), one line each.
+    /// Things left out on the way in (tombstones, and what `--lossy` let go), one line each.
     pub warnings: Vec<String>,
 }
 
-/// One task ready to be written.
+/// One task ready to be written, and the line it came from.
 struct Planned {
     id: TaskId,
     change: Change,
+    line: usize,
+}
+
+/// A file read and checked, not written yet.
+pub struct Prepared {
+    planned: Vec<Planned>,
+    /// Tasks of the backlog (not of the file) that become epics: a task of the file names them
+    /// as its parent.
+    epics: Vec<TaskId>,
+    /// Said, not written: tombstones and the like.
+    pub warnings: Vec<String>,
+    /// What the file holds that cannot be kept, one line each (`line N: ...`).
+    pub lost: Vec<String>,
 }
 
 /// A line of the plain JSON-lines format: the fields of `add`, and optionally an id.
@@ -67,26 +85,47 @@ struct PlainLine {
     pick: Option<String>,
 }
 
+/// Read and check `text` and write its tasks, letting go of what cannot be kept (said in the
+/// report's warnings).
 pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: &str) -> Result<Report> {
-    let mut report = Report::default();
+    let mut prepared = prepare(store, ctx, text, format)?;
+    let lost = std::mem::take(&mut prepared.lost);
+    prepared.warnings.extend(lost);
+    write(store, ctx, prepared, source)
+}
+
+/// Read and check `text`: every line parsed and checked, dependencies and parents looked up in
+/// the file and the backlog, cycles refused. Nothing is written.
+pub fn prepare(store: &Store, ctx: &Context, text: &str, format: Format) -> Result<Prepared> {
+    let mut warnings = Vec::new();
+    let mut lost_early = Vec::new();
     let planned = match format {
         Format::Jsonl => plan_plain(text)?,
-        Format::Beads => plan_beads(text, &mut report.warnings)?,
+        Format::Beads => plan_beads(text, &mut warnings, &mut lost_early)?,
     };
-    // Dependencies must name a task in the file or one that exists already.
+    // Dependencies and parents must name a task in the file or one that exists already.
     let in_file: HashSet<String> = planned.iter().map(|p| p.id.to_string()).collect();
+    let exists = |id: &str| -> Result<bool> {
+        Ok(in_file.contains(id)
+            || id.parse().is_ok_and(|t| store.ref_target(&refs::task(&t)).is_ok_and(|r| r.is_some())))
+    };
+    let mut lost = lost_early;
     let mut seen = HashSet::new();
     let mut checked = Vec::with_capacity(planned.len());
+    let mut parents: HashSet<String> = HashSet::new();
     for mut plan in planned {
         if !seen.insert(plan.id.clone()) {
             return Err(usage(format!("task id '{}' appears twice in the file", plan.id)).into());
         }
         let mut deps = Vec::new();
         for dep in std::mem::take(&mut plan.change.add.after) {
-            if in_file.contains(&dep) || store.ref_target(&refs::task(&dep.parse()?))?.is_some() {
+            if exists(&dep)? {
                 deps.push(dep);
             } else if format == Format::Beads {
-                report.warnings.push(format!("{}: dependency on unknown '{dep}' dropped", plan.id));
+                lost.push(format!(
+                    "line {}: {}: its dependency on '{dep}' (neither in the file nor in the backlog)",
+                    plan.line, plan.id
+                ));
             } else {
                 return Err(usage(format!(
                     "task '{}' depends on '{dep}', which is neither in the file nor in the backlog",
@@ -96,9 +135,38 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
             }
         }
         plan.change.add.after = deps;
+        if let Some(parent) = plan.change.set.parent.clone() {
+            if exists(&parent)? && parent != plan.id.as_str() {
+                parents.insert(parent);
+            } else {
+                lost.push(format!(
+                    "line {}: {}: its parent '{parent}' (neither in the file nor in the backlog)",
+                    plan.line, plan.id
+                ));
+                plan.change.set.parent = None;
+            }
+        }
         checked.push(plan);
     }
+    for plan in &mut checked {
+        if parents.contains(plan.id.as_str()) {
+            plan.change.set.epic = Some(true);
+        }
+    }
+    let epics: Vec<TaskId> = parents.iter().filter(|p| !in_file.contains(*p)).filter_map(|p| p.parse().ok()).collect();
     refuse_cycles(store, ctx, &checked)?;
+    refuse_parent_cycles(&checked)?;
+    Ok(Prepared { planned: checked, epics, warnings, lost })
+}
+
+/// Write what `prepare` read (what it found lost is not written: the caller accepted that).
+pub fn write(store: &Store, ctx: &Context, prepared: Prepared, source: &str) -> Result<Report> {
+    let mut report = Report { warnings: prepared.warnings, ..Report::default() };
+    // Parents outside the file become epics before their children exist (as `add` does).
+    for epic in &prepared.epics {
+        super::graph::make_epic(store, ctx, epic)?;
+    }
+    let checked = prepared.planned;
     let mut created = Vec::new();
     for (id, stored) in task::create_all(store, ctx, checked.into_iter().map(|p| (p.id, p.change)).collect())? {
         match stored {
@@ -119,6 +187,26 @@ pub fn import(store: &Store, ctx: &Context, text: &str, format: Format, source: 
     };
     record(store, ctx, None, crate::store::events::Recorded::TasksImported(imported))?;
     Ok(report)
+}
+
+/// Refuse parents in the file that make a cycle (a task its own ancestor), naming it.
+fn refuse_parent_cycles(planned: &[Planned]) -> Result<()> {
+    let parent_of: std::collections::HashMap<&str, &str> =
+        planned.iter().filter_map(|p| p.change.set.parent.as_deref().map(|parent| (p.id.as_str(), parent))).collect();
+    for start in parent_of.keys() {
+        let mut chain = vec![*start];
+        while let Some(up) = parent_of.get(chain.last().expect("never empty")) {
+            if let Some(at) = chain.iter().position(|c| c == up) {
+                let mut cycle: Vec<&str> = chain[at..].to_vec();
+                cycle.push(up);
+                return Err(usage(format!("the parents make a cycle: {}", cycle.join(" → ")))
+                    .hint("drop one of these parent-child links from the file, then import it again (nothing was imported)")
+                    .into());
+            }
+            chain.push(up);
+        }
+    }
+    Ok(())
 }
 
 /// Refuse tasks whose dependencies — in the file, and on tasks of the backlog — make a cycle:
@@ -186,6 +274,7 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
         }
         let planned = Planned {
             id,
+            line: number,
             change: Change {
                 create: Some(Create { origin: None, created_at: None }),
                 set: Fields {
@@ -214,7 +303,10 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
 /// Dependency types of beads that mean "must finish first".
 const BLOCKING: &[&str] = &["blocks", "conditional-blocks", "waits-for"];
 
-fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
+/// The dependency type of beads that names a task's parent (its epic).
+const PARENT: &str = "parent-child";
+
+fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) -> Result<Vec<Planned>> {
     let mut out = Vec::new();
     for (number, line) in lines(text) {
         let bad = |why: String| {
@@ -267,18 +359,42 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
         }
         let labels: Vec<String> = labels.into_iter().filter(|l| check_word("label", l).is_ok()).collect();
         let mut after = Vec::new();
+        let mut parent: Option<String> = None;
+        let mut links = Vec::new();
         for dep in obj.get("dependencies").and_then(Value::as_array).into_iter().flatten() {
             let kind = dep.get("type").and_then(Value::as_str).unwrap_or("blocks");
             let Some(target) = dep.get("depends_on_id").and_then(Value::as_str) else { continue };
-            if !BLOCKING.contains(&kind) {
+            // A dependency recorded on the other task's line (its issue_id another) is that
+            // task's to say.
+            if dep.get("issue_id").and_then(Value::as_str).is_some_and(|i| i != raw_id) {
                 continue;
             }
-            match target.parse::<TaskId>() {
-                Ok(t) if !after.contains(&t.to_string()) => after.push(t.to_string()),
+            if BLOCKING.contains(&kind) || kind == PARENT {
+                let Ok(t) = target.parse::<TaskId>() else {
+                    lost.push(format!(
+                        "line {number}: {raw_id}: its {kind} link to '{target}', which is not a usable task id"
+                    ));
+                    continue;
+                };
+                let t = t.to_string();
+                match (kind == PARENT, &parent) {
+                    (false, _) if !after.contains(&t) => after.push(t),
+                    (false, _) => {}
+                    (true, None) => parent = Some(t),
+                    (true, Some(first)) if *first == t => {}
+                    (true, Some(first)) => lost.push(format!(
+                        "line {number}: {raw_id}: its second parent '{t}' (a task has one parent; '{first}' is kept)"
+                    )),
+                }
+                continue;
+            }
+            match super::graph::check_link(&format!("{kind}:{target}")) {
+                Ok(link) if !links.contains(&link) => links.push(link),
                 Ok(_) => {}
-                Err(_) => warnings.push(format!("{raw_id}: dependency on '{target}' is not a usable id, dropped")),
+                Err(e) => lost.push(format!("line {number}: {raw_id}: {}", e.message)),
             }
         }
+        let epic = str_of("issue_type").as_deref() == Some("epic");
         let time_of =
             |k: &str| str_of(k).and_then(|t| DateTime::parse_from_rfc3339(&t).ok()).map(|t| t.with_timezone(&Utc));
         let state = match status.as_str() {
@@ -295,6 +411,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
                     at: time_of("closed_at").or_else(|| time_of("updated_at")).unwrap_or(DateTime::<Utc>::UNIX_EPOCH),
                     by: str_of("closed_by_session").or_else(|| str_of("assignee")).unwrap_or_else(|| "beads".into()),
                     unchecked: false,
+                    children: Vec::new(),
                 }),
             }),
             "deferred" | "blocked" => {
@@ -304,13 +421,21 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>) -> Result<Vec<Planned>> {
         };
         let planned = Planned {
             id,
+            line: number,
             change: Change {
                 create: Some(Create {
                     origin: Some(Origin { format: "beads".into(), id: raw_id }),
                     created_at: time_of("created_at"),
                 }),
-                set: Fields { title: Some(title), body: Some(body), priority: Some(priority), ..Default::default() },
-                add: Lists { after, labels, ..Default::default() },
+                set: Fields {
+                    title: Some(title),
+                    body: Some(body),
+                    priority: Some(priority),
+                    parent,
+                    epic: epic.then_some(true),
+                    ..Default::default()
+                },
+                add: Lists { after, labels, links, ..Default::default() },
                 state,
                 ..Default::default()
             },

@@ -1,6 +1,7 @@
 //! The backlog verbs: add, edit, state changes, the board and `next`. They compose the store's
 //! records into what a person or an agent asks for, and never print.
 
+pub mod graph;
 pub mod import;
 
 use std::collections::HashMap;
@@ -101,6 +102,12 @@ pub struct TaskFields {
     pub fallback: Vec<String>,
     pub forbid: Vec<String>,
     pub reviewers: Vec<String>,
+    /// The task this one is part of (an id or a unique prefix).
+    pub parent: Option<String>,
+    /// Make it an epic (`Some(true)`), or not.
+    pub epic: Option<bool>,
+    /// Links `<kind>:<target>` (`graph::check_link`).
+    pub links: Vec<String>,
 }
 
 /// Check a label or agent name given on the command line.
@@ -138,7 +145,12 @@ pub fn add(store: &Store, ctx: &Context, fields: TaskFields) -> Result<Snapshot>
     if title.trim().is_empty() {
         return Err(usage("a task needs a title").hint("git loop add \"Write the parser\"").into());
     }
-    let change = creation_change(store, &fields)?;
+    let change = creation_change(store, ctx, &fields)?;
+    // The parent becomes an epic before its first child exists: killed in between, it is an
+    // epic with no children yet, never a parent an agent could be sent to.
+    if let Some(parent) = &change.set.parent {
+        graph::make_epic(store, ctx, &parent.parse()?)?;
+    }
     for _ in 0..16 {
         let id = TaskId::generate();
         if let task::Created::Stored(snapshot) = task::create(store, ctx, &id, change.clone())? {
@@ -155,7 +167,7 @@ pub fn add(store: &Store, ctx: &Context, fields: TaskFields) -> Result<Snapshot>
 }
 
 /// The creating operation for `fields` (dependencies resolved and checked).
-pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Change> {
+pub(crate) fn creation_change(store: &Store, ctx: &Context, fields: &TaskFields) -> Result<Change> {
     for label in &fields.labels {
         check_word("label", label)?;
     }
@@ -168,6 +180,11 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
     if let Some(pick) = &fields.pick {
         check_pick(pick)?;
     }
+    let links = graph::check_links(store, &fields.links)?;
+    let parent = match &fields.parent {
+        Some(given) => Some(graph::check_parent(store, ctx, given)?.to_string()),
+        None => None,
+    };
     Ok(Change {
         create: Some(Create { origin: None, created_at: None }),
         set: Fields {
@@ -176,6 +193,8 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
             priority: Some(fields.priority.unwrap_or_default()),
             pick: fields.pick.clone(),
             assigned: None,
+            parent,
+            epic: fields.epic.filter(|e| *e),
         },
         add: Lists {
             after: resolve_all(store, &fields.after)?,
@@ -185,6 +204,7 @@ pub(crate) fn creation_change(store: &Store, fields: &TaskFields) -> Result<Chan
             fallback: fields.fallback.clone(),
             forbid: fields.forbid.clone(),
             reviewers: fields.reviewers.clone(),
+            links,
         },
         ..Default::default()
     })
@@ -200,6 +220,9 @@ pub struct Removals {
     pub fallback: Vec<String>,
     pub forbid: Vec<String>,
     pub reviewers: Vec<String>,
+    pub links: Vec<String>,
+    /// Take the task out of its parent.
+    pub parent: bool,
 }
 
 /// Edit a task's fields.
@@ -221,6 +244,18 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
     if let Some(pick) = &fields.pick {
         check_pick(pick)?;
     }
+    let links = graph::check_links(store, &fields.links)?;
+    let parent = match (&fields.parent, remove.parent) {
+        (Some(_), true) => {
+            return Err(usage("--parent and --no-parent contradict each other").hint("give one of them").into())
+        }
+        (Some(given), false) => Some(graph::check_new_parent(store, ctx, id, given)?.to_string()),
+        (None, true) => Some(String::new()),
+        (None, false) => None,
+    };
+    if fields.epic == Some(false) {
+        graph::check_not_epic(store, ctx, id)?;
+    }
     let after = resolve_all(store, &fields.after)?;
     if after.iter().any(|a| a == id.as_str()) {
         return Err(usage(format!("task '{id}' cannot depend on itself")).into());
@@ -241,6 +276,8 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             priority: fields.priority,
             pick: fields.pick,
             assigned: None,
+            parent: parent.clone(),
+            epic: fields.epic,
         },
         add: Lists {
             after,
@@ -250,6 +287,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             fallback: fields.fallback,
             forbid: fields.forbid,
             reviewers: fields.reviewers,
+            links,
         },
         remove: Lists {
             after: remove.after,
@@ -259,6 +297,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             fallback: remove.fallback,
             forbid: remove.forbid,
             reviewers: remove.reviewers,
+            links: remove.links,
         },
         ..Default::default()
     };
@@ -267,8 +306,17 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             .hint("give at least one option, e.g. -p p1 or --label bug")
             .into());
     }
+    if let Some(parent) = parent.as_deref().filter(|p| !p.is_empty()) {
+        graph::make_epic(store, ctx, &parent.parse()?)?;
+    }
+    let before = task::read(store, id)?.and_then(|s| s.task.parent);
     let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
     record(store, ctx, Some(id), Recorded::TaskEdited(events::TaskEdited {}))?;
+    // The parent it left may have only finished children now; the one it joined, if it is
+    // finished itself, is not open to it (`check_new_parent`).
+    if let Some(left) = before.filter(|b| snapshot.task.parent.as_ref() != Some(b)) {
+        graph::settle(store, ctx, &left)?;
+    }
     Ok(snapshot)
 }
 
@@ -287,6 +335,8 @@ pub struct DoneOptions {
     /// What the task's sessions spent, when the caller keeps its history (a walk does): else
     /// it is added up from the journal, which lists every chain.
     pub spent: Option<crate::store::usage::Total>,
+    /// An epic's children, its evidence (`graph::settle`).
+    pub children: Vec<String>,
 }
 
 /// Mark a task done, with a completion note on the commit that completed it. A task done
@@ -449,6 +499,7 @@ fn done_with(
         at,
         by: by.clone(),
         unchecked: opts.unchecked,
+        children: opts.children.clone(),
     };
     // Before the evidence: a message past its limit must leave nothing written.
     crate::store::limits::check(
@@ -497,6 +548,9 @@ fn done_with(
         ..Default::default()
     };
     record(store, ctx, Some(id), Recorded::TaskDone(done))?;
+    if let Some(parent) = &snapshot.task.parent {
+        graph::settle(store, ctx, parent)?;
+    }
     Ok((snapshot, replaced))
 }
 
@@ -570,6 +624,11 @@ pub fn transition(store: &Store, ctx: &Context, id: &TaskId, t: Transition) -> R
         None => Recorded::entered(state, events::StateChanged { from, to, reason: t.reason, by, ..t.about }),
     };
     record(store, ctx, Some(id), event)?;
+    match (state, &snapshot.task.parent) {
+        (State::Cancelled, Some(parent)) => graph::settle(store, ctx, parent)?,
+        (State::Open, Some(parent)) => graph::unsettle(store, ctx, parent, id)?,
+        _ => {}
+    }
     Ok(snapshot)
 }
 
@@ -633,6 +692,8 @@ pub enum Readiness {
     Blocked(Vec<String>),
     /// Someone holds a live claim on it.
     Claimed,
+    /// An epic: done when its children are, never handed to an agent.
+    Epic,
 }
 
 /// Every task and every task claim, read once through the index: what `next`, `list`,
@@ -749,6 +810,9 @@ impl Board {
         if state != State::Open {
             return Readiness::Closed;
         }
+        if self.get(id).is_some_and(|r| r.epic) {
+            return Readiness::Epic;
+        }
         let blocked: Vec<String> = after
             .into_iter()
             .filter(|dep| self.get(dep).is_none_or(|d| d.state != State::Done))
@@ -766,6 +830,7 @@ impl Board {
     /// `readiness(row) == Ready`, without collecting what blocks it.
     fn is_ready(&self, row: &Row) -> bool {
         row.state == State::Open
+            && !row.epic
             && row.after().all(|dep| self.get(dep).is_some_and(|d| d.state == State::Done))
             && !self.is_claimed(row.id())
     }

@@ -48,6 +48,17 @@ pub struct FieldArgs {
     /// loop.reviewer).
     #[arg(long, value_name = "ROLE")]
     pub reviewer: Vec<String>,
+    /// The epic this task is part of (id or unique prefix): it becomes an epic, never handed to
+    /// an agent, and is done when all its children are.
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// Make it an epic: a task never handed to an agent, done when all its children are.
+    #[arg(long)]
+    pub epic: bool,
+    /// A link to another task, kept and shown (related:ID, discovered-from:ID, or any
+    /// KIND:TARGET); repeat for several.
+    #[arg(long, value_name = "KIND:TARGET")]
+    pub link: Vec<String>,
 }
 
 impl FieldArgs {
@@ -82,13 +93,16 @@ impl FieldArgs {
             fallback: self.fallback,
             forbid: self.forbid,
             reviewers: self.reviewer,
+            parent: self.parent,
+            epic: self.epic.then_some(true),
+            links: self.link,
         })
     }
 }
 
 /// Add a task to the backlog and print its id.
 ///
-/// Example: git loop add "Write the parser" -p p1 --after t-4f2a --label parser
+/// Example: git loop add "Write the parser" -p p1 --after t-4f2a --label parser --parent t-8k2m
 #[derive(Args)]
 pub struct AddArgs {
     /// The task's title, stored exactly as given.

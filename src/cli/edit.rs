@@ -9,7 +9,7 @@ use super::output::{task_json, Out};
 use git_loop::backlog::{self, Board, Removals};
 use git_loop::store::task;
 
-/// Change a task's title, priority, dependencies, labels, agents, race or body.
+/// Change a task's title, priority, dependencies, labels, agents, race, body, parent or links.
 ///
 /// Example: git loop edit t-4f2a -p p0 --after t-9k2m --remove-label later
 #[derive(Args)]
@@ -42,6 +42,15 @@ pub struct EditArgs {
     /// Drop a reviewer; repeat for several.
     #[arg(long, value_name = "ROLE")]
     remove_reviewer: Vec<String>,
+    /// Take it out of its epic (its parent).
+    #[arg(long, conflicts_with = "parent")]
+    no_parent: bool,
+    /// Make it an ordinary task again (refused while it has children).
+    #[arg(long, conflicts_with = "epic")]
+    no_epic: bool,
+    /// Drop a link (KIND:TARGET); repeat for several.
+    #[arg(long, value_name = "KIND:TARGET")]
+    remove_link: Vec<String>,
     /// Print the task as JSON.
     #[arg(long)]
     json: bool,
@@ -57,7 +66,10 @@ pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
         .iter()
         .map(|a| backlog::resolve(&store, a).map(|i| i.to_string()).or_else(|_| Ok::<_, anyhow::Error>(a.clone())))
         .collect::<Result<Vec<_>>>()?;
-    let fields = args.fields.into_fields(args.title)?;
+    let mut fields = args.fields.into_fields(args.title)?;
+    if args.no_epic {
+        fields.epic = Some(false);
+    }
     let removals = Removals {
         after: remove_after,
         labels: args.remove_label,
@@ -66,6 +78,8 @@ pub fn run(env: &Env, args: EditArgs) -> Result<u8> {
         fallback: args.remove_fallback,
         forbid: args.remove_forbid,
         reviewers: args.remove_reviewer,
+        links: args.remove_link,
+        parent: args.no_parent,
     };
     let snapshot = backlog::edit(&store, &env.ctx, &id, fields, removals)?;
     let mut out = Out::new();

@@ -16,15 +16,17 @@ enum FormatArg {
     /// One JSON object per line with the fields of 'add' (title, priority, after, body,
     /// labels, agents) and optionally an id.
     Jsonl,
-    /// A beads export (.beads/issues.jsonl): ids, priorities, blocking dependencies and
-    /// closed state are kept.
+    /// A beads export (.beads/issues.jsonl): ids, priorities, blocking dependencies, closed
+    /// state, epics and their children (parent-child), and every other link are kept.
     Beads,
 }
 
 /// Add many tasks at once, from JSON lines or a beads export.
 ///
 /// Reads a file ('-' for standard input). Every line is checked before anything is written;
-/// tasks whose id exists already are skipped, so importing twice adds nothing.
+/// tasks whose id exists already are skipped, so importing twice adds nothing. What cannot be
+/// kept (a dependency or parent found nowhere, a second parent) is listed line by line and
+/// nothing is imported (exit 1), unless --lossy lets it go.
 ///
 /// Example: git loop import .beads/issues.jsonl --format beads
 #[derive(Args)]
@@ -34,6 +36,9 @@ pub struct ImportArgs {
     /// The file's format.
     #[arg(long, value_enum, default_value = "jsonl")]
     format: FormatArg,
+    /// Import what can be kept, letting go of what cannot (each thing said as a warning).
+    #[arg(long)]
+    lossy: bool,
     /// Print {"added": [...], "skipped": [...], "warnings": [...]} as JSON.
     #[arg(long)]
     json: bool,
@@ -53,7 +58,21 @@ pub fn run(env: &Env, args: ImportArgs) -> Result<u8> {
         FormatArg::Beads => Format::Beads,
     };
     let store = env.open()?;
-    let report = import::import(&store, &env.ctx, &text, format, &args.file.display().to_string())?;
+    let mut prepared = import::prepare(&store, &env.ctx, &text, format)?;
+    if !prepared.lost.is_empty() && !args.lossy {
+        for lost in &prepared.lost {
+            super::output::stderr_line(format!("cannot keep: {lost}"));
+        }
+        return Err(git_loop::error::refused(format!(
+            "{} in the file cannot be kept (listed above); nothing was imported",
+            super::human::count(prepared.lost.len() as u64, "thing", "things")
+        ))
+        .hint("add what they name to the file or the backlog, or pass --lossy to import without them")
+        .into());
+    }
+    let lost = std::mem::take(&mut prepared.lost);
+    prepared.warnings.extend(lost.into_iter().map(|l| format!("let go: {l}")));
+    let report = import::write(&store, &env.ctx, prepared, &args.file.display().to_string())?;
     let mut out = Out::new();
     if args.json {
         out.json(&json!({

@@ -29,6 +29,10 @@ pub struct ListArgs {
     /// Only tasks with this label; repeat to require several.
     #[arg(long, value_name = "LABEL")]
     label: Vec<String>,
+    /// Draw epics with their children beneath them (with --json: in that order, each task
+    /// with its "depth").
+    #[arg(long)]
+    tree: bool,
     /// Print {"tasks": [...]} as JSON.
     #[arg(long)]
     json: bool,
@@ -56,7 +60,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     let rank = |r: &Readiness, st: State| match (r, st) {
         (Readiness::Ready, _) => 0,
         (Readiness::Claimed, _) => 1,
-        (Readiness::Blocked(_), _) => 2,
+        (Readiness::Blocked(_) | Readiness::Epic, _) => 2,
         (_, State::NeedsDecision | State::NeedsYou | State::TakenOver | State::Failed) => 3,
         (_, State::Parked) => 4,
         (_, State::Done) => 5,
@@ -70,6 +74,19 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             b.id(),
         ))
     });
+    // The tree: each shown task under its parent when the parent is shown too, siblings in
+    // the order above; a task whose parent is not shown stands at the top.
+    let depths: Vec<usize> = if args.tree {
+        let order = tree_order(&rows.iter().map(|(r, _)| *r).collect::<Vec<_>>());
+        let (sorted, depths): (Vec<usize>, Vec<usize>) = order.into_iter().unzip();
+        let mut taken: Vec<Option<_>> = rows.into_iter().map(Some).collect();
+        rows = sorted.into_iter().filter_map(|i| taken[i].take()).collect();
+        depths
+    } else {
+        Vec::new()
+    };
+    let children = board.children_by_parent();
+    let progress = |id: &str| git_loop::backlog::graph::Progress::of(children.get(id).map_or(&[][..], Vec::as_slice));
     let mut out = Out::new();
     if args.json {
         // Each task is read and written in turn (a hundred thousand of them would take
@@ -79,9 +96,13 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             corrupt: Vec<serde_json::Value>,
             tasks: T,
         }
-        let tasks = Streamed::new(
-            rows.iter().map(|(row, _)| Ok(task_json(&board, &Snapshot { task: row.task()?, tip: row.tip }))),
-        );
+        let tasks = Streamed::new(rows.iter().enumerate().map(|(i, (row, _))| {
+            let mut value = task_json(&board, &Snapshot { task: row.task()?, tip: row.tip });
+            if let Some(depth) = depths.get(i) {
+                value["depth"] = json!(depth);
+            }
+            Ok(value)
+        }));
         let corrupt = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
         out.json(&Listing { corrupt, tasks: &tasks })?;
         return Ok(0);
@@ -89,7 +110,8 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     // Columns as wide as what they hold (a state may be "needs-decision"), under a header;
     // nothing at all for an empty list.
     let mut lines = Vec::with_capacity(rows.len());
-    for (row, readiness) in rows {
+    let prefixes = tree_prefixes(&depths);
+    for (i, (row, readiness)) in rows.into_iter().enumerate() {
         let t = row.task()?;
         let (status, note) = match &readiness {
             Readiness::Ready => ("ready", String::new()),
@@ -99,10 +121,18 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
                 (word, format!("  ({holder})"))
             }
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
+            Readiness::Epic => ("epic", String::new()),
             Readiness::Closed => (t.state.as_str(), String::new()),
         };
+        let done = if t.epic { format!("  ({} done)", progress(&t.id)) } else { String::new() };
         let labels = if t.labels.is_empty() { String::new() } else { format!("  [{}]", t.labels.join(", ")) };
-        lines.push((t.id.clone(), t.priority.to_string(), status, format!("{}{labels}{note}", short(&t.title, 72))));
+        let tree = prefixes.get(i).map(String::as_str).unwrap_or_default();
+        lines.push((
+            t.id.clone(),
+            t.priority.to_string(),
+            status,
+            format!("{tree}{}{done}{labels}{note}", short(&t.title, 72)),
+        ));
     }
     if lines.is_empty() {
         return Ok(0);
@@ -114,4 +144,69 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         out.line(format!("{id:<id_width$}  {priority:<3}  {:<state_width$}  {rest}", paint::state(status)))?;
     }
     Ok(0)
+}
+
+/// The order of a tree over `rows` (already in the order siblings take): (index in `rows`,
+/// depth), each parent followed by its children. A row whose parent is not among `rows` is a
+/// root; a loop of parents (which writes refuse, but two clones could make) is cut where it
+/// comes back.
+fn tree_order(rows: &[&git_loop::store::index::Row]) -> Vec<(usize, usize)> {
+    let at: std::collections::HashMap<&str, usize> = rows.iter().enumerate().map(|(i, r)| (r.id(), i)).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); rows.len()];
+    let mut roots = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        match row.parent().and_then(|p| at.get(p)) {
+            Some(&parent) if parent != i => children[parent].push(i),
+            _ => roots.push(i),
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    let mut seen = vec![false; rows.len()];
+    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|i| (i, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        out.push((i, depth));
+        stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+    }
+    // What only a loop of parents reaches: shown at the top.
+    for (i, seen) in seen.into_iter().enumerate() {
+        if !seen {
+            out.push((i, 0));
+        }
+    }
+    out
+}
+
+/// The drawing before each title of a tree of `depths` (in tree order): `├─ `, `└─ ` and `│  `.
+fn tree_prefixes(depths: &[usize]) -> Vec<String> {
+    let mut out = Vec::with_capacity(depths.len());
+    for (i, &depth) in depths.iter().enumerate() {
+        let mut prefix = String::new();
+        for level in 1..=depth {
+            // Whether another task at `level` follows before the tree climbs above it.
+            let more = depths[i + 1..].iter().take_while(|&&d| d >= level).any(|&d| d == level);
+            prefix.push_str(match (level == depth, more) {
+                (true, true) => "├─ ",
+                (true, false) => "└─ ",
+                (false, true) => "│  ",
+                (false, false) => "   ",
+            });
+        }
+        out.push(prefix);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tree_prefixes;
+
+    #[test]
+    fn a_tree_is_drawn_with_its_branches() {
+        // a, its children b (with child c) and d; then e.
+        let drawn = tree_prefixes(&[0, 1, 2, 1, 0]);
+        assert_eq!(drawn, ["", "├─ ", "│  └─ ", "└─ ", ""]);
+    }
 }

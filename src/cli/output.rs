@@ -123,9 +123,17 @@ pub fn task_json(board: &Board, snapshot: &Snapshot) -> Value {
     let (ready, blocked_by) = match board.readiness_of(&t.id, t.state, t.after.iter().map(String::as_str)) {
         Readiness::Ready => (true, Vec::new()),
         Readiness::Blocked(deps) => (false, deps),
-        Readiness::Closed | Readiness::Claimed => (false, Vec::new()),
+        Readiness::Closed | Readiness::Claimed | Readiness::Epic => (false, Vec::new()),
     };
     value["ready"] = json!(ready);
+    if t.epic {
+        let children = board.children(&t.id);
+        let progress = git_loop::backlog::graph::Progress::of(&children);
+        value["children"] = json!({
+            "done": progress.done, "total": progress.total, "cancelled": progress.cancelled,
+            "ids": children.iter().map(|c| c.id()).collect::<Vec<_>>(),
+        });
+    }
     value["status"] = json!(board.shown_state(&t.id, t.state));
     value["blocked_by"] = json!(blocked_by);
     value["claim"] = match (board.claim(&t.id), board.lease(&t.id)) {

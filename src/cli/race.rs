@@ -59,6 +59,11 @@ pub fn run(env: &Env, args: RaceArgs) -> Result<u8> {
                 .hint("race it when they are done")
                 .into())
         }
+        Readiness::Epic => {
+            return Err(refused(format!("{id} is an epic: it is done when its children are, never worked itself"))
+                .hint(format!("race one of its children (git loop list --tree shows them), or make it a task again: git loop edit {id} --no-epic"))
+                .into())
+        }
         Readiness::Claimed => {
             // A walk of this machine that was killed left its claim: the walk recovers it.
             let held = board.claim(id.as_str());

@@ -57,6 +57,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         Readiness::Claimed if board.shown_state(&t.id, t.state) == "running" => "running".to_owned(),
         Readiness::Claimed => "open, claimed".to_owned(),
         Readiness::Closed => t.state.as_str().to_owned(),
+        Readiness::Epic => "open, an epic (done when its children are)".to_owned(),
     };
     out.line(format!("{}  {}  {}", t.id, t.priority, t.title))?;
     out.line(format!("  state:   {}", paint::state(&status)))?;
@@ -90,6 +91,37 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
             })
             .collect();
         out.line(format!("  after:   {}", deps.join(", ")))?;
+    }
+    if let Some(parent) = &t.parent {
+        let line = match board.get(parent) {
+            Some(row) => {
+                let title = row.task().map(|p| p.title).unwrap_or_default();
+                format!("{parent} ({}) {}", row.state.as_str(), super::human::short(&title, 60))
+            }
+            None => format!("{parent} (missing)"),
+        };
+        out.line(format!("  parent:  {line}"))?;
+    }
+    if t.epic {
+        let children = board.children(&t.id);
+        let progress = git_loop::backlog::graph::Progress::of(&children);
+        out.line(format!(
+            "  children: {progress} done{}",
+            match progress.cancelled {
+                0 => String::new(),
+                n => format!(", {n} cancelled"),
+            }
+        ))?;
+        for child in &children {
+            let title = child.task().map(|c| c.title).unwrap_or_default();
+            let state = board.shown_state(child.id(), child.state);
+            out.line(format!("           {}  {:<8} {}", child.id(), state, super::human::short(&title, 60)))?;
+        }
+    }
+    for link in &t.links {
+        let (kind, target) = link.split_once(':').unwrap_or(("link", link));
+        let state = board.get(target).map(|r| format!(" ({})", r.state.as_str())).unwrap_or_default();
+        out.line(format!("  {:<9}{target}{state}", format!("{kind}:")))?;
     }
     if !t.labels.is_empty() {
         out.line(format!("  labels:  {}", t.labels.join(", ")))?;

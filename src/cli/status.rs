@@ -55,6 +55,14 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
         ..
     } = overview(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
+    // Open epics and how far each is (one pass over the tasks for their children).
+    let by_parent = board.children_by_parent();
+    let epics: Vec<(&git_loop::store::index::Row, git_loop::backlog::graph::Progress)> = board
+        .tasks
+        .iter()
+        .filter(|r| r.epic && r.state == State::Open)
+        .map(|r| (r, git_loop::backlog::graph::Progress::of(by_parent.get(r.id()).map_or(&[][..], Vec::as_slice))))
+        .collect();
     // How a walk started here now would confine its sessions (tried, as a walk tries it).
     let sandbox = match git_loop::sandbox::Policy::read(&store, &env.ctx, None) {
         Ok(policy) => {
@@ -107,6 +115,10 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 "done": count(State::Done), "parked": count(State::Parked), "cancelled": count(State::Cancelled),
             },
             "landing": landing.as_ref().map(super::output::landing_json),
+            "epics": epics.iter().map(|(r, p)| json!({
+                "id": r.id(), "title": r.task().map(|t| t.title).unwrap_or_default(),
+                "done": p.done, "total": p.total, "cancelled": p.cancelled,
+            })).collect::<Vec<_>>(),
             "corrupt": board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect::<Vec<_>>(),
             "missions": mission_list.iter().map(|m| json!({
                 "id": m.id, "title": m.title, "state": m.state.as_str(), "reason": m.reason,
@@ -255,6 +267,17 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 short(&t.title, 40),
                 short(t.reason.as_deref().unwrap_or(""), 60)
             ))?;
+        }
+    }
+    if !epics.is_empty() {
+        out.section("epics:")?;
+        const SHOWN: usize = 10;
+        for (row, progress) in epics.iter().take(SHOWN) {
+            let title = row.task().map(|t| t.title).unwrap_or_default();
+            out.line(format!("  {}  {} done  {}", row.id(), progress, short(&title, 60)))?;
+        }
+        if epics.len() > SHOWN {
+            out.line(format!("  and {} more (git loop list --tree)", epics.len() - SHOWN))?;
         }
     }
     if !mission_list.is_empty() {

@@ -58,6 +58,7 @@ pub fn check(store: &Store, ctx: &Context, selection: &Selection) -> Result<Chec
             continue;
         }
         let problem = match board.readiness(row) {
+            Readiness::Epic => format!("{id} is an epic: it is done when its children are"),
             Readiness::Claimed => match board.claim(&id) {
                 Some(held) => format!(
                     "{id} is open but claimed by {holder} until {}, which hides it from 'next' (if {holder} is \

@@ -561,6 +561,7 @@ pub fn hand_back(
                 reviews: Vec::new(),
                 unchecked: false,
                 spent: None,
+                children: Vec::new(),
             };
             backlog::done(store, ctx, &id, opts)?;
             backlog::record(
@@ -693,6 +694,7 @@ pub fn decide(store: &Store, ctx: &Context, target: &str, number: u32, message: 
         reviews: Vec::new(),
         unchecked: false,
         spent: None,
+        children: Vec::new(),
     };
     backlog::done_if(store, ctx, &id, opts, &|t: &Task| {
         if t.state == State::Done {

@@ -1,7 +1,7 @@
 //! A derived cache of tasks and task claims, so `next` over thousands of tasks reads one file
 //! instead of three objects per task and one per claim.
 //!
-//! Two files, each stamped on its own: `.git/loop/index-v5` for the task refs and
+//! Two files, each stamped on its own: `.git/loop/index-v6` for the task refs and
 //! `.git/loop/claims-v1` for the `node:` claim refs, so that a claim taken, refreshed or
 //! released (what a fleet does most) neither lists a hundred thousand task refs again nor
 //! rewrites the large file. Both have one layout: a stamp line, the ready set (empty in the
@@ -11,7 +11,7 @@
 //! stamp <packed-refs ino:size:mtime> <the refs' directory ino:mtime>   (or "stamp racy")
 //! ready <offset,…>        the open tasks whose dependencies are all done (`ready`), in `next`'s order: where their T rows start, counted from the first row
 //! rows <length in bytes of the rows that follow> <length in bytes of the T rows, which come first>
-//! T <task id> <tip> <state> <priority> <created, unix ns> <after,…> <label␟…> <json offset> <json length>
+//! T <task id> <tip> <state> <priority> <created, unix ns> <after,…> <label␟…> <parent> <epic: 1 or 0> <json offset> <json length>
 //! C <task id> <claim blob> <holder> <holder's expiry, unix ns; 0: released> <json offset> <json length>
 //! X <ref> <problem>
 //! <every record's JSON, back to back; offsets count from the start of this section>
@@ -41,7 +41,8 @@
 //! coarsely (every few milliseconds), so a stamp taken while any of them is less than a second
 //! old is "racy": the cache is written but not trusted without listing the refs, as git treats
 //! racily clean index entries. The stamp is always taken before the refs are read.
-//! (Version 4 had no ready set, and one file and stamp for both: hence version 5.)
+//! (Version 4 had no ready set, and one file and stamp for both: hence version 5. Version 5
+//! had no parent or epic mark, which the task graph reads for every task: hence version 6.)
 //!
 //! A walk keeps the rows and the ready set current through its watch (`Live`); each row it
 //! reads again holds its own text on the heap, so every few hundred of them it writes the
@@ -164,6 +165,10 @@ pub struct Row {
     pub created_at: DateTime<Utc>,
     after: Range<usize>,
     labels: Range<usize>,
+    /// Empty: no parent.
+    parent: Range<usize>,
+    /// An epic: never handed out (`ready`).
+    pub epic: bool,
     json: Range<usize>,
 }
 
@@ -186,6 +191,11 @@ impl Row {
         as_str(&self.text.bytes()[self.after.clone()]).split(',').filter(|s| !s.is_empty())
     }
 
+    /// The task this one is part of.
+    pub fn parent(&self) -> Option<&str> {
+        Some(as_str(&self.text.bytes()[self.parent.clone()])).filter(|p| !p.is_empty())
+    }
+
     pub fn has_label(&self, label: &str) -> bool {
         as_str(&self.text.bytes()[self.labels.clone()]).split('\u{1f}').any(|l| l == label)
     }
@@ -200,7 +210,8 @@ impl Row {
     fn fresh(tip: ObjectId, task: &Task) -> Result<Row> {
         let json = serde_json::to_string(task)?;
         let labels: Vec<String> = task.labels.iter().map(|l| clean(l)).collect();
-        let (text, ranges) = owned(&[&task.id, &task.after.join(","), &labels.join("\u{1f}"), &json]);
+        let parent = task.parent.as_deref().map(clean).unwrap_or_default();
+        let (text, ranges) = owned(&[&task.id, &task.after.join(","), &labels.join("\u{1f}"), &parent, &json]);
         Ok(Row {
             text,
             id: ranges[0].clone(),
@@ -210,7 +221,9 @@ impl Row {
             created_at: task.created_at,
             after: ranges[1].clone(),
             labels: ranges[2].clone(),
-            json: ranges[3].clone(),
+            parent: ranges[3].clone(),
+            epic: task.epic,
+            json: ranges[4].clone(),
         })
     }
 }
@@ -230,6 +243,9 @@ impl super::ready::Entry for Row {
     }
     fn after(&self) -> impl Iterator<Item = &str> {
         Row::after(self)
+    }
+    fn is_epic(&self) -> bool {
+        self.epic
     }
 }
 
@@ -311,7 +327,7 @@ pub struct Loaded {
     pub ready: Arc<Ready>,
 }
 
-/// Read every task and node claim, through the cache files: the tasks' (`index-v5`) and the
+/// Read every task and node claim, through the cache files: the tasks' (`index-v6`) and the
 /// claims' (`claims-v1`), each stamped on its own, so that the claims changing (a claim taken,
 /// refreshed or released: what a fleet does most) neither lists the task refs again nor
 /// rewrites the large file.
@@ -858,7 +874,7 @@ fn front(path: &Path, stamp: Option<&str>, ready: usize) -> Option<(Vec<Row>, Co
 fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<Entry> {
     let all = text.bytes();
     let bytes = &all[line.clone()];
-    let mut fields: [Range<usize>; 10] = Default::default();
+    let mut fields: [Range<usize>; 12] = Default::default();
     let mut count = 0;
     let mut at = 0;
     for tab in memchr::memchr_iter(b'\t', bytes) {
@@ -880,7 +896,7 @@ fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<En
         (end <= all.len()).then_some(start..end)
     };
     Some(match (field(0), count) {
-        ("T", 10) => Entry::Task(Row {
+        ("T", 12) => Entry::Task(Row {
             text: Arc::clone(text),
             id: fields[1].clone(),
             tip: oid(field(2))?,
@@ -896,7 +912,13 @@ fn parse_line(text: &Arc<Text>, line: Range<usize>, records: usize) -> Option<En
             created_at: nanos(field(5))?,
             after: fields[6].clone(),
             labels: fields[7].clone(),
-            json: record(field(8), field(9))?,
+            parent: fields[8].clone(),
+            epic: match field(9) {
+                "1" => true,
+                "0" => false,
+                _ => return None,
+            },
+            json: record(field(10), field(11))?,
         }),
         ("C", 7) => Entry::Claim(ClaimRow {
             text: Arc::clone(text),
@@ -1026,7 +1048,9 @@ fn write_aside(path: &Path, stamp: Option<&str>, content: &Content<'_>) -> Resul
         rows.extend_from_slice(&bytes[row.after.clone()]);
         rows.push(b'\t');
         rows.extend_from_slice(&bytes[row.labels.clone()]);
-        writeln!(rows, "\t{at}\t{len}")?;
+        rows.push(b'\t');
+        rows.extend_from_slice(&bytes[row.parent.clone()]);
+        writeln!(rows, "\t{}\t{at}\t{len}", u8::from(row.epic))?;
     }
     let task_rows = rows.len();
     for c in claims {

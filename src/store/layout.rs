@@ -105,7 +105,7 @@ impl Layout {
 
     /// The derived task index (`store::index`).
     pub fn index(&self) -> PathBuf {
-        self.root.join("index-v5")
+        self.root.join("index-v6")
     }
 
     /// The derived cache of node claims (`store::index`), stamped apart from the tasks'.
@@ -114,8 +114,8 @@ impl Layout {
     }
 
     /// Task indexes of earlier versions, which nothing reads any more.
-    pub fn old_indexes(&self) -> [PathBuf; 4] {
-        ["index-v1", "index-v2", "index-v3", "index-v4"].map(|name| self.root.join(name))
+    pub fn old_indexes(&self) -> [PathBuf; 5] {
+        ["index-v1", "index-v2", "index-v3", "index-v4", "index-v5"].map(|name| self.root.join(name))
     }
 
     /// The cache of journal commits already read (`store::journal`).

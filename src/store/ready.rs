@@ -1,5 +1,6 @@
 //! The ready set: the open tasks whose dependencies are all done, in the order `next` hands
-//! them out (priority, then age, then id).
+//! them out (priority, then age, then id). An epic is never in it: it is done when its
+//! children are, never by an agent.
 //!
 //! It is derived from the task rows alone, so the index keeps it beside them: worked out once
 //! when rows are read from the refs (one pass over the tasks), written in the cache file, and
@@ -24,6 +25,10 @@ pub trait Entry {
     fn created_at(&self) -> DateTime<Utc>;
     /// The tasks this one comes after.
     fn after(&self) -> impl Iterator<Item = &str>;
+    /// An epic (never handed out).
+    fn is_epic(&self) -> bool {
+        false
+    }
 }
 
 /// A ready task's place in `next`'s order. Ids are unique, so the order is total.
@@ -98,9 +103,11 @@ fn get<'t, R: Entry>(tasks: &'t [R], id: &str) -> Option<&'t R> {
     tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &tasks[i])
 }
 
-/// Open, and every dependency present and done.
+/// Open, not an epic, and every dependency present and done.
 fn is_ready<R: Entry>(tasks: &[R], row: &R) -> bool {
-    row.state() == State::Open && row.after().all(|dep| get(tasks, dep).is_some_and(|d| d.state() == State::Done))
+    row.state() == State::Open
+        && !row.is_epic()
+        && row.after().all(|dep| get(tasks, dep).is_some_and(|d| d.state() == State::Done))
 }
 
 impl Ready {
@@ -109,7 +116,7 @@ impl Ready {
         let done: HashSet<&str> = tasks.iter().filter(|r| r.state() == State::Done).map(|r| r.id()).collect();
         let set = tasks
             .iter()
-            .filter(|r| r.state() == State::Open && r.after().all(|dep| done.contains(dep)))
+            .filter(|r| r.state() == State::Open && !r.is_epic() && r.after().all(|dep| done.contains(dep)))
             .map(Key::of)
             .collect();
         Ready { set }

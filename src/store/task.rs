@@ -27,10 +27,14 @@ use crate::git;
 use crate::ids::{Priority, TaskId};
 use crate::refs;
 
-/// Version of `task.json`; readers refuse newer ones.
-pub const TASK_VERSION: u32 = 1;
-/// Version of `op.json`; readers refuse newer ones.
-pub const OP_VERSION: u32 = 1;
+/// The newest version of `task.json` this build reads; readers refuse newer ones. A task is
+/// written at the lowest version that holds it: 1, or 2 once it has a parent, is an epic or
+/// has links (which a reader of version 1 would drop, and would then send an agent to do an
+/// epic), so that clones of an earlier release refuse those tasks and read every other one.
+pub const TASK_VERSION: u32 = 2;
+/// The newest version of `op.json` this build reads; readers refuse newer ones. Version 2: an
+/// operation that sets a parent or the epic mark, or adds or removes links.
+pub const OP_VERSION: u32 = 2;
 
 /// The task folded up to a commit of its chain, in that commit's tree.
 pub const TASK_FILE: &str = "task.json";
@@ -141,6 +145,9 @@ pub struct Completion {
     /// Added later: absent (false) before, and whenever checks ran or a person said done.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unchecked: bool,
+    /// An epic's children when it was done: finished, every one (`backlog::graph::settle`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 /// A reviewer's approval of a try's work: who (role, agent, session), in which round, and the
@@ -204,6 +211,16 @@ pub struct Task {
     pub completion: Option<Completion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// The task this one is part of (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// An epic: never handed to an agent; done when all its children are (version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub epic: bool,
+    /// Links to other tasks, here or elsewhere, as `<kind>:<target>` (`related:t-…`,
+    /// `discovered-from:t-…`); kept and shown, never acted on (version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub created_by: String,
     pub updated_at: DateTime<Utc>,
@@ -214,7 +231,7 @@ pub struct Task {
 impl Task {
     fn blank(id: &str) -> Task {
         Task {
-            version: TASK_VERSION,
+            version: 1,
             id: id.to_owned(),
             title: String::new(),
             body: String::new(),
@@ -232,6 +249,9 @@ impl Task {
             reason: None,
             completion: None,
             origin: None,
+            parent: None,
+            epic: false,
+            links: Vec::new(),
             created_at: DateTime::<Utc>::UNIX_EPOCH,
             created_by: String::new(),
             updated_at: DateTime::<Utc>::UNIX_EPOCH,
@@ -241,6 +261,15 @@ impl Task {
 
     pub fn task_id(&self) -> TaskId {
         self.id.parse().expect("ids are validated before a task is stored or read")
+    }
+
+    /// The lowest `task.json` version that holds this task.
+    fn version_needed(&self) -> u32 {
+        if self.parent.is_some() || self.epic || !self.links.is_empty() {
+            2
+        } else {
+            1
+        }
     }
 }
 
@@ -258,6 +287,12 @@ pub struct Fields {
     pub pick: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assigned: Option<Assignment>,
+    /// `Some("")` clears the parent (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Marks the task an epic, or not (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epic: Option<bool>,
 }
 
 /// List fields an operation adds to or removes from.
@@ -277,6 +312,9 @@ pub struct Lists {
     pub forbid: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reviewers: Vec<String>,
+    /// `<kind>:<target>` (version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
 }
 
 impl Lists {
@@ -288,6 +326,7 @@ impl Lists {
             && self.fallback.is_empty()
             && self.forbid.is_empty()
             && self.reviewers.is_empty()
+            && self.links.is_empty()
     }
 }
 
@@ -364,6 +403,7 @@ impl Change {
             ("the fallback agents", &self.add.fallback),
             ("the forbidden agents", &self.add.forbid),
             ("the reviewers", &self.add.reviewers),
+            ("the links", &self.add.links),
         ] {
             check_list(what, list.len())?;
             for item in list {
@@ -381,6 +421,19 @@ impl Change {
 
     pub fn is_empty(&self) -> bool {
         *self == Change::default()
+    }
+
+    /// The lowest `op.json` version that holds this change.
+    fn version_needed(&self) -> u32 {
+        let graph = self.set.parent.is_some()
+            || self.set.epic.is_some()
+            || !self.add.links.is_empty()
+            || !self.remove.links.is_empty();
+        if graph {
+            2
+        } else {
+            1
+        }
     }
 
     /// A one-line description for the operation commit's subject.
@@ -403,6 +456,16 @@ impl Change {
         if let Some(assigned) = &self.set.assigned {
             parts.push(format!("assign {}", assigned.agent));
         }
+        match self.set.parent.as_deref() {
+            Some("") => parts.push("no parent".into()),
+            Some(parent) => parts.push(format!("parent {parent}")),
+            None => {}
+        }
+        match self.set.epic {
+            Some(true) => parts.push("epic".into()),
+            Some(false) => parts.push("not an epic".into()),
+            None => {}
+        }
         for (what, list) in [
             ("after", &self.add.after),
             ("label", &self.add.labels),
@@ -411,6 +474,7 @@ impl Change {
             ("fallback", &self.add.fallback),
             ("forbid", &self.add.forbid),
             ("reviewer", &self.add.reviewers),
+            ("link", &self.add.links),
         ] {
             if !list.is_empty() {
                 parts.push(format!("+{what} {}", list.join(",")));
@@ -424,6 +488,7 @@ impl Change {
             ("fallback", &self.remove.fallback),
             ("forbid", &self.remove.forbid),
             ("reviewer", &self.remove.reviewers),
+            ("link", &self.remove.links),
         ] {
             if !list.is_empty() {
                 parts.push(format!("-{what} {}", list.join(",")));
@@ -486,6 +551,12 @@ fn fold(task: &mut Task, op: &Op) {
     if let Some(assigned) = &set.assigned {
         task.assigned = Some(assigned.clone());
     }
+    if let Some(parent) = &set.parent {
+        task.parent = (!parent.is_empty()).then(|| parent.clone());
+    }
+    if let Some(epic) = set.epic {
+        task.epic = epic;
+    }
     add_all(&mut task.after, &op.change.add.after);
     add_all(&mut task.labels, &op.change.add.labels);
     add_all(&mut task.agents, &op.change.add.agents);
@@ -493,6 +564,7 @@ fn fold(task: &mut Task, op: &Op) {
     add_all(&mut task.fallback, &op.change.add.fallback);
     add_all(&mut task.forbid, &op.change.add.forbid);
     add_all(&mut task.reviewers, &op.change.add.reviewers);
+    add_all(&mut task.links, &op.change.add.links);
     remove_all(&mut task.after, &op.change.remove.after);
     remove_all(&mut task.labels, &op.change.remove.labels);
     remove_all(&mut task.agents, &op.change.remove.agents);
@@ -500,6 +572,7 @@ fn fold(task: &mut Task, op: &Op) {
     remove_all(&mut task.fallback, &op.change.remove.fallback);
     remove_all(&mut task.forbid, &op.change.remove.forbid);
     remove_all(&mut task.reviewers, &op.change.remove.reviewers);
+    remove_all(&mut task.links, &op.change.remove.links);
     if let Some(change) = &op.change.state {
         task.state = change.state;
         task.reason = change.reason.clone();
@@ -510,6 +583,7 @@ fn fold(task: &mut Task, op: &Op) {
     }
     task.updated_at = task.updated_at.max(op.at);
     task.lamport = task.lamport.max(op.lamport);
+    task.version = task.version_needed();
 }
 
 fn add_all(list: &mut Vec<String>, items: &[String]) {
@@ -771,7 +845,7 @@ pub fn create_all(
             for (n, i) in absent.iter().enumerate() {
                 let (id, change) = &tasks[*i];
                 let op = Op {
-                    version: OP_VERSION,
+                    version: change.version_needed(),
                     lamport,
                     writer: writer.clone(),
                     at,
@@ -853,7 +927,7 @@ pub fn update(store: &Store, ctx: &Context, id: &TaskId, change: Change, check: 
 fn new_op(store: &Store, ctx: &Context, lamport: u64, change: Change) -> Result<Op> {
     change.check_sizes()?;
     Ok(Op {
-        version: OP_VERSION,
+        version: change.version_needed(),
         lamport,
         writer: store.clone_id()?,
         at: ctx.now(),

@@ -320,6 +320,7 @@ impl<'a> GitQueue<'a> {
                 reviews,
                 unchecked: self.walker.opts.checks.is_none(),
                 spent: Some(spent),
+                children: Vec::new(),
             },
         )?;
         self.walker.record(

@@ -623,7 +623,7 @@ fn doctor_finds_an_index_that_holds_a_damaged_task_as_readable() {
     let out = repo.run(&["doctor"]).code(3);
     assert!(
         out.stdout.contains(&format!(
-            "leftover: cache '.git/loop/index-v5' holds {id} as readable, but its history is not (see above)\n"
+            "leftover: cache '.git/loop/index-v6' holds {id} as readable, but its history is not (see above)\n"
         )),
         "{}",
         out.stdout

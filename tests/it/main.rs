@@ -20,6 +20,7 @@ mod fake_forge;
 mod fleet;
 mod fleet_net;
 mod forge;
+mod graph;
 mod harness;
 mod help;
 mod hooks;

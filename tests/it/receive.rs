@@ -252,7 +252,7 @@ fn a_fast_forward_that_buries_a_garbage_operation_is_refused() {
     refused(&bare, &a, &buried, &task_ref, &[&format!("commit {garbage}: op.json: missing field `version`")]);
 
     let unversioned = op.replace("\"version\": 1,", "");
-    let newer = edit.replace("\"version\": 1", "\"version\": 2");
+    let newer = edit.replace("\"version\": 1", "\"version\": 3");
     let elsewhere = task.replace(&id, "t-else");
     let cases = [
         (
@@ -261,7 +261,7 @@ fn a_fast_forward_that_buries_a_garbage_operation_is_refused() {
         ),
         (
             vec![("op.json", newer.as_str()), ("task.json", &task)],
-            "commit {c}: op.json has version 2, written by a newer git-loop",
+            "commit {c}: op.json has version 3, written by a newer git-loop",
         ),
         (vec![("op.json", &edit), ("task.json", "not json")], "commit {c}: task.json: expected ident"),
         (vec![("op.json", &edit), ("task.json", &elsewhere)], "commit {c}: task.json holds task 't-else'"),

@@ -186,7 +186,7 @@ fn d2_a_bad_line_in_packed_refs_is_named_and_healthy_refs_stay_healthy() {
         let mut damaged: Vec<&str> = lines.clone();
         damaged.insert(at, "this is garbage");
         std::fs::write(&packed, format!("{}\n", damaged.join("\n"))).expect("write packed-refs");
-        let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v5"));
+        let _ = std::fs::remove_file(repo.dir.join(".git/loop/index-v6"));
         let named = format!("'{}' has a bad line {}: \"this is garbage\"", packed.display(), at + 1);
         let list = repo.run(&["list"]).ok();
         // `edit --label` below gives <B> labels as the loop goes: list shows what it has.
@@ -407,7 +407,7 @@ fn the_task_index_never_disagrees_with_the_refs() {
     assert_eq!(repo.run(&["list", "--json"]).ok().json()["tasks"][0]["title"], "edited title", "served from the cache");
     repo.git(&["update-ref", &name, &first]);
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "the moved ref is seen at once");
-    std::fs::remove_file(repo.dir.join(".git/loop/index-v5")).expect("the cache exists");
+    std::fs::remove_file(repo.dir.join(".git/loop/index-v6")).expect("the cache exists");
     assert_eq!(repo.run(&["next", "--json"]).ok().json()["title"], "original title", "nothing lost without the cache");
 }
 

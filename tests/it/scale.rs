@@ -216,7 +216,7 @@ fn list_json_streams_the_same_document_it_always_printed() {
 
 /// The task index's file, as text.
 fn index_text(repo: &Repo<'_>) -> String {
-    std::fs::read_to_string(repo.dir.join(".git/loop/index-v5")).expect("the task index exists")
+    std::fs::read_to_string(repo.dir.join(".git/loop/index-v6")).expect("the task index exists")
 }
 
 /// The ids the task index's file holds rows for.
@@ -270,7 +270,7 @@ fn next_from_the_front_of_a_current_index_says_what_the_whole_board_says() {
     settle(&repo);
     assert!(!index_text(&repo).starts_with("stamp racy"), "the index is current");
     let whole = |args: &[&str]| {
-        std::fs::remove_file(repo.dir.join(".git/loop/index-v5")).expect("the task index exists");
+        std::fs::remove_file(repo.dir.join(".git/loop/index-v6")).expect("the task index exists");
         let id = next_id(&repo, args);
         settle(&repo);
         id
@@ -282,7 +282,7 @@ fn next_from_the_front_of_a_current_index_says_what_the_whole_board_says() {
     // Claims on the first ready tasks: the front skips them as the whole board does, and a
     // claim neither lists the task refs again nor rewrites their file.
     use std::os::unix::fs::MetadataExt;
-    let inode = || std::fs::metadata(repo.dir.join(".git/loop/index-v5")).expect("index").ino();
+    let inode = || std::fs::metadata(repo.dir.join(".git/loop/index-v6")).expect("index").ino();
     let before = inode();
     for _ in 0..3 {
         let first = next_id(&repo, &[]);
@@ -316,7 +316,7 @@ fn a_ready_set_that_does_not_fit_its_rows_is_not_believed() {
         let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
         let edited = format!("{ready}\n");
         lines[1] = &edited;
-        std::fs::write(repo.dir.join(".git/loop/index-v5"), lines.concat()).expect("write");
+        std::fs::write(repo.dir.join(".git/loop/index-v6"), lines.concat()).expect("write");
         assert_eq!(next_id(&repo, &[]), right, "with {ready}");
         assert_eq!(next_id(&repo, &[]), right, "again, with the file rebuilt");
     }

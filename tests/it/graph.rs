@@ -1,0 +1,188 @@
+//! The task graph beyond dependencies (issue 29): epics and their children, links, and what a
+//! beads export holding them becomes.
+
+use serde_json::{json, Value};
+
+use crate::harness::{Repo, TestEnv};
+
+fn show(repo: &Repo<'_>, id: &str) -> Value {
+    repo.run(&["show", id, "--json"]).ok().json()
+}
+
+fn state(repo: &Repo<'_>, id: &str) -> String {
+    show(repo, id)["state"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn an_epic_is_never_handed_out_and_is_done_when_its_children_are() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let epic = repo.add(&["Ship the parser", "-p", "p0"]);
+    let lexer = repo.add(&["Lexer", "--parent", &epic, "-p", "p2"]);
+    let grammar = repo.add(&["Grammar", "--parent", &epic, "-p", "p2"]);
+    let docs = repo.add(&["Docs", "--parent", &grammar, "-p", "p2", "--link", &format!("related:{lexer}")]);
+    assert_eq!(show(&repo, &epic)["epic"], true, "a parent becomes an epic");
+    assert_eq!(show(&repo, &epic)["status"], "open");
+    assert_eq!(show(&repo, &epic)["ready"], false);
+
+    // `next` hands out children only, however urgent the epic.
+    let ready: Vec<String> = repo.run(&["list", "--ready", "--json"]).ok().json()["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(ready.contains(&lexer) && ready.contains(&docs), "{ready:?}");
+    assert!(!ready.contains(&epic) && !ready.contains(&grammar), "{ready:?}");
+
+    // The tree, drawn and as JSON.
+    let tree = repo.run(&["list", "--tree"]).ok().stdout;
+    let line = |id: &str| tree.lines().find(|l| l.starts_with(id)).unwrap_or_default().to_owned();
+    assert!(line(&epic).contains("epic") && line(&epic).contains("Ship the parser  (0/2 done)"), "{tree}");
+    assert!(line(&docs).contains("│  └─ Docs") || line(&docs).contains("   └─ Docs"), "{tree}");
+    let depths: Vec<(String, u64)> = repo.run(&["list", "--tree", "--json"]).ok().json()["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| (t["id"].as_str().unwrap_or_default().to_owned(), t["depth"].as_u64().unwrap_or(99)))
+        .collect();
+    assert_eq!(depths[0], (epic.clone(), 0), "{depths:?}");
+    assert!(depths.contains(&(docs.clone(), 2)), "{depths:?}");
+
+    // Children done: the grammar epic first, then the whole, each with its children as evidence.
+    repo.run(&["done", &lexer, "-m", "lexed", "--commit", "HEAD"]).ok();
+    assert_eq!(show(&repo, &epic)["children"]["done"], 1);
+    assert_eq!(state(&repo, &epic), "open");
+    repo.run(&["done", &docs, "-m", "written", "--commit", "HEAD"]).ok();
+    assert_eq!(state(&repo, &grammar), "done");
+    let whole = show(&repo, &epic);
+    assert_eq!(whole["state"], "done", "{whole}");
+    let mut children = whole["completion"]["children"].as_array().expect("children listed").clone();
+    children.sort_by_key(|c| c.as_str().unwrap_or_default().to_owned());
+    let mut expected = vec![json!(lexer), json!(grammar)];
+    expected.sort_by_key(|c| c.as_str().unwrap_or_default().to_owned());
+    assert_eq!(children, expected);
+    let shown = repo.run(&["show", &epic]).ok().stdout;
+    assert!(shown.contains("children: 2/2 done"), "{shown}");
+    assert!(repo.run(&["show", &docs]).ok().stdout.contains(&format!("related: {lexer} (done)")));
+    let status = repo.run(&["status", "--json"]).ok().json();
+    assert_eq!(status["epics"], json!([]), "no open epic left");
+
+    // A child reopened: the epics its work closed are open again.
+    repo.run(&["reopen", &docs]).ok();
+    assert_eq!(state(&repo, &grammar), "open");
+    assert_eq!(state(&repo, &epic), "open");
+    let status = repo.run(&["status"]).ok().stdout;
+    assert!(status.contains("epics:") && status.contains("1/2 done  Ship the parser"), "{status}");
+
+    // Records: a task in the graph is written at version 2 (an older release refuses it rather
+    // than send an agent to an epic); a plain task stays at version 1.
+    let plain = repo.add(&["Plain"]);
+    let version = |id: &str| -> Value {
+        serde_json::from_str::<Value>(&repo.git(&["show", &format!("refs/loop/tasks/{id}:task.json")])).expect("json")
+            ["version"]
+            .clone()
+    };
+    assert_eq!((version(&epic), version(&docs), version(&plain)), (json!(2), json!(2), json!(1)));
+}
+
+#[test]
+fn parents_never_make_a_cycle_and_a_finished_task_takes_no_child() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let top = repo.add(&["Top"]);
+    let middle = repo.add(&["Middle", "--parent", &top]);
+    let low = repo.add(&["Low", "--parent", &middle]);
+    let out = repo.run(&["edit", &top, "--parent", &low]).code(2);
+    assert!(out.stderr.contains(&format!("({top} → {middle} → {low})")), "{}", out.stderr);
+    assert!(out.stderr.contains("make a cycle") && out.stderr.contains("hint:"), "{}", out.stderr);
+    let out = repo.run(&["edit", &top, "--parent", &top]).code(2);
+    assert!(out.stderr.contains("cannot be its own parent"), "{}", out.stderr);
+
+    // An epic keeps its mark while it has children; a finished task takes none.
+    let out = repo.run(&["edit", &middle, "--no-epic"]).code(1);
+    assert!(out.stderr.contains("has 1 children") && out.stderr.contains("--no-parent"), "{}", out.stderr);
+    let closed = repo.add(&["Closed"]);
+    repo.run(&["cancel", &closed, "--reason", "not needed"]).ok();
+    let out = repo.run(&["add", "Orphan", "--parent", &closed]).code(1);
+    assert!(out.stderr.contains("is cancelled") && out.stderr.contains("git loop reopen"), "{}", out.stderr);
+    let out = repo.run(&["add", "Orphan", "--link", "no kind"]).code(2);
+    assert!(out.stderr.contains("is not valid") && out.stderr.contains("hint:"), "{}", out.stderr);
+
+    // Moving the last open child out settles what is left: Middle's only child leaves, Top's
+    // children are Middle alone; nothing is finished, nothing moves.
+    repo.run(&["edit", &low, "--no-parent"]).ok();
+    assert_eq!(show(&repo, &low)["parent"], Value::Null);
+    repo.run(&["edit", &middle, "--no-epic"]).ok();
+    assert_eq!(show(&repo, &middle)["epic"], Value::Null, "an ordinary task again");
+    assert_eq!(state(&repo, &top), "open");
+}
+
+#[test]
+fn a_walk_works_an_epics_children_and_never_the_epic() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let epic = repo.add(&["The epic", "-p", "p0"]);
+    let first = repo.add(&["First part", "--parent", &epic]);
+    let second = repo.add(&["Second part", "--parent", &epic, "--after", &first]);
+    let agent = env.agent("w", "echo work >> work.txt\ngit loop finish done --message worked");
+    repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--max-units", "5"]).ok();
+    assert_eq!((state(&repo, &first), state(&repo, &second)), ("done".into(), "done".into()));
+    assert_eq!(state(&repo, &epic), "done");
+    let events = repo.run(&["log", "--json"]).ok().json()["events"].clone();
+    let sessions_on_epic = events
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "session_started" && e["task"] == epic.as_str())
+        .count();
+    assert_eq!(sessions_on_epic, 0, "no session ever worked the epic");
+}
+
+#[test]
+fn a_beads_export_keeps_its_epics_children_and_links_and_says_what_it_cannot_keep() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let line = |id: &str, kind: &str, deps: &str| {
+        format!(
+            r#"{{"id":"{id}","title":"{id} title","status":"open","priority":1,"issue_type":"{kind}","created_at":"2026-01-11T18:16:13Z","updated_at":"2026-01-11T18:16:13Z","dependencies":[{deps}]}}"#
+        )
+    };
+    let dep =
+        |id: &str, on: &str, kind: &str| format!(r#"{{"issue_id":"{id}","depends_on_id":"{on}","type":"{kind}"}}"#);
+    let export = [
+        line("bd-epic", "epic", ""),
+        line("bd-a", "task", &dep("bd-a", "bd-epic", "parent-child")),
+        line("bd-b", "task", &[dep("bd-b", "bd-epic", "parent-child"), dep("bd-b", "bd-a", "related")].join(",")),
+        line(
+            "bd-c",
+            "bug",
+            &[dep("bd-c", "bd-a", "discovered-from"), dep("bd-c", "bd-gone", "parent-child")].join(","),
+        ),
+    ]
+    .join("\n");
+    let file = env.path("issues.jsonl");
+    std::fs::write(&file, format!("{export}\n")).expect("write");
+
+    // The parent it cannot find: said by line, nothing imported, exit 1.
+    let out = repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).code(1);
+    assert!(
+        out.stderr.contains("cannot keep: line 4: bd-c: its parent 'bd-gone' (neither in the file nor in the backlog)"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--lossy"), "{}", out.stderr);
+    assert_eq!(repo.git(&["for-each-ref", "refs/loop/tasks"]), "", "nothing was written");
+
+    let out =
+        repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads", "--lossy", "--json"]).ok().json();
+    assert_eq!(out["added"].as_array().map(Vec::len), Some(4), "{out}");
+    assert!(out["warnings"].to_string().contains("bd-gone"), "{out}");
+    let epic = show(&repo, "bd-epic");
+    assert_eq!((epic["epic"].clone(), epic["children"]["total"].clone()), (json!(true), json!(2)), "{epic}");
+    assert_eq!(show(&repo, "bd-a")["parent"], "bd-epic");
+    assert_eq!(show(&repo, "bd-b")["links"], json!(["related:bd-a"]));
+    assert_eq!(show(&repo, "bd-c")["links"], json!(["discovered-from:bd-a"]));
+    assert_eq!(show(&repo, "bd-c")["parent"], Value::Null);
+    assert_ne!(repo.run(&["next", "--json"]).ok().json()["id"], "bd-epic");
+}
