@@ -83,6 +83,16 @@ struct PlainLine {
     together: Vec<String>,
     #[serde(default)]
     pick: Option<String>,
+    /// The graph (`export` writes them).
+    #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
+    epic: bool,
+    #[serde(default)]
+    links: Vec<String>,
+    /// Its state when exported: open (the default), or closed as it was.
+    #[serde(default)]
+    state: Option<String>,
 }
 
 /// Read and check `text` and write its tasks, letting go of what cannot be kept (said in the
@@ -269,9 +279,44 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
         if let Some(pick) = &parsed.pick {
             check_pick(pick).map_err(|e| bad(e.message))?;
         }
-        for dep in &parsed.after {
+        for dep in parsed.after.iter().chain(&parsed.parent) {
             dep.parse::<TaskId>().map_err(|e| bad(e.message))?;
         }
+        let links = parsed
+            .links
+            .iter()
+            .map(|l| super::graph::check_link(l).map_err(|e| bad(e.message)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let state = match parsed.state.as_deref() {
+            None | Some("open") => None,
+            Some(word) => {
+                let Some(state) = State::parse(word) else {
+                    return Err(bad(format!("state '{}' is not one of git-loop's", word.escape_debug())).into());
+                };
+                let reason = format!("{word} when exported");
+                Some(match state {
+                    State::Done => StateChange {
+                        state,
+                        reason: None,
+                        completion: Some(Completion {
+                            commit: None,
+                            session: None,
+                            try_number: None,
+                            message: Some(reason),
+                            checks: None,
+                            reviews: Vec::new(),
+                            at: Utc::now(),
+                            by: "import".into(),
+                            unchecked: false,
+                            children: Vec::new(),
+                        }),
+                    },
+                    State::Cancelled => StateChange { state, reason: Some(reason), completion: None },
+                    // Waiting for a person there: parked here, saying so.
+                    _ => StateChange { state: State::Parked, reason: Some(reason), completion: None },
+                })
+            }
+        };
         let planned = Planned {
             id,
             line: number,
@@ -282,6 +327,8 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
                     body: Some(parsed.body.unwrap_or_default()),
                     priority: Some(parsed.priority.unwrap_or_default()),
                     pick: parsed.pick,
+                    parent: parsed.parent,
+                    epic: parsed.epic.then_some(true),
                     ..Default::default()
                 },
                 add: Lists {
@@ -289,8 +336,10 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
                     labels: parsed.labels,
                     agents: parsed.agents,
                     together: parsed.together,
+                    links,
                     ..Default::default()
                 },
+                state,
                 ..Default::default()
             },
         };
@@ -301,14 +350,40 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
 }
 
 /// Dependency types of beads that mean "must finish first".
-const BLOCKING: &[&str] = &["blocks", "conditional-blocks", "waits-for"];
+pub(super) const BLOCKING: &[&str] = &["blocks", "conditional-blocks", "waits-for"];
+
+/// The longest beads line kept as it was, for `export` (a task's body is at most 256 KB).
+const KEPT_LINE: usize = 512 * 1024;
 
 /// The dependency type of beads that names a task's parent (its epic).
-const PARENT: &str = "parent-child";
+pub(super) const PARENT: &str = "parent-child";
 
 fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) -> Result<Vec<Planned>> {
     let mut out = Vec::new();
     for (number, line) in lines(text) {
+        if let Some(planned) = read_beads(number, line, warnings, lost)? {
+            out.push(planned);
+        }
+    }
+    Ok(out)
+}
+
+/// The task a beads line makes as `import` writes it (`None`: a line that is no issue, or a
+/// tombstone), its id and the change that creates it: what `export` holds a task against to
+/// write back the line unchanged where the task is.
+pub(super) fn beads_task(line: &str) -> Option<task::Task> {
+    let planned = read_beads(0, line, &mut Vec::new(), &mut Vec::new()).ok()??;
+    Some(task::made_by(planned.id.as_str(), &planned.change))
+}
+
+/// Read line `number` of a beads export (`line`, trimmed); what cannot be kept goes in `lost`.
+fn read_beads(
+    number: usize,
+    line: &str,
+    warnings: &mut Vec<String>,
+    lost: &mut Vec<String>,
+) -> Result<Option<Planned>> {
+    {
         let bad = |why: String| {
             usage(format!("line {number}: {why}")).hint("expected a beads issues.jsonl export ('bd export')")
         };
@@ -317,7 +392,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) ->
             return Err(bad("not a JSON object".into()).into());
         };
         if obj.contains_key("_schema") || obj.get("_type").and_then(Value::as_str).is_some_and(|t| t != "issue") {
-            continue;
+            return Ok(None);
         }
         let str_of = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_owned);
         let Some(raw_id) = str_of("id") else {
@@ -326,7 +401,7 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) ->
         let status = str_of("status").unwrap_or_else(|| "open".into());
         if status == "tombstone" {
             warnings.push(format!("{raw_id}: deleted in beads (tombstone), not imported"));
-            continue;
+            return Ok(None);
         }
         let id = raw_id.parse::<TaskId>().map_err(|e| bad(format!("{} (beads id '{raw_id}')", e.message)))?;
         let title = str_of("title")
@@ -395,6 +470,15 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) ->
             }
         }
         let epic = str_of("issue_type").as_deref() == Some("epic");
+        let kept_line = if line.len() <= KEPT_LINE {
+            Some(line.to_owned())
+        } else {
+            lost.push(format!(
+                "line {number}: {raw_id}: the line as it was (past {} KB; export writes it anew)",
+                KEPT_LINE / 1024
+            ));
+            None
+        };
         let time_of =
             |k: &str| str_of(k).and_then(|t| DateTime::parse_from_rfc3339(&t).ok()).map(|t| t.with_timezone(&Utc));
         let state = match status.as_str() {
@@ -424,7 +508,8 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) ->
             line: number,
             change: Change {
                 create: Some(Create {
-                    origin: Some(Origin { format: "beads".into(), id: raw_id }),
+                    // The line itself, so `export` writes it back as it was where the task is.
+                    origin: Some(Origin { format: "beads".into(), id: raw_id, line: kept_line }),
                     created_at: time_of("created_at"),
                 }),
                 set: Fields {
@@ -441,7 +526,6 @@ fn plan_beads(text: &str, warnings: &mut Vec<String>, lost: &mut Vec<String>) ->
             },
         };
         planned.change.check_sizes().map_err(|e| bad(e.message))?;
-        out.push(planned);
+        Ok(Some(planned))
     }
-    Ok(out)
 }

@@ -1,6 +1,7 @@
 //! The backlog verbs: add, edit, state changes, the board and `next`. They compose the store's
 //! records into what a person or an agent asks for, and never print.
 
+pub mod export;
 pub mod graph;
 pub mod import;
 

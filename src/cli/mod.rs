@@ -17,6 +17,7 @@ mod done;
 mod edit;
 mod env;
 mod exit;
+mod export;
 mod finish;
 mod gc;
 mod hand_back;
@@ -147,6 +148,7 @@ enum Command {
     Init(init::InitArgs),
     Add(add::AddArgs),
     Import(import::ImportArgs),
+    Export(export::ExportArgs),
     Edit(edit::EditArgs),
     Show(show::ShowArgs),
     List(list::ListArgs),
@@ -283,6 +285,7 @@ pub fn main() -> ExitCode {
         Command::Init(args) => init::run(&env, args),
         Command::Add(args) => add::run(&env, args),
         Command::Import(args) => import::run(&env, args),
+        Command::Export(args) => export::run(&env, args),
         Command::Edit(args) => edit::run(&env, args),
         Command::Show(args) => show::run(&env, args),
         Command::List(args) => list::run(&env, args),

@@ -166,6 +166,9 @@ pub struct Approval {
 pub struct Origin {
     pub format: String,
     pub id: String,
+    /// The line it was imported from, as it was (a beads export's: `export` writes it back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// A task, folded from its operations: the content of `task.json`.
@@ -524,6 +527,21 @@ pub struct Op {
     pub by: String,
     #[serde(flatten)]
     pub change: Change,
+}
+
+/// The task `change` creates, as its first operation would fold it (no clock, no writer).
+pub fn made_by(id: &str, change: &Change) -> Task {
+    let op = Op {
+        version: change.version_needed(),
+        lamport: 0,
+        writer: String::new(),
+        at: DateTime::<Utc>::UNIX_EPOCH,
+        by: String::new(),
+        change: change.clone(),
+    };
+    let mut task = Task::blank(id);
+    fold(&mut task, &op);
+    task
 }
 
 /// Fold one operation into a task.

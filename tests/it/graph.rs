@@ -186,3 +186,84 @@ fn a_beads_export_keeps_its_epics_children_and_links_and_says_what_it_cannot_kee
     assert_eq!(show(&repo, "bd-c")["parent"], Value::Null);
     assert_ne!(repo.run(&["next", "--json"]).ok().json()["id"], "bd-epic");
 }
+
+/// The beads export `backlog::import_keeps_beads_ids_…` reads, with an epic and its child, a
+/// field git-loop does not know, and a dependency's own fields.
+const EXPORT: &str = r#"{"_schema":"beads"}
+{"id":"bd-1hc40","title":"Blocking issue","status":"open","priority":1,"issue_type":"task","created_at":"2026-01-11T18:16:13.008593-08:00","updated_at":"2026-01-11T18:16:13-08:00"}
+{"id":"bd-x9zf9","title":"Blocked issue","status":"open","priority":4,"issue_type":"bug","created_at":"2026-01-11T18:16:13.074821-08:00","updated_at":"2026-01-11T18:16:13-08:00","dependencies":[{"issue_id":"bd-x9zf9","depends_on_id":"bd-1hc40","type":"blocks","created_at":"2026-01-11T18:16:13Z","created_by":"ann"},{"issue_id":"bd-x9zf9","depends_on_id":"bd-zzz","type":"related"}],"assignee":"bob","estimated_minutes":30}
+{"id":"bd-gn5r","title":"Implement bd lint","description":"New command","design":"Walk issues","status":"closed","priority":3,"created_at":"2026-01-01T19:19:08Z","updated_at":"2026-01-01T22:18:39Z","closed_at":"2026-01-01T22:18:39Z","close_reason":"landed"}
+{"id":"bd-old","title":"gone","status":"tombstone","priority":2,"created_at":"2026-01-01T19:19:08Z","updated_at":"2026-01-01T22:18:39Z"}
+{"id":"bd-ep","title":"Epic","status":"open","priority":2,"issue_type":"epic","created_at":"2026-01-01T19:19:08Z","updated_at":"2026-01-01T22:18:39Z"}
+{"id":"bd-ch","title":"Child","status":"in_progress","priority":2,"issue_type":"task","created_at":"2026-01-01T19:19:08Z","updated_at":"2026-01-01T22:18:39Z","dependencies":[{"issue_id":"bd-ch","depends_on_id":"bd-ep","type":"parent-child"}]}
+{"_type":"memory","key":"k","value":"v"}
+"#;
+
+#[test]
+fn a_beads_export_comes_back_out_as_it_went_in_and_a_change_is_written_over_its_line() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let file = env.path("issues.jsonl");
+    std::fs::write(&file, EXPORT).expect("write");
+    repo.run(&["import", file.to_str().expect("utf-8"), "--format", "beads"]).ok();
+    let issues = |text: &str| -> Vec<String> {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.contains("_schema") && !l.contains("\"_type\"") && !l.contains("tombstone"))
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let out = repo.run(&["export", "--format", "beads"]).ok().stdout;
+    assert_eq!(issues(&out), issues(EXPORT), "line for line");
+
+    // Changed here: what git-loop holds is written over the line, the rest kept.
+    repo.run(&["edit", "bd-x9zf9", "--title", "Renamed", "--link", "tracks:bd-gn5r"]).ok();
+    repo.run(&["done", "bd-ch", "-m", "finished", "--commit", "HEAD"]).ok();
+    let out = repo.run(&["export", "--format", "beads"]).ok().stdout;
+    let line = |id: &str| -> Value {
+        let found = out.lines().find(|l| l.contains(&format!("\"id\":\"{id}\""))).expect("exported");
+        serde_json::from_str(found).expect("json")
+    };
+    let renamed = line("bd-x9zf9");
+    assert_eq!((renamed["title"].clone(), renamed["assignee"].clone()), (json!("Renamed"), json!("bob")));
+    let deps = renamed["dependencies"].as_array().expect("dependencies");
+    assert!(deps.iter().any(|d| d["type"] == "blocks" && d["created_by"] == "ann"), "{renamed}");
+    assert!(deps.iter().any(|d| d["type"] == "tracks" && d["depends_on_id"] == "bd-gn5r"), "{renamed}");
+    assert_eq!(
+        (line("bd-ch")["status"].clone(), line("bd-ch")["close_reason"].clone()),
+        (json!("closed"), json!("finished"))
+    );
+    assert_eq!(line("bd-ep")["status"], "closed", "the epic its child finished");
+
+    // Written to a file and read into another repository: the same backlog.
+    let copy = env.path("copy.jsonl");
+    repo.run(&["export", "--format", "beads", "-o", copy.to_str().expect("utf-8")]).ok();
+    let other = env.repo("o");
+    other.run(&["import", copy.to_str().expect("utf-8"), "--format", "beads", "--lossy"]).ok();
+    let tree = |r: &Repo<'_>| {
+        r.run(&["list", "--tree", "--json"]).ok().json()["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| (t["id"].clone(), t["state"].clone(), t["parent"].clone(), t["title"].clone(), t["links"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tree(&other), tree(&repo));
+
+    // The plain format goes round too.
+    let plain = env.path("plain.jsonl");
+    repo.run(&["export", "-o", plain.to_str().expect("utf-8")]).ok();
+    let third = env.repo("p");
+    third.run(&["import", plain.to_str().expect("utf-8")]).ok();
+    let shape = |r: &Repo<'_>| {
+        r.run(&["list", "--tree", "--json"]).ok().json()["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| (t["id"].clone(), t["state"].clone(), t["parent"].clone(), t["links"].clone(), t["epic"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shape(&third), shape(&repo));
+}
