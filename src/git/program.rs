@@ -665,6 +665,21 @@ pub fn repack_geometric(git_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `git commit-graph write --reachable --split` in the repository whose common directory is
+/// `git_dir`: the commits every ref reaches, in a graph file gix walks without inflating them.
+pub fn write_commit_graph(git_dir: &Path) -> Result<()> {
+    let args: Vec<String> = vec![
+        format!("--git-dir={}", git_dir.display()),
+        "commit-graph".into(),
+        "write".into(),
+        "--reachable".into(),
+        "--split".into(),
+        "--no-progress".into(),
+    ];
+    run(git_dir, &args)?;
+    Ok(())
+}
+
 /// `git fast-import` into the repository whose common directory is `git_dir`: the objects
 /// `stream` writes (fast-import's command language) go into one pack (a few objects, below
 /// `fastimport.unpackLimit`, are stored loose), deltified against each other, and the marks

@@ -223,6 +223,7 @@ pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
     })?;
     folded.archive = commit.map(|c| c.to_string());
     crate::failpoint::write_point();
+    super::maintenance::after_archive_moved(store.common_dir());
     let retire: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
     folded.deleted = cas::delete_all(store, &retire)?.len();
     folded.kept = retire.len() - folded.deleted;
@@ -285,6 +286,9 @@ pub fn fold_remote(
         let (deleted, kept) = delete_remote(store, remote_name, &retire)?;
         let here: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
         cas::delete_all(store, &here)?;
+        if commit != previous {
+            super::maintenance::after_archive_moved(store.common_dir());
+        }
         // Counted once: what another clone's fold archived already (its deletes still on the
         // way) is not this fold's.
         let new = |name: &str| archived.refs.get(name) != plan.refs.get(name);

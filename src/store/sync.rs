@@ -195,6 +195,9 @@ pub fn sync(store: &Store, ctx: &Context, remote_name: &str) -> Result<Report> {
     let mut report = exchange(store, ctx, remote_name, Plan::new(Scope::All))?;
     let notes = exchange(store, ctx, remote_name, Plan::new(only_notes()))?;
     report.changes.extend(notes.changes);
+    if report.changes.iter().any(|c| c.name == super::archive::REF) {
+        super::maintenance::after_archive_moved(store.common_dir());
+    }
     Ok(report)
 }
 
