@@ -164,6 +164,24 @@ fn build(store: &Store, plan: &Plan, previous: Option<ObjectId>, at: DateTime<Ut
         let blob = git::write_blob(repo, lines.as_bytes())?;
         editor.upsert(format!("index/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
     }
+    // Each folded task's record, on one line, by shard (`archive::snapshot`): the previous
+    // fold's lines, a task folded again replacing its own.
+    let mut snapshots: BTreeMap<String, BTreeMap<String, (ObjectId, String)>> = BTreeMap::new();
+    for (name, tip) in &fresh {
+        let Some(id) = refs::task_id_of(name) else { continue };
+        let task = crate::store::task::read_at(store, name, **tip)?;
+        snapshots.entry(shard(name)).or_default().insert(id.to_owned(), (**tip, serde_json::to_string(&task)?));
+    }
+    for (s, new) in snapshots {
+        let mut lines = match previous {
+            Some(tip) => super::archive::snapshots_of(repo, tip, &s)?.into_iter().collect::<BTreeMap<_, _>>(),
+            None => BTreeMap::new(),
+        };
+        lines.extend(new);
+        let text: String = lines.iter().map(|(id, (tip, json))| format!("{tip} {id} {json}\n")).collect();
+        let blob = git::write_blob(repo, text.as_bytes())?;
+        editor.upsert(format!("tasks/{s}"), gix::object::tree::EntryKind::Blob, blob)?;
+    }
     // Commits are kept by the fold's parents; anything else a ref held (a claim's tombstone, a
     // try anchor's record) by an entry of its tree.
     let mut parents: BTreeSet<ObjectId> = BTreeSet::new();

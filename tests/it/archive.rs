@@ -146,10 +146,9 @@ fn a_folded_task_changed_is_live_again_and_keeps_its_try_numbers() {
 #[test]
 fn a_gc_killed_at_any_write_leaves_every_task_readable_and_the_next_one_finishes() {
     let env = TestEnv::new();
-    let (repo, _) = backlog(&env);
+    let (repo, [_, _, walked, _]) = backlog(&env);
     let before = readings(&repo);
     let mut kills = 0;
-    let mut tidied = false;
     for n in 1..=60 {
         let out = repo.run_with(&["gc", "--older-than", "0"], &[("GIT_LOOP_KILL_AT", &format!("gc:{n}"))]);
         if out.code != -1 {
@@ -159,19 +158,23 @@ fn a_gc_killed_at_any_write_leaves_every_task_readable_and_the_next_one_finishes
         kills += 1;
         // Whatever the gc left, every task reads as before.
         assert_eq!(readings(&repo), before, "after kill {n}");
-        // Killed between the fold and its deletes: doctor names the refs left at their
-        // archived value, and its repair deletes them (the first time it is seen).
-        let report = repo.run(&["doctor", "--json"]).stdout;
-        if !tidied && report.contains("live at exactly their archived value") {
-            let out = repo.run(&["doctor", "--repair"]);
-            assert!(out.stdout.contains("refs the archive holds at that value"), "{}", out.stdout);
-            assert!(!repo.run(&["doctor", "--json"]).stdout.contains("archived value"));
-            assert_eq!(readings(&repo), before, "after the repair of kill {n}");
-            tidied = true;
-        }
     }
     assert!(kills >= 2, "the gc was killed between its writes ({kills})");
-    assert!(tidied, "a kill fell between the fold and its deletes, and doctor repaired it");
+    // What a kill between the fold and its deletes leaves — a ref live at exactly its archived
+    // value — reads the same; doctor names it, and its repair deletes it.
+    let index = repo.git(&["show", &format!("refs/loop/archive:index/{}", &walked[walked.len() - 2..])]);
+    let (value, name) = index
+        .lines()
+        .find_map(|l| l.split_once(' ').filter(|(_, n)| *n == format!("refs/loop/tasks/{walked}")))
+        .expect("the walked task is archived");
+    repo.git(&["update-ref", name, value]);
+    assert_eq!(readings(&repo), before);
+    let report = repo.run(&["doctor", "--json"]).stdout;
+    assert!(report.contains("1 refs are still live at exactly their archived value"), "{report}");
+    let out = repo.run(&["doctor", "--repair"]);
+    assert!(out.stdout.contains("deleted 1 refs the archive holds at that value"), "{}", out.stdout);
+    assert!(!repo.run(&["doctor", "--json"]).stdout.contains("archived value"));
+    assert_eq!(readings(&repo), before);
     assert_eq!(refs_under(&repo, "refs/loop/tasks/").len(), 1);
     repo.run(&["doctor"]).ok();
 }
@@ -364,4 +367,54 @@ fn a_walk_with_loop_fold_folds_the_fleets_finished_tasks_as_it_syncs() {
     b.git(&["config", "loop.fold", "sometimes"]);
     let out = b.run(&["run", "--agent-cmd", &agent]).code(2);
     assert!(out.stderr.contains("loop.fold 'sometimes' is neither off nor a duration"), "{}", out.stderr);
+}
+
+#[test]
+fn a_fresh_clone_reads_folded_tasks_from_the_archives_records_and_the_hook_refuses_a_forged_one() {
+    let env = TestEnv::new();
+    let bare = env.remote("origin");
+    env.install_receive_hook(&bare);
+    let url = bare.to_str().unwrap();
+    let a = env.clone_of(url, "a");
+    a.run(&["init", "--remote", "origin"]).ok();
+    let done = a.add(&["done by hand"]);
+    let dropped = a.add(&["dropped"]);
+    a.run(&["done", &done, "-m", "by hand", "--commit", "HEAD"]).ok();
+    a.run(&["cancel", &dropped, "--reason", "not needed"]).ok();
+    a.run(&["sync"]).ok();
+    a.run(&["gc", "--older-than", "0"]).ok();
+    let shard = &done[done.len() - 2..];
+    let records = env.git(&bare, &["show", &format!("refs/loop/archive:tasks/{shard}")]);
+    assert!(records.contains(&format!(" {done} {{")) && records.contains("\"state\":\"done\""), "{records}");
+
+    // A fresh clone lists and shows them as the folding clone does, without reading their
+    // chains for its index (the records are the archive's).
+    let fresh = env.clone_of(url, "fresh");
+    fresh.run(&["init", "--remote", "origin"]).ok();
+    assert_eq!(readings(&fresh).0, readings(&a).0);
+    assert_eq!(fresh.run(&["show", &done, "--json"]).ok().json()["completion"]["message"], "by hand");
+    fresh.run(&["doctor"]).ok();
+
+    // A fold whose record of a task is not the record at its tip is refused by the hook.
+    let tip = a.git(&["rev-parse", "refs/loop/archive"]);
+    let forged_records = records.replace("\"state\":\"done\"", "\"state\":\"open\"");
+    std::fs::write(a.dir.join("forged"), &forged_records).unwrap();
+    let blob = a.git(&["hash-object", "-w", "forged"]);
+    let tree = a.git(&["rev-parse", "refs/loop/archive^{tree}"]);
+    let script = format!("GIT_INDEX_FILE=idx git read-tree {tree} && GIT_INDEX_FILE=idx git update-index --cacheinfo 100644,{blob},tasks/{shard} && GIT_INDEX_FILE=idx git write-tree");
+    let out = env.seal(std::process::Command::new("sh").args(["-c", &script]).current_dir(&a.dir)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let new_tree = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let forged = a.git(&["commit-tree", &new_tree, "-p", &tip, "-m", "loop: fold 0 tasks, 0 journal chains"]);
+    let push = env
+        .seal(
+            std::process::Command::new("git")
+                .args(["push", "origin", &format!("{forged}:refs/loop/archive")])
+                .current_dir(&a.dir),
+        )
+        .output()
+        .unwrap();
+    assert!(!push.status.success());
+    let said = String::from_utf8_lossy(&push.stderr);
+    assert!(said.contains(&format!("snapshot of refs/loop/tasks/{done} is not the record")), "{said}");
 }
