@@ -112,24 +112,25 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     let mut lines = Vec::with_capacity(rows.len());
     let prefixes = tree_prefixes(&depths);
     for (i, (row, readiness)) in rows.into_iter().enumerate() {
-        let t = row.task()?;
+        let t = row.brief()?;
+        let id = row.id();
         let (status, note) = match &readiness {
             Readiness::Ready => ("ready", String::new()),
             Readiness::Claimed => {
-                let holder = board.claims.get(&t.id).map(|c| c.holder()).unwrap_or("?");
-                let word = if board.shown_state(&t.id, t.state) == "running" { "running" } else { "claimed" };
+                let holder = board.claims.get(id).map(|c| c.holder()).unwrap_or("?");
+                let word = if board.shown_state(id, row.state) == "running" { "running" } else { "claimed" };
                 (word, format!("  ({holder})"))
             }
             Readiness::Blocked(deps) => ("blocked", format!("  (after {})", deps.join(", "))),
             Readiness::Epic => ("epic", String::new()),
-            Readiness::Closed => (t.state.as_str(), String::new()),
+            Readiness::Closed => (row.state.as_str(), String::new()),
         };
-        let done = if t.epic { format!("  ({} done)", progress(&t.id)) } else { String::new() };
+        let done = if row.epic { format!("  ({} done)", progress(id)) } else { String::new() };
         let labels = if t.labels.is_empty() { String::new() } else { format!("  [{}]", t.labels.join(", ")) };
         let tree = prefixes.get(i).map(String::as_str).unwrap_or_default();
         lines.push((
-            t.id.clone(),
-            t.priority.to_string(),
+            id.to_owned(),
+            row.priority.to_string(),
             status,
             format!("{tree}{}{done}{labels}{note}", short(&t.title, 72)),
         ));

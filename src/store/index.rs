@@ -172,6 +172,14 @@ pub struct Row {
     json: Range<usize>,
 }
 
+/// What a listing shows of a task besides its row: `Row::brief`.
+#[derive(Debug, serde::Deserialize)]
+pub struct Brief {
+    pub title: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
 /// A field of a row. Every range handed to this lies inside text checked to be UTF-8 (the rows
 /// section of a mapped file is validated once in `parse`; owned texts are built from `str`s)
 /// and is cut at ASCII separators, so it is valid UTF-8 itself.
@@ -198,6 +206,13 @@ impl Row {
 
     pub fn has_label(&self, label: &str) -> bool {
         as_str(&self.text.bytes()[self.labels.clone()]).split('\u{1f}').any(|l| l == label)
+    }
+
+    /// Its title and labels alone, read from its record without building the whole task (what a
+    /// listing of a hundred thousand tasks shows of each).
+    pub fn brief(&self) -> Result<Brief> {
+        serde_json::from_slice(&self.text.bytes()[self.json.clone()])
+            .map_err(|err| task::corrupt_task(&format!("{}{}", refs::TASKS, self.id()), err).into())
     }
 
     /// The full task.

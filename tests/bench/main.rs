@@ -4,13 +4,14 @@
 //!
 //! `cargo bench -- <name>` runs only the benchmarks whose name contains <name>
 //! (`-- =<name>`: only the one of that name): next, claim, remote, journal, sync, loop,
-//! fleet, claims-fleet, land, cost, scale, archive, sandbox, warm.
+//! fleet, claims-fleet, land, cost, scale, archive, graph, sandbox, warm.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod archive;
+mod graph;
 mod warm;
 
 const BIN: &str = env!("CARGO_BIN_EXE_git-loop");
@@ -977,7 +978,7 @@ fn main() {
     let s = Scratch::new();
     let mut rows = Vec::new();
     type Bench = fn(&Scratch) -> Vec<Row>;
-    let all: [(&str, Bench); 14] = [
+    let all: [(&str, Bench); 15] = [
         ("next", bench_next),
         ("claim", bench_claim),
         ("remote", bench_remote),
@@ -990,6 +991,7 @@ fn main() {
         ("cost", bench_cost),
         ("scale", bench_scale),
         ("archive", archive::bench_archive),
+        ("graph", graph::bench_graph),
         ("sandbox", bench_sandbox),
         ("warm", warm::bench_warm),
     ];
