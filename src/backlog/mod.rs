@@ -246,13 +246,19 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
         check_pick(pick)?;
     }
     let links = graph::check_links(store, &fields.links)?;
+    let current = task::read(store, id)?.map(|s| s.task);
+    let (had_parent, was_epic) = current.as_ref().map_or((false, false), |t| (t.parent.is_some(), t.epic));
+    // What would change nothing is not written: an operation that sets a parent or the epic
+    // mark is written at version 2, which clones of an earlier release refuse.
+    let mut fields = fields;
+    fields.epic = fields.epic.filter(|e| *e != was_epic);
     let parent = match (&fields.parent, remove.parent) {
         (Some(_), true) => {
             return Err(usage("--parent and --no-parent contradict each other").hint("give one of them").into())
         }
         (Some(given), false) => Some(graph::check_new_parent(store, ctx, id, given)?.to_string()),
-        (None, true) => Some(String::new()),
-        (None, false) => None,
+        (None, true) if had_parent => Some(String::new()),
+        (None, _) => None,
     };
     if fields.epic == Some(false) {
         graph::check_not_epic(store, ctx, id)?;
@@ -310,7 +316,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
     if let Some(parent) = parent.as_deref().filter(|p| !p.is_empty()) {
         graph::make_epic(store, ctx, &parent.parse()?)?;
     }
-    let before = task::read(store, id)?.and_then(|s| s.task.parent);
+    let before = current.and_then(|t| t.parent);
     let snapshot = task::update(store, ctx, id, change, &|_| Ok(()))?;
     record(store, ctx, Some(id), Recorded::TaskEdited(events::TaskEdited {}))?;
     // The parent it left may have only finished children now; the one it joined, if it is

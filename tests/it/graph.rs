@@ -112,6 +112,10 @@ fn parents_never_make_a_cycle_and_a_finished_task_takes_no_child() {
     // Moving the last open child out settles what is left: Middle's only child leaves, Top's
     // children are Middle alone; nothing is finished, nothing moves.
     repo.run(&["edit", &low, "--no-parent"]).ok();
+    // Taking out a task that has no parent, or unmarking one that is no epic, changes nothing
+    // (and writes nothing at version 2, which older clones would refuse).
+    let out = repo.run(&["edit", &low, "--no-parent", "--no-epic"]).code(2);
+    assert!(out.stderr.contains("nothing to change"), "{}", out.stderr);
     assert_eq!(show(&repo, &low)["parent"], Value::Null);
     repo.run(&["edit", &middle, "--no-epic"]).ok();
     assert_eq!(show(&repo, &middle)["epic"], Value::Null, "an ordinary task again");
