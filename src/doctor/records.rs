@@ -219,7 +219,7 @@ fn check_archive(store: &Store, name: &str, tip: ObjectId, out: &mut Vec<Finding
             return;
         }
     };
-    if let Err(why) = crate::store::archive::check_snapshots_in(store, tip) {
+    if let Err(why) = crate::store::fold::check_snapshots_in(store, tip) {
         out.push(Finding::corrupt(Kind::Ref, name, why).fix(
             "a fresh clone builds its task index from these records: fold again from a clone of this release (git loop gc), which writes them anew, or refetch the archive from a remote whose hook checked it",
         ));

@@ -30,7 +30,7 @@
 //!   work). Try branches and kept branches: commits, fast-forwards only; they may be deleted
 //!   (their work stays alive under `refs/loop/`).
 //! - `refs/loop/archive`: commits, fast-forwards only, never deleted, each folded task record a
-//!   pushed fold adds the record at its tip (`store::archive::check_snapshots`). A delete of a task chain,
+//!   pushed fold adds the record at its tip (`store::fold::check_snapshots`). A delete of a task chain,
 //!   journal chain, anchor, claim or branch is let through when the archive, as the server
 //!   holds it, archived that ref at exactly the value deleted (a fold, `store::archive`); one
 //!   created again at exactly its archived value (a clone of an older release pushing back what
@@ -414,7 +414,7 @@ fn check_one(server: &Server, opts: &Options, u: &Update) -> Option<Refusal> {
                 // The folded tasks' records it adds are the records at their tips: a clone
                 // builds its task index from them (`store::archive::snapshot`).
                 let read = |id| objects.find(id);
-                crate::store::archive::check_snapshots(&read, objects.server().object_hash(), u.old, new)
+                crate::store::fold::check_snapshots(&read, objects.server().object_hash(), u.old, new)
                     .err()
                     .map(|why| refused(why).hint(RECORD_HINT))
             }),

@@ -132,7 +132,7 @@ static SNAPSHOTS: Mutex<Option<(std::path::PathBuf, ObjectId, Shards)>> = Mutex:
 
 /// Task `id`'s `task.json` as the archive at its current tip holds it, if that is the record
 /// at `tip` (the fold read it there; the server's hook checked it against the chain when the
-/// fold was pushed, `check_snapshots`). `None`: no archive, no snapshot of that task, or one of
+/// fold was pushed, `fold::check_snapshots`). `None`: no archive, no snapshot of that task, or one of
 /// another tip (the task moved since): its chain is read instead.
 pub fn snapshot(repo: &gix::Repository, id: &str, tip: ObjectId) -> Result<Option<String>> {
     let Some(archive) = git::ref_target(repo, REF)? else { return Ok(None) };
@@ -171,99 +171,6 @@ pub(super) fn snapshots_of(
         out.insert(id.to_owned(), (tip, json.to_owned()));
     }
     Ok(out)
-}
-
-/// Reads an object: its kind and bytes (the server's hook reads the push's quarantine too).
-pub type ReadObject<'a> = &'a dyn Fn(ObjectId) -> Option<(gix::objs::Kind, Vec<u8>)>;
-
-/// Every snapshot line fold commit `new` adds over `old` (its parent fold, if any) is the
-/// record at its tip: the task.json there, read as a task, equals the line's. What the server's
-/// hook checks of a pushed fold, and `doctor` of the whole archive (`old` `None`).
-pub fn check_snapshots(
-    read: ReadObject<'_>,
-    hash: gix::hash::Kind,
-    old: Option<ObjectId>,
-    new: ObjectId,
-) -> Result<(), String> {
-    let object = |id: ObjectId, want: gix::objs::Kind| -> Result<Vec<u8>, String> {
-        match read(id) {
-            Some((kind, data)) if kind == want => Ok(data),
-            Some((kind, _)) => Err(format!("{id} is a {kind}, not a {want}")),
-            None => Err(format!("object {id} is missing")),
-        }
-    };
-    let tree_of = |commit: ObjectId| -> Result<ObjectId, String> {
-        let data = object(commit, gix::objs::Kind::Commit)?;
-        let commit = gix::objs::CommitRef::from_bytes(&data, hash).map_err(|e| format!("commit {commit}: {e}"))?;
-        Ok(commit.tree())
-    };
-    let entry = |tree: ObjectId, name: &str| -> Result<Option<ObjectId>, String> {
-        let data = object(tree, gix::objs::Kind::Tree)?;
-        let tree = gix::objs::TreeRef::from_bytes(&data, hash).map_err(|e| format!("tree {tree}: {e}"))?;
-        Ok(tree.entries.iter().find(|e| e.filename == name).map(|e| e.oid.to_owned()))
-    };
-    let lines = |tasks: Option<ObjectId>,
-                 shard: &str|
-     -> Result<std::collections::HashMap<String, (ObjectId, String)>, String> {
-        let mut out = std::collections::HashMap::new();
-        let Some(blob) = tasks.map(|t| entry(t, shard)).transpose()?.flatten() else { return Ok(out) };
-        for line in String::from_utf8_lossy(&object(blob, gix::objs::Kind::Blob)?).lines() {
-            let mut parts = line.splitn(3, ' ');
-            let (Some(tip), Some(id), Some(json)) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format!(
-                    "the archive's snapshot line '{}' is not '<tip> <id> <record>'",
-                    line.chars().take(80).collect::<String>()
-                ));
-            };
-            let tip = ObjectId::from_hex(tip.as_bytes())
-                .map_err(|_| format!("the archive's snapshot of {id} names no commit"))?;
-            out.insert(id.to_owned(), (tip, json.to_owned()));
-        }
-        Ok(out)
-    };
-    let Some(tasks) = entry(tree_of(new)?, "tasks")? else { return Ok(()) };
-    let before = match old {
-        Some(old) => entry(tree_of(old)?, "tasks")?,
-        None => None,
-    };
-    if before == Some(tasks) {
-        return Ok(());
-    }
-    let data = object(tasks, gix::objs::Kind::Tree)?;
-    let shards: Vec<String> = gix::objs::TreeRef::from_bytes(&data, hash)
-        .map_err(|e| format!("tree {tasks}: {e}"))?
-        .entries
-        .iter()
-        .map(|e| e.filename.to_string())
-        .collect();
-    for shard in shards {
-        let was = lines(before, &shard)?;
-        for (id, (tip, json)) in lines(Some(tasks), &shard)? {
-            if was.get(&id).is_some_and(|(t, j)| *t == tip && *j == json) {
-                continue;
-            }
-            let name = format!("{}{id}", refs::TASKS);
-            let said = super::task::decode_task(Some(&id), json.as_bytes())
-                .map_err(|why| format!("the archive's snapshot of {name} is not a task record: {why}"))?;
-            let held = tree_of(tip)
-                .and_then(|tree| entry(tree, super::task::TASK_FILE))
-                .ok()
-                .flatten()
-                .and_then(|blob| object(blob, gix::objs::Kind::Blob).ok())
-                .and_then(|bytes| super::task::decode_task(Some(&id), &bytes).ok());
-            if held.as_ref() != Some(&said) {
-                return Err(format!("the archive's snapshot of {name} is not the record at {tip}"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `check_snapshots` of the whole archive at fold commit `tip` of `store`.
-pub fn check_snapshots_in(store: &super::Store, tip: ObjectId) -> Result<(), String> {
-    let repo = &store.repo;
-    let read = |id: ObjectId| repo.find_object(id).ok().map(|o| (o.kind, o.data.clone()));
-    check_snapshots(&read, repo.object_hash(), None, tip)
 }
 
 /// The shard of a ref: the last two characters of its task id or journal writer.
