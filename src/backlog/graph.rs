@@ -208,20 +208,24 @@ pub fn unsettle(store: &Store, ctx: &Context, parent: &str, child: &TaskId) -> R
 }
 
 impl Board {
-    /// The tasks whose parent is `id`, by id.
+    /// The tasks whose parent is `id`, by id. The first call groups every task under its
+    /// parent (one pass); the others look it up.
     pub fn children(&self, id: &str) -> Vec<&crate::store::index::Row> {
-        self.tasks.iter().filter(|r| r.parent() == Some(id)).collect()
+        let by_parent = self.by_parent.get_or_init(|| {
+            let mut out: HashMap<String, Vec<usize>> = HashMap::new();
+            for (at, row) in self.tasks.iter().enumerate() {
+                if let Some(parent) = row.parent() {
+                    out.entry(parent.to_owned()).or_default().push(at);
+                }
+            }
+            out
+        });
+        by_parent.get(id).map_or_else(Vec::new, |at| at.iter().map(|&i| &self.tasks[i]).collect())
     }
 
-    /// Every parent's children, by parent id (one pass over the tasks).
-    pub fn children_by_parent(&self) -> HashMap<&str, Vec<&crate::store::index::Row>> {
-        let mut out: HashMap<&str, Vec<&crate::store::index::Row>> = HashMap::new();
-        for row in self.tasks.iter() {
-            if let Some(parent) = row.parent() {
-                out.entry(parent).or_default().push(row);
-            }
-        }
-        out
+    /// How far epic `id` is.
+    pub fn progress(&self, id: &str) -> Progress {
+        Progress::of(&self.children(id))
     }
 }
 

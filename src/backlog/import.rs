@@ -115,9 +115,10 @@ pub fn prepare(store: &Store, ctx: &Context, text: &str, format: Format) -> Resu
     };
     // Dependencies and parents must name a task in the file or one that exists already.
     let in_file: HashSet<String> = planned.iter().map(|p| p.id.to_string()).collect();
-    let exists = |id: &str| -> Result<bool> {
-        Ok(in_file.contains(id)
-            || id.parse().is_ok_and(|t| store.ref_target(&refs::task(&t)).is_ok_and(|r| r.is_some())))
+    // A task of the backlog, folded ones too (read through the archive).
+    let exists = |id: &str| {
+        in_file.contains(id)
+            || id.parse().is_ok_and(|t| task::tip_of(store, &refs::task(&t)).is_ok_and(|r| r.is_some()))
     };
     let mut lost = lost_early;
     let mut seen = HashSet::new();
@@ -129,7 +130,7 @@ pub fn prepare(store: &Store, ctx: &Context, text: &str, format: Format) -> Resu
         }
         let mut deps = Vec::new();
         for dep in std::mem::take(&mut plan.change.add.after) {
-            if exists(&dep)? {
+            if exists(&dep) {
                 deps.push(dep);
             } else if format == Format::Beads {
                 lost.push(format!(
@@ -146,7 +147,7 @@ pub fn prepare(store: &Store, ctx: &Context, text: &str, format: Format) -> Resu
         }
         plan.change.add.after = deps;
         if let Some(parent) = plan.change.set.parent.clone() {
-            if exists(&parent)? && parent != plan.id.as_str() {
+            if exists(&parent) && parent != plan.id.as_str() {
                 parents.insert(parent);
             } else {
                 lost.push(format!(

@@ -28,8 +28,9 @@ use crate::store::{clone_writer, index, notes, Store};
 /// the `t-`).
 pub fn resolve(store: &Store, given: &str) -> Result<TaskId> {
     if let Ok(id) = given.parse::<TaskId>() {
-        // An unreadable ref still names the task: let the reader report it as corrupt.
-        if store.ref_target(&refs::task(&id)).map_or(true, |tip| tip.is_some()) {
+        // An unreadable ref still names the task: let the reader report it as corrupt. A folded
+        // task is found in the archive, without listing every task.
+        if task::tip_of(store, &refs::task(&id)).map_or(true, |tip| tip.is_some()) {
             return Ok(id);
         }
     }
@@ -718,6 +719,8 @@ pub struct Board {
     /// Records that could not be read: (ref name, problem).
     pub corrupt: Vec<(String, String)>,
     pub now: DateTime<Utc>,
+    /// Each parent's children, as positions in `tasks`: made by the first `children` call.
+    by_parent: std::sync::OnceLock<HashMap<String, Vec<usize>>>,
 }
 
 impl Board {
@@ -771,6 +774,7 @@ impl Board {
             leases,
             corrupt: loaded.corrupt,
             now: ctx.now(),
+            by_parent: std::sync::OnceLock::new(),
         }
     }
 

@@ -95,6 +95,10 @@ pub fn run(env: &Env, args: GcArgs) -> Result<u8> {
     if !args.dry_run {
         deleted += git_loop::store::fold::tidy(&store)?;
     }
+    // Once, after every round: the archive moved here.
+    if archive_tip.is_some() {
+        git_loop::store::maintenance::after_archive_moved(store.common_dir());
+    }
     if args.json {
         out.json(&json!({
             "dry_run": args.dry_run, "tasks": tasks, "chains": chains, "refs": deleted, "kept": kept,

@@ -85,8 +85,6 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     } else {
         Vec::new()
     };
-    let children = board.children_by_parent();
-    let progress = |id: &str| git_loop::backlog::graph::Progress::of(children.get(id).map_or(&[][..], Vec::as_slice));
     let mut out = Out::new();
     if args.json {
         // Each task is read and written in turn (a hundred thousand of them would take
@@ -125,7 +123,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             Readiness::Epic => ("epic", String::new()),
             Readiness::Closed => (row.state.as_str(), String::new()),
         };
-        let done = if row.epic { format!("  ({} done)", progress(id)) } else { String::new() };
+        let done = if row.epic { format!("  ({} done)", board.progress(id)) } else { String::new() };
         let labels = if t.labels.is_empty() { String::new() } else { format!("  [{}]", t.labels.join(", ")) };
         let tree = prefixes.get(i).map(String::as_str).unwrap_or_default();
         lines.push((

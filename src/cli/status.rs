@@ -56,13 +56,8 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     } = overview(&store, &env.ctx)?;
     let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
     // Open epics and how far each is (one pass over the tasks for their children).
-    let by_parent = board.children_by_parent();
-    let epics: Vec<(&git_loop::store::index::Row, git_loop::backlog::graph::Progress)> = board
-        .tasks
-        .iter()
-        .filter(|r| r.epic && r.state == State::Open)
-        .map(|r| (r, git_loop::backlog::graph::Progress::of(by_parent.get(r.id()).map_or(&[][..], Vec::as_slice))))
-        .collect();
+    let epics: Vec<(&git_loop::store::index::Row, git_loop::backlog::graph::Progress)> =
+        board.tasks.iter().filter(|r| r.epic && r.state == State::Open).map(|r| (r, board.progress(r.id()))).collect();
     // How a walk started here now would confine its sessions (tried, as a walk tries it).
     let sandbox = match git_loop::sandbox::Policy::read(&store, &env.ctx, None) {
         Ok(policy) => {

@@ -130,12 +130,11 @@ type Shards = std::collections::HashMap<String, Arc<std::collections::HashMap<St
 /// The last archive whose snapshots were read, with the shards read.
 static SNAPSHOTS: Mutex<Option<(std::path::PathBuf, ObjectId, Shards)>> = Mutex::new(None);
 
-/// Task `id`'s `task.json` as the archive at its current tip holds it, if that is the record
+/// Task `id`'s `task.json` as the archive at fold commit `archive` holds it, if that is the record
 /// at `tip` (the fold read it there; the server's hook checked it against the chain when the
 /// fold was pushed, `fold::check_snapshots`). `None`: no archive, no snapshot of that task, or one of
 /// another tip (the task moved since): its chain is read instead.
-pub fn snapshot(repo: &gix::Repository, id: &str, tip: ObjectId) -> Result<Option<String>> {
-    let Some(archive) = git::ref_target(repo, REF)? else { return Ok(None) };
+pub fn snapshot(repo: &gix::Repository, archive: ObjectId, id: &str, tip: ObjectId) -> Result<Option<String>> {
     let shard = shard(id);
     let key = repo.common_dir().to_owned();
     let mut cache = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
@@ -155,19 +154,27 @@ pub(super) fn snapshots_of(
     commit: ObjectId,
     shard: &str,
 ) -> Result<std::collections::HashMap<String, (ObjectId, String)>> {
-    let mut out = std::collections::HashMap::new();
     let commit = repo.find_commit(commit).context("could not read the archive's commit")?;
     let tree = commit.tree().context("could not read the archive's tree")?;
     let Some(entry) =
         tree.lookup_entry_by_path(format!("tasks/{shard}")).context("could not read the archive's tree")?
     else {
-        return Ok(out);
+        return Ok(Default::default());
     };
-    let blob = git::read_blob(repo, entry.object_id())?;
-    for line in String::from_utf8_lossy(&blob).lines() {
+    parse_snapshots(&git::read_blob(repo, entry.object_id())?).map_err(anyhow::Error::msg)
+}
+
+/// The lines of a `tasks/<shard>` blob: task id → (tip, its task.json on one line).
+pub(super) fn parse_snapshots(blob: &[u8]) -> Result<std::collections::HashMap<String, (ObjectId, String)>, String> {
+    let mut out = std::collections::HashMap::new();
+    for line in String::from_utf8_lossy(blob).lines() {
         let mut parts = line.splitn(3, ' ');
-        let (Some(tip), Some(id), Some(json)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let Ok(tip) = ObjectId::from_hex(tip.as_bytes()) else { continue };
+        let (Some(tip), Some(id), Some(json)) = (parts.next(), parts.next(), parts.next()) else {
+            let shown: String = line.chars().take(80).collect();
+            return Err(format!("the archive's snapshot line '{shown}' is not '<tip> <id> <record>'"));
+        };
+        let tip = ObjectId::from_hex(tip.as_bytes())
+            .map_err(|_| format!("the archive's snapshot of {id} names no commit"))?;
         out.insert(id.to_owned(), (tip, json.to_owned()));
     }
     Ok(out)

@@ -241,7 +241,6 @@ pub fn fold(store: &Store, plan: &Plan, at: DateTime<Utc>) -> Result<Folded> {
     })?;
     folded.archive = commit.map(|c| c.to_string());
     crate::failpoint::write_point();
-    super::maintenance::after_archive_moved(store.common_dir());
     let retire: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
     folded.deleted = cas::delete_all(store, &retire)?.len();
     folded.kept = retire.len() - folded.deleted;
@@ -304,9 +303,6 @@ pub fn fold_remote(
         let (deleted, kept) = delete_remote(store, remote_name, &retire)?;
         let here: Vec<(String, ObjectId)> = plan.refs.iter().map(|(n, id)| (n.clone(), *id)).collect();
         cas::delete_all(store, &here)?;
-        if commit != previous {
-            super::maintenance::after_archive_moved(store.common_dir());
-        }
         // Counted once: what another clone's fold archived already (its deletes still on the
         // way) is not this fold's.
         let new = |name: &str| archived.refs.get(name) != plan.refs.get(name);
@@ -414,21 +410,10 @@ pub fn check_snapshots(
     let lines = |tasks: Option<ObjectId>,
                  shard: &str|
      -> Result<std::collections::HashMap<String, (ObjectId, String)>, String> {
-        let mut out = std::collections::HashMap::new();
-        let Some(blob) = tasks.map(|t| entry(t, shard)).transpose()?.flatten() else { return Ok(out) };
-        for line in String::from_utf8_lossy(&object(blob, gix::objs::Kind::Blob)?).lines() {
-            let mut parts = line.splitn(3, ' ');
-            let (Some(tip), Some(id), Some(json)) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format!(
-                    "the archive's snapshot line '{}' is not '<tip> <id> <record>'",
-                    line.chars().take(80).collect::<String>()
-                ));
-            };
-            let tip = ObjectId::from_hex(tip.as_bytes())
-                .map_err(|_| format!("the archive's snapshot of {id} names no commit"))?;
-            out.insert(id.to_owned(), (tip, json.to_owned()));
+        match tasks.map(|t| entry(t, shard)).transpose()?.flatten() {
+            Some(blob) => super::archive::parse_snapshots(&object(blob, gix::objs::Kind::Blob)?),
+            None => Ok(Default::default()),
         }
-        Ok(out)
     };
     let Some(tasks) = entry(tree_of(new)?, "tasks")? else { return Ok(()) };
     let before = match old {

@@ -403,6 +403,8 @@ fn load_tasks(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec<
     let mut tasks = Vec::with_capacity(cached.tasks.len());
     let mut corrupt = Vec::new();
     let mut changed = false;
+    // The archive whose folded tasks' records a task never read here is built from.
+    let archive = crate::git::ref_target(&store.repo, super::archive::REF).ok().flatten();
     for entry in task::list_refs(store)? {
         let tip = match entry.tip {
             Ok(tip) => tip,
@@ -421,8 +423,8 @@ fn load_tasks(store: &Store, path: &Path, stamp: Option<String>) -> Result<(Vec<
         }
         changed = true;
         // Folded, and never read here: its record as the archive holds it (`archive::snapshot`).
-        if !checked.contains_key(id) {
-            if let Ok(Some(json)) = super::archive::snapshot(&store.repo, id, tip) {
+        if let (false, Some(archive)) = (checked.contains_key(id), archive) {
+            if let Ok(Some(json)) = super::archive::snapshot(&store.repo, archive, id, tip) {
                 if let Ok(row) = task::parse_task(&entry.name, json.as_bytes()).and_then(|t| Row::fresh(tip, &t)) {
                     tasks.push(row);
                     continue;

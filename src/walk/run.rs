@@ -542,12 +542,15 @@ fn fold_as_it_goes(walker: &Walker, store: &Store, remote: &str, after: chrono::
     }
     let _one_at_a_time = walker.publishing.lock().unwrap_or_else(|p| p.into_inner());
     match crate::store::fold::fold_remote(store, &walker.ctx, remote, &planner) {
-        Ok(folded) if folded.tasks > 0 => walker.observer.event(&Event::Folded {
-            remote: remote.to_owned(),
-            tasks: folded.tasks,
-            chains: folded.chains,
-            refs: folded.deleted,
-        }),
+        Ok(folded) if folded.tasks > 0 => {
+            crate::store::maintenance::after_archive_moved(store.common_dir());
+            walker.observer.event(&Event::Folded {
+                remote: remote.to_owned(),
+                tasks: folded.tasks,
+                chains: folded.chains,
+                refs: folded.deleted,
+            })
+        }
         Ok(_) => {}
         Err(err) => walker.observer.event(&Event::Warning { message: format!("could not fold on {remote}: {err:#}") }),
     }

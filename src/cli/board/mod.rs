@@ -362,13 +362,11 @@ impl<'e> Board<'e> {
         let mut model = Model::default();
         model.columns[0] = o.ready.iter().map(|t| card(t, None)).collect();
         model.more[0] = o.ready_count - o.ready.len();
-        let by_parent = board.children_by_parent();
         for row in board.tasks.iter().filter(|r| r.state == State::Open) {
             match board.readiness(row) {
                 Readiness::Blocked(_) => model.columns[0].push(card(&row.task()?, Some("blocked".into()))),
                 Readiness::Epic => {
-                    let children = by_parent.get(row.id()).map_or(&[][..], Vec::as_slice);
-                    let progress = git_loop::backlog::graph::Progress::of(children);
+                    let progress = board.progress(row.id());
                     model.columns[0].push(card(&row.task()?, Some(format!("epic {progress}"))));
                 }
                 _ => {}
