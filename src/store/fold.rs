@@ -271,12 +271,14 @@ pub fn fold_remote(
     let mut total = Folded::default();
     for _round in 0..5 {
         super::sync::sync(store, ctx, remote_name)?;
-        let plan = planner()?;
+        let sources = [refs::LOOP, refs::TASK_BRANCHES, refs::TRY_BRANCHES].map(|p| format!("{p}*"));
+        let remote_refs = super::remote::mirrored(store, remote_name, &sources)?;
+        let plan = published_only(planner()?, &remote_refs);
         // What an earlier fold archived but did not get to delete there (it stopped, or an
         // older clone pushed it back): the remote's refs that equal their archive entries.
         let mut leftovers = BTreeMap::new();
         let archived = read(&store.repo)?;
-        for (name, id) in super::remote::mirrored(store, remote_name, &[format!("{}*", refs::LOOP)])? {
+        for (name, id) in remote_refs {
             if archived.refs.get(&name) == Some(&id) {
                 leftovers.insert(name, id);
             }
@@ -316,6 +318,25 @@ pub fn fold_remote(
         }
     }
     Ok(total)
+}
+
+/// `plan` without the tasks (and their refs) of which a ref holds here what the remote does not
+/// (written here since the sync, not published yet): folded, this clone's newer value would go
+/// into the archive while the remote's older one, which the leased delete leaves, came back
+/// live over it and hid it. They fold once published.
+fn published_only(mut plan: Plan, remote: &BTreeMap<String, ObjectId>) -> Plan {
+    let ahead = |name: &str, id: &ObjectId| remote.get(name).is_some_and(|theirs| theirs != id);
+    let of_task = |name: &str, task: &str| name.ends_with(&format!("/{task}")) || name.contains(&format!("/{task}/"));
+    let held: Vec<String> = plan
+        .tasks
+        .iter()
+        .filter(|task| plan.refs.iter().any(|(name, id)| of_task(name, task) && ahead(name, id)))
+        .cloned()
+        .collect();
+    plan.tasks.retain(|task| !held.contains(task));
+    plan.refs.retain(|name, id| !ahead(name, id) && !held.iter().any(|task| of_task(name, task)));
+    plan.chains.retain(|chain| plan.refs.contains_key(chain));
+    plan
 }
 
 /// Delete `refs` on the remote, each leased on its value, in atomic pushes of
@@ -458,4 +479,40 @@ pub fn check_snapshots_in(store: &Store, tip: ObjectId) -> Result<(), String> {
     let repo = &store.repo;
     let read = |id: ObjectId| repo.find_object(id).ok().map(|o| (o.kind, o.data.clone()));
     check_snapshots(&read, repo.object_hash(), None, tip)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oid(n: u8) -> ObjectId {
+        ObjectId::from_hex(format!("{n:02x}").repeat(20).as_bytes()).expect("hex")
+    }
+
+    #[test]
+    fn a_task_ahead_of_the_remote_waits_for_the_next_fold() {
+        let mut plan = Plan::default();
+        for (task, tip) in [("t-aaaaaaaa", 1), ("t-bbbbbbbb", 2)] {
+            plan.tasks.push(task.into());
+            plan.refs.insert(format!("refs/loop/tasks/{task}"), oid(tip));
+            plan.refs.insert(format!("refs/loop/tries/{task}/1"), oid(tip + 10));
+        }
+        plan.chains.push("refs/loop/journal/s-12345678".into());
+        plan.refs.insert("refs/loop/journal/s-12345678".into(), oid(30));
+        // The remote holds t-aaaaaaaa as here; t-bbbbbbbb at an older tip (done here since).
+        let remote: BTreeMap<String, ObjectId> = [
+            ("refs/loop/tasks/t-aaaaaaaa".to_owned(), oid(1)),
+            ("refs/loop/tasks/t-bbbbbbbb".to_owned(), oid(9)),
+            ("refs/loop/tries/t-bbbbbbbb/1".to_owned(), oid(12)),
+        ]
+        .into_iter()
+        .collect();
+        let kept = published_only(plan, &remote);
+        assert_eq!(kept.tasks, ["t-aaaaaaaa"]);
+        assert_eq!(
+            kept.refs.keys().cloned().collect::<Vec<_>>(),
+            ["refs/loop/journal/s-12345678", "refs/loop/tasks/t-aaaaaaaa", "refs/loop/tries/t-aaaaaaaa/1"]
+        );
+        assert_eq!(kept.chains, ["refs/loop/journal/s-12345678"]);
+    }
 }

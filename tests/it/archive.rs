@@ -418,3 +418,31 @@ fn a_fresh_clone_reads_folded_tasks_from_the_archives_records_and_the_hook_refus
     let said = String::from_utf8_lossy(&push.stderr);
     assert!(said.contains(&format!("snapshot of refs/loop/tasks/{done} is not the record")), "{said}");
 }
+
+#[test]
+fn a_fleets_fold_publishes_what_this_clone_changed_first_and_loses_none_of_it() {
+    // Found with two walks folding as they went: a task a walk's worker marked done just before
+    // the fold was folded at its new tip while the remote still held the old one, which came
+    // back live over the archive's and showed the task open again. The fold's own sync
+    // publishes what is here first; what is written after it waits for the next fold
+    // (`store::fold`'s unit test `a_task_ahead_of_the_remote_waits_for_the_next_fold`).
+    let env = TestEnv::new();
+    let (_bare, a, b) = env.two_clones();
+    let finished = a.add(&["finished and published"]);
+    a.run(&["done", &finished, "-m", "published", "--commit", "HEAD"]).ok();
+    let pending = a.add(&["done here, not published yet"]);
+    a.run(&["sync"]).ok();
+    // Done with no remote to publish to, as a walk's worker writes before its unit publishes.
+    a.git(&["config", "--unset", "loop.remote"]);
+    a.run(&["done", &pending, "-m", "not published", "--commit", "HEAD"]).ok();
+    a.git(&["config", "loop.remote", "origin"]);
+    let out = a.run(&["gc", "--older-than", "0", "--json"]).ok().json();
+    assert_eq!(out["tasks"], 2, "{out}");
+    for clone in [&a, &b] {
+        clone.run(&["sync"]).ok();
+        clone.run(&["sync"]).ok();
+        assert_eq!(clone.run(&["show", &pending, "--json"]).ok().json()["state"], "done");
+        assert_eq!(clone.run(&["show", &finished, "--json"]).ok().json()["state"], "done");
+        assert_eq!(refs_under(clone, "refs/loop/tasks/"), Vec::<String>::new());
+    }
+}
