@@ -28,7 +28,9 @@ use git_loop::{ops, walk};
 /// to needs-you with the reason, and the target is left as it was; with --resolver, a
 /// conflict-resolver session resolves a conflicting merge first. With --summarizer, a
 /// summarizer session writes each landing commit's message. One lander per target across
-/// clones (claim lander:<branch>).
+/// clones (claim lander:<branch>). With loop.epicBranch, an epic's children land on the epic's
+/// own branch (loop/<epic>) first, and the epic lands on the target once it is done and every
+/// child's work is on its branch.
 ///
 /// Exit codes: 0 every task asked for by id is on the target now (without ids: something
 /// landed, or nothing was left to land); 1 a landing failed, a task asked for is not on the
@@ -115,7 +117,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         out.line(format!(
             "{}  landed on {} at {}{with}",
             landed.task,
-            report.into,
+            landed.on.as_deref().unwrap_or(&report.into),
             git_loop::ids::short_commit(&landed.commit)
         ))?;
     }
@@ -133,7 +135,7 @@ pub fn run(env: &Env, args: LandArgs) -> Result<u8> {
         };
         out.line(format!("{}  {said}: {}", failed.task, text::line(&failed.reason)))?;
         let standing = super::answer::Standing {
-            conflict: (failed.cause == "conflict").then(|| report.into.clone()),
+            conflict: (failed.cause == "conflict").then(|| failed.on.clone().unwrap_or_else(|| report.into.clone())),
             ..Default::default()
         };
         if standing.conflict.is_some() {

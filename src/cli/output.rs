@@ -191,6 +191,9 @@ pub fn landing_json(view: &git_loop::landing::View) -> serde_json::Value {
             "task": task, "at": at, "cause": failed.cause, "reason": failed.reason, "paths": failed.paths, "log": failed.log,
         })),
         "requests": view.requests,
+        "epics": view.epics.iter().map(|(branch, queue)| serde_json::json!({
+            "into": git_loop::refs::short_branch(branch), "queue": queue,
+        })).collect::<Vec<_>>(),
     })
 }
 

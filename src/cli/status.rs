@@ -305,19 +305,9 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
                 held.record.host
             ))?;
         }
-        if !view.queue.is_empty() {
-            out.section(format!("waiting to land on {into}:"))?;
-            for q in view.queue.iter().take(10) {
-                let waits = if q.waiting_for.is_empty() {
-                    String::new()
-                } else {
-                    format!("  (after {})", q.waiting_for.join(", "))
-                };
-                out.line(format!("  {:<11} {}  {}{waits}", q.task, q.priority, short(&q.title, 50)))?;
-            }
-            if view.queue.len() > 10 {
-                out.line(format!("  … and {} more", view.queue.len() - 10))?;
-            }
+        queue_lines(&mut out, into, &view.queue)?;
+        for (branch, queue) in &view.epics {
+            queue_lines(&mut out, git_loop::refs::short_branch(branch), queue)?;
         }
         if !view.requests.is_empty() {
             out.section(format!("requests open for {into}:"))?;
@@ -357,4 +347,21 @@ pub fn run(env: &Env, args: StatusArgs) -> Result<u8> {
     super::output::warn_corrupt(&board.corrupt);
     super::output::warn_corrupt(&mission_corrupt);
     Ok(0)
+}
+
+/// A landing queue's section: "waiting to land on <into>:", ten tasks at most.
+fn queue_lines(out: &mut super::output::Out, into: &str, queue: &[git_loop::landing::Queued]) -> Result<()> {
+    if queue.is_empty() {
+        return Ok(());
+    }
+    out.section(format!("waiting to land on {into}:"))?;
+    for q in queue.iter().take(10) {
+        let waits =
+            if q.waiting_for.is_empty() { String::new() } else { format!("  (after {})", q.waiting_for.join(", ")) };
+        out.line(format!("  {:<11} {}  {}{waits}", q.task, q.priority, short(&q.title, 50)))?;
+    }
+    if queue.len() > 10 {
+        out.line(format!("  … and {} more", queue.len() - 10))?;
+    }
+    Ok(())
 }

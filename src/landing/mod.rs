@@ -27,6 +27,7 @@
 //! is never touched: the landing is refused.
 
 pub mod conflict;
+pub mod epic;
 pub mod request;
 pub mod summary;
 mod worktree;
@@ -139,6 +140,9 @@ pub struct Landed {
     pub commit: String,
     /// How many tasks moved the target with it.
     pub batch: usize,
+    /// The epic's branch it landed on, when not the target (`loop.epicBranch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on: Option<String>,
 }
 
 /// A task that could not land.
@@ -152,6 +156,9 @@ pub struct Failed {
     pub paths: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// The epic's branch it failed to land on, when not the target (`loop.epicBranch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on: Option<String>,
 }
 
 /// What one landing run did.
@@ -267,11 +274,14 @@ pub enum Seen<'t> {
     Synced(&'t str),
 }
 
-/// The queue of the target at `tip`: done tasks (of `only`, if given) whose task branch is not
-/// in `tip` (nor, as `seen` allows, landed by another clone), in the order they land.
+/// The queue of `target` (full ref name) at `tip`: done tasks (of `only`, if given) whose task
+/// branch is not in `tip` (nor, as `seen` allows, landed by another clone), in the order they
+/// land. With `loop.epicBranch`, an epic's children are its branch's queue, not the target's,
+/// and an epic waits for every child whose work is not on its branch (`epic`).
 pub fn queue(
     store: &Store,
     ctx: &Context,
+    target: &str,
     tip: Option<ObjectId>,
     only: &[TaskId],
     seen: Seen<'_>,
@@ -291,16 +301,23 @@ pub fn queue(
             git::Listed::Unreadable(_) => unreadable = true,
         }
     }
+    let epics = epic::on(store);
+    let belongs = |row: &crate::store::index::Row| match epic::home(&board, row, epics) {
+        Some(home) => home == target,
+        None => !epics || !target.starts_with(refs::TASK_BRANCHES),
+    };
+    let head_of = |id: &str| -> Result<Option<ObjectId>> {
+        let name = format!("{}{id}", refs::TASK_BRANCHES);
+        Ok(match branches.get(&name) {
+            Some(head) => Some(*head),
+            None if unreadable => store.ref_target(&name)?,
+            None => None,
+        })
+    };
     let mut heads = Vec::new();
-    for row in board.tasks.iter().filter(|r| r.state == State::Done) {
+    for row in board.tasks.iter().filter(|r| r.state == State::Done && belongs(r)) {
         if let Ok(id) = row.id().parse::<TaskId>() {
-            let name = refs::task_branch(&id);
-            let head = match branches.get(&name) {
-                Some(head) => Some(*head),
-                None if unreadable => store.ref_target(&name)?,
-                None => None,
-            };
-            if let Some(head) = head {
+            if let Some(head) = head_of(row.id())? {
                 heads.push((row, id, head));
             }
         }
@@ -330,6 +347,22 @@ pub fn queue(
                 continue;
             }
         }
+        let mut after = task.after.clone();
+        if epics && row.epic {
+            // Its children's work must be on its branch first.
+            let mut waits = Vec::new();
+            let mut child_heads = Vec::new();
+            for child in board.children(row.id()).into_iter().filter(|c| c.state != State::Cancelled) {
+                match head_of(child.id())? {
+                    Some(h) => child_heads.push((child.id().to_owned(), h)),
+                    None if child.state != State::Done => waits.push(child.id().to_owned()),
+                    None => {}
+                }
+            }
+            let on_branch = store.contained_in(head, &child_heads.iter().map(|(_, h)| *h).collect::<Vec<_>>())?;
+            waits.extend(child_heads.into_iter().filter(|(_, h)| !on_branch.contains(h)).map(|(id, _)| id));
+            after.extend(waits);
+        }
         entries.push(Entry {
             queued: Queued {
                 task: task.id.clone(),
@@ -338,10 +371,10 @@ pub fn queue(
                 head: head.to_string(),
                 done_at: task.completion.as_ref().map(|c| c.at),
                 waiting_for: Vec::new(),
-                after: task.after.clone(),
+                after: after.clone(),
                 completed_on: task.completion.as_ref().and_then(|c| c.commit.clone()),
             },
-            after: task.after.clone(),
+            after,
             priority: task.priority,
         });
     }
@@ -417,6 +450,12 @@ const REFRESH_EVERY: Duration = Duration::from_secs(30);
 pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome> {
     let target = target(store, opts.into.as_deref())?;
     check_landable(store, &opts.only)?;
+    let epics = store.settings().epic_branch()?;
+    if epics && opts.via == Via::Request {
+        return Err(usage("loop.epicBranch lands an epic's children on its branch by the landing queue's merge, not through the forge's requests")
+            .hint("land with --via merge, or unset loop.epicBranch to open a request per task")
+            .into());
+    }
     if opts.via == Via::Request {
         return request::land(store, ctx, opts, target);
     }
@@ -429,33 +468,22 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>) -> Result<Outcome>
     if let Some(remote_name) = &arbiter {
         sync::sync(store, ctx, remote_name)?;
     }
-    let mut lander = Lander {
-        store,
-        ctx,
-        opts,
-        target: target.clone(),
-        remote: arbiter.clone(),
-        claim,
-        tip: None,
-        worktree: None,
-        report: Report {
-            into: refs::short_branch(&target).to_owned(),
-            on: arbiter.clone().unwrap_or_else(|| "local".into()),
-            checks: opts.checks.clone(),
-            landed: Vec::new(),
-            failed: Vec::new(),
-            waiting: Vec::new(),
-            target: None,
-            notes: Vec::new(),
-            requests: Vec::new(),
-        },
-        failed_ids: HashSet::new(),
-        messages: HashMap::new(),
-        resolved_by: HashMap::new(),
-    };
+    let mut lander = Lander::new(store, ctx, opts, target.clone(), arbiter.clone(), claim);
     lander.read_tip()?;
     if lander.remote.is_none() {
         worktree::refuse_dirty(store, &target)?;
+    }
+    if epics {
+        // Children first, on their epics' branches; an epic done by then lands below.
+        let tip = lander.tip.expect("read above");
+        let moved = epic::land_children(store, ctx, opts, tip, arbiter.as_ref(), &mut lander.only, &mut lander.report)?;
+        if moved {
+            // The epics' branches moved on the remote: the local ones follow before the
+            // target's queue reads them.
+            if let Some(remote_name) = &arbiter {
+                sync::sync(store, ctx, remote_name)?;
+            }
+        }
     }
     let result = lander.run();
     lander.drop_worktree();
@@ -523,6 +551,8 @@ struct Lander<'l> {
     store: &'l Store,
     ctx: &'l Context,
     opts: &'l Options<'l>,
+    /// The tasks of this run (`opts.only`, and epics that come along with their children).
+    only: Vec<TaskId>,
     target: String,
     remote: Option<String>,
     claim: LanderClaim<'l>,
@@ -546,7 +576,42 @@ enum Advance {
     Lost,
 }
 
-impl Lander<'_> {
+impl<'l> Lander<'l> {
+    fn new(
+        store: &'l Store,
+        ctx: &'l Context,
+        opts: &'l Options<'l>,
+        target: String,
+        remote: Option<String>,
+        claim: LanderClaim<'l>,
+    ) -> Lander<'l> {
+        Lander {
+            store,
+            ctx,
+            opts,
+            only: opts.only.clone(),
+            report: Report {
+                into: refs::short_branch(&target).to_owned(),
+                on: remote.clone().unwrap_or_else(|| "local".into()),
+                checks: opts.checks.clone(),
+                landed: Vec::new(),
+                failed: Vec::new(),
+                waiting: Vec::new(),
+                target: None,
+                notes: Vec::new(),
+                requests: Vec::new(),
+            },
+            target,
+            remote,
+            claim,
+            tip: None,
+            worktree: None,
+            failed_ids: HashSet::new(),
+            messages: HashMap::new(),
+            resolved_by: HashMap::new(),
+        }
+    }
+
     /// Read the target's commit: the remote's with `loop.remote`, else the local branch's.
     fn read_tip(&mut self) -> Result<()> {
         self.tip = match &self.remote {
@@ -593,7 +658,7 @@ impl Lander<'_> {
                     }
                     queue
                 }
-                None => queue(self.store, self.ctx, self.tip, &self.opts.only, Seen::Fetched)?,
+                None => queue(self.store, self.ctx, &self.target, self.tip, &self.only, Seen::Fetched)?,
             };
             let ready: Vec<Queued> = queue
                 .iter()
@@ -851,7 +916,14 @@ impl Lander<'_> {
             Err(err) => return Err(err),
         }
         self.failed_ids.insert(entry.task.clone());
-        self.report.failed.push(Failed { task: entry.task.clone(), cause: cause.to_owned(), reason, paths, log });
+        self.report.failed.push(Failed {
+            task: entry.task.clone(),
+            cause: cause.to_owned(),
+            reason,
+            paths,
+            log,
+            on: None,
+        });
         Ok(())
     }
 
@@ -892,7 +964,12 @@ impl Lander<'_> {
                 let landed = notes::Landed { into: self.target.clone(), commit: to.to_string(), at, request: None };
                 notes.push((commit, entry.task.clone(), landed));
             }
-            self.report.landed.push(Landed { task: entry.task.clone(), commit: to.to_string(), batch: merged.len() });
+            self.report.landed.push(Landed {
+                task: entry.task.clone(),
+                commit: to.to_string(),
+                batch: merged.len(),
+                on: None,
+            });
         }
         backlog::record_all(self.store, self.ctx, recorded)?;
         notes::set_landed(self.store, &notes)?;
@@ -1042,20 +1119,31 @@ pub struct View {
     pub last_failure: Option<(String, DateTime<Utc>, events::LandingFailed)>,
     /// Through the forge: the requests the journal knows open.
     pub requests: Vec<request::Known>,
+    /// With `loop.epicBranch`: each epic's branch (full ref name) with the children waiting to
+    /// land on it.
+    pub epics: Vec<(String, Vec<Queued>)>,
 }
 
 /// The landing queue of the default target (`None`: there is no target to land on, such as a
 /// detached `HEAD` without `loop.mergeInto`).
 pub fn view(store: &Store, ctx: &Context) -> Result<Option<View>> {
     let Ok(into) = target(store, None) else { return Ok(None) };
+    let mut view = view_of(store, ctx, into)?;
+    view.epics = epic::queues(store, ctx)?;
+    Ok(Some(view))
+}
+
+/// The landing queue of `into` (full ref name): the default target's, or an epic's branch.
+pub fn view_of(store: &Store, ctx: &Context, into: String) -> Result<View> {
     let tip = known_tip(store, &into)?;
     let journal = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
-    Ok(Some(View {
-        queue: queue(store, ctx, tip, &[], Seen::Synced(&into))?,
+    Ok(View {
+        queue: queue(store, ctx, &into, tip, &[], Seen::Synced(&into))?,
         lander: lander(store, &into)?,
         last_failure: last_failure(&journal.entries, &into),
         requests: request::known_in(&journal.entries).into_iter().filter(|k| k.state == "open").collect(),
+        epics: Vec::new(),
         tip,
         into,
-    }))
+    })
 }

@@ -113,7 +113,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
             requests: Vec::new(),
         },
     };
-    let mut queued = queue(store, ctx, Some(tip), &opts.only, Seen::Synced(&target))?;
+    let mut queued = queue(store, ctx, &target, Some(tip), &opts.only, Seen::Synced(&target))?;
     // A request merged since the last run put the task's work in the target, which takes it
     // out of the queue: it is read back all the same, first (its dependants see it landed).
     let listed: std::collections::HashSet<String> = queued.iter().map(|q| q.task.clone()).collect();
@@ -121,7 +121,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
     let merged_since: Vec<TaskId> =
         open_requests(store)?.into_iter().filter(|id| !listed.contains(id.as_str()) && wanted(id)).collect();
     if !merged_since.is_empty() {
-        let mut first = queue(store, ctx, None, &merged_since, Seen::Synced(&target))?;
+        let mut first = queue(store, ctx, &target, None, &merged_since, Seen::Synced(&target))?;
         first.append(&mut queued);
         queued = first;
     }
@@ -384,7 +384,14 @@ impl Run<'_> {
 
     /// `task` did not land, and why (`cause`: `branch`, `closed`, `sent_back`, `forge`).
     fn failed(&mut self, task: String, cause: &str, reason: String) {
-        self.report.failed.push(Failed { task, cause: cause.to_owned(), reason, paths: Vec::new(), log: None });
+        self.report.failed.push(Failed {
+            task,
+            cause: cause.to_owned(),
+            reason,
+            paths: Vec::new(),
+            log: None,
+            on: None,
+        });
     }
 
     fn branch_taken(&mut self, id: &TaskId, branch: &str) {
@@ -625,7 +632,7 @@ impl Run<'_> {
             };
             notes::set_landed(self.store, &[(on, entry.task.clone(), landed)])?;
         }
-        self.report.landed.push(Landed { task: entry.task.clone(), commit: commit.to_owned(), batch: 1 });
+        self.report.landed.push(Landed { task: entry.task.clone(), commit: commit.to_owned(), batch: 1, on: None });
         Ok(())
     }
 

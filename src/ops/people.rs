@@ -330,7 +330,7 @@ pub fn take_over(store: &Store, ctx: &Context, exe: &Path, target: &str) -> Resu
     let events = journal::timeline(store, &Filter { task: Some(id.to_string()), session: None })?.entries;
     let start = || -> Result<gix::ObjectId> {
         let base = tries::base(store, None)?;
-        let deps: Vec<TaskId> = snapshot.task.after.iter().filter_map(|d| d.parse().ok()).collect();
+        let deps = crate::landing::epic::start_after(store, &snapshot.task);
         match tries::ensure_task_branch(store, &id, base, &deps)? {
             tries::TaskBranch::Ready(head) => Ok(head),
             tries::TaskBranch::Conflict { dependency, paths, .. } => {

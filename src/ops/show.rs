@@ -124,7 +124,23 @@ fn landing_of(store: &Store, ctx: &Context, id: &TaskId, task: &Task) -> Result<
         Ok(store.archived(&branch)?.into_iter().find(|(n, _)| *n == branch).map(|(_, id)| id))
     };
     let Some(head) = store.ref_target(&branch)?.map_or_else(archived, |h| Ok(Some(h)))? else { return Ok(None) };
-    let Some(view) = crate::landing::view(store, ctx)? else { return Ok(None) };
+    // A child of an epic with its own branch lands there (`loop.epicBranch`).
+    let home = match task.parent.as_deref().filter(|_| crate::landing::epic::on(store)) {
+        Some(parent) => parent
+            .parse::<TaskId>()
+            .ok()
+            .and_then(|p| crate::store::task::read(store, &p).ok().flatten())
+            .filter(|p| p.task.epic)
+            .map(|p| crate::refs::task_branch(&p.task.task_id())),
+        None => None,
+    };
+    let view = match home {
+        Some(branch) => crate::landing::view_of(store, ctx, branch)?,
+        None => match crate::landing::view(store, ctx)? {
+            Some(view) => view,
+            None => return Ok(None),
+        },
+    };
     let into = crate::refs::short_branch(&view.into).to_owned();
     let failure = view.last_failure.filter(|(task, ..)| task == id.as_str()).map(|(_, at, failed)| (at, failed));
     let done = task.state == State::Done;

@@ -138,6 +138,10 @@ pub const KEYS: &[Key] = &[
         meaning: "the branch done work lands on (`git loop land`, `run --land`; default: the current branch)",
     },
     Key {
+        key: "loop.epicBranch",
+        meaning: "true: an epic's children land on the epic's own branch (`loop/<epic>`, made from the target when its first child lands) through the landing queue, with the checks run on each merge, and a child's new task branch starts from it; the epic lands on the target once it is done and every child's work is on its branch (default false: children land on the target one by one)",
+    },
+    Key {
         key: "loop.land",
         meaning: "`true` (or `merge`): `run` and `race` land each done task as if given `--land`, by the landing queue's own merge; `pr`: through a pull or merge request on the forge instead (`--land --via pr`, and `land`'s way; docs/concurrency.md, \"Landing through the forge\"); default false",
     },
@@ -387,6 +391,16 @@ impl<'s> Settings<'s> {
     /// `loop.mergeInto`: the branch done work lands on.
     pub fn merge_into(&self) -> Option<String> {
         self.text("loop.mergeInto")
+    }
+
+    /// `loop.epicBranch`: whether an epic's children land on the epic's branch.
+    pub fn epic_branch(&self) -> Result<bool, Refusal> {
+        match self.text("loop.epicBranch").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("false" | "no" | "off" | "0") => Ok(false),
+            Some("true" | "yes" | "on" | "1") => Ok(true),
+            Some(other) => Err(usage(format!("loop.epicBranch '{}' is not a boolean", other.escape_debug()))
+                .hint("git config loop.epicBranch true")),
+        }
     }
 
     /// `loop.land`: whether `run` and `race` land each done task (as `--land`).

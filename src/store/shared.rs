@@ -95,6 +95,7 @@ const SHARED_KEYS: &[&str] = &[
     "loop.mergeInto",
     "loop.land",
     "loop.landBatch",
+    "loop.epicBranch",
     "loop.forge.branch",
     "loop.forge.stack",
     "loop.fold",

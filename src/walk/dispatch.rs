@@ -20,7 +20,6 @@ use gix::ObjectId;
 use super::unit::{BudgetSpent, GitDispatcher, Pick, Plan, Ran, Seat, Step, Withdrawal, WorkUnit};
 use super::{handoff, race, resolve, Event};
 use crate::engine::{self, Budget, Dispatched, Verdict};
-use crate::ids::TaskId;
 use crate::refs;
 use crate::store::events::{self, Recorded};
 use crate::store::journal;
@@ -91,7 +90,7 @@ impl GitDispatcher<'_> {
     /// Make sure the task branch exists (base + done dependencies); `Err` is a verdict.
     pub(super) fn task_branch(&self, task: &Task) -> Result<Result<ObjectId, Dispatched>> {
         let id = task.task_id();
-        let deps: Vec<TaskId> = task.after.iter().filter_map(|d| d.parse().ok()).collect();
+        let deps = crate::landing::epic::start_after(self.store, task);
         let role =
             resolve::role_of(self.store, self.walker.opts.resolver.as_deref(), Some(&self.walker.opts.agent.name))?;
         let mut resolving = |c: &tries::DependencyConflict<'_>| -> Result<Option<Result<gix::ObjectId, String>>> {

@@ -438,7 +438,7 @@ impl Walker<'_> {
                 for landed in &report.landed {
                     self.observer.event(&Event::Landed {
                         task: landed.task.clone(),
-                        into: into.clone(),
+                        into: landed.on.clone().unwrap_or_else(|| into.clone()),
                         commit: landed.commit.clone(),
                         batch: landed.batch,
                     });
@@ -456,7 +456,7 @@ impl Walker<'_> {
                     self.landing_failed.lock().unwrap_or_else(|p| p.into_inner()).insert(failed.task.clone());
                     self.observer.event(&Event::LandingFailed {
                         task: failed.task.clone(),
-                        into: into.clone(),
+                        into: failed.on.clone().unwrap_or_else(|| into.clone()),
                         cause: failed.cause.clone(),
                         reason: failed.reason.clone(),
                     });

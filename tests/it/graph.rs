@@ -271,3 +271,133 @@ fn a_beads_export_comes_back_out_as_it_went_in_and_a_change_is_written_over_its_
     };
     assert_eq!(shape(&third), shape(&repo));
 }
+
+/// The ids of the tasks a landing report says landed on `on` (`None`: the target).
+fn landed_on(report: &Value, on: Option<&str>) -> Vec<String> {
+    report["landed"]
+        .as_array()
+        .expect("landed")
+        .iter()
+        .filter(|l| l["on"].as_str() == on)
+        .map(|l| l["task"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn is_in(repo: &Repo<'_>, ancestor: &str, rev: &str) -> bool {
+    let out = repo
+        .env
+        .seal(
+            std::process::Command::new("git")
+                .args(["merge-base", "--is-ancestor", ancestor, rev])
+                .current_dir(&repo.dir),
+        )
+        .output()
+        .expect("git");
+    out.status.success()
+}
+
+/// `loop.epicBranch`: children land on the epic's branch with the checks run there; a child that
+/// fails to land holds the epic back, and once every child's work is on its branch the epic lands
+/// on main, checked on the merged result.
+#[test]
+fn with_epic_branches_children_land_on_the_epics_branch_and_the_epic_once_they_all_did() {
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    repo.git(&["config", "loop.epicBranch", "true"]);
+    let epic = repo.add(&["Ship the parser", "--epic"]);
+    let grammar = repo.add(&["Grammar", "--parent", &epic]);
+    let lexer = crate::land::done_task(&repo, "Lexer", &["--parent", &epic], "lexer.txt", "lex\n");
+    let main_before = repo.git(&["rev-parse", "main"]);
+
+    // One child done: it lands on the epic's branch, not on main; the epic is not done.
+    let out = repo.run(&["land", "--checks", "test -f lexer.txt", "--json"]).ok();
+    let report = &out.json()["landing"];
+    assert_eq!(landed_on(report, Some(&format!("loop/{epic}"))), vec![lexer.clone()], "{report}");
+    assert!(landed_on(report, None).is_empty(), "{report}");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main_before, "main did not move");
+    assert!(is_in(&repo, &format!("loop/{lexer}"), &format!("loop/{epic}")));
+    assert!(show(&repo, &lexer)["landing"].to_string().contains(&format!("loop/{epic}")), "{}", show(&repo, &lexer));
+
+    // The second child's work breaks the checks: done, it closes the epic, but cannot land on its
+    // branch, and the epic waits for it rather than landing without it.
+    let wt = env.path("wt-grammar");
+    repo.git(&["worktree", "add", "-q", "-b", &format!("loop/{grammar}"), wt.to_str().expect("utf-8"), "main"]);
+    std::fs::write(wt.join("grammar.txt"), "broken\n").expect("write");
+    env.git(&wt, &["add", "-A"]);
+    env.git(&wt, &["commit", "-qm", "the grammar"]);
+    repo.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
+    repo.run(&["done", &grammar]).ok();
+    assert_eq!(state(&repo, &epic), "done");
+    let status = repo.run(&["status"]).ok().stdout;
+    assert!(status.contains(&format!("waiting to land on loop/{epic}:")) && status.contains(&grammar), "{status}");
+    let after = format!("(after {grammar})");
+    assert!(status.lines().any(|l| l.contains(epic.as_str()) && l.contains(&after)), "{status}");
+    let out = repo.run(&["land", "--checks", "! grep -q broken grammar.txt 2>/dev/null", "--json"]).code(1);
+    let report = &out.json()["landing"];
+    let failed = &report["failed"][0];
+    assert_eq!(failed["task"], grammar.as_str(), "{report}");
+    assert_eq!(failed["on"], format!("loop/{epic}"), "{report}");
+    assert_eq!(report["waiting"][0]["task"], epic.as_str(), "{report}");
+    assert_eq!(report["waiting"][0]["waiting_for"], json!([grammar]), "{report}");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main_before, "main did not move without the grammar");
+    assert_eq!(state(&repo, &grammar), "needs-you");
+
+    // Mended on its branch and done again: it lands on the epic's branch, and the epic on main.
+    let wt = env.path("wt-fix");
+    repo.git(&["worktree", "add", "-q", wt.to_str().expect("utf-8"), &format!("loop/{grammar}")]);
+    std::fs::write(wt.join("grammar.txt"), "fixed\n").expect("write");
+    env.git(&wt, &["commit", "-qam", "fix the grammar"]);
+    repo.git(&["worktree", "remove", wt.to_str().expect("utf-8")]);
+    repo.run(&["done", &grammar]).ok();
+    let checks = "test -f lexer.txt && test -f grammar.txt && ! grep -q broken grammar.txt";
+    let out = repo.run(&["land", "--checks", checks, "--json"]).ok();
+    let report = &out.json()["landing"];
+    assert_eq!(landed_on(report, Some(&format!("loop/{epic}"))), vec![grammar.clone()], "{report}");
+    assert_eq!(landed_on(report, None), vec![epic.clone()], "{report}");
+    for id in [&lexer, &grammar, &epic] {
+        assert!(is_in(&repo, &format!("loop/{id}"), "main"), "{id}'s work is on main");
+    }
+    let log = repo.git(&["log", "--first-parent", "--format=%s", &format!("{main_before}..main")]);
+    assert_eq!(log.lines().count(), 1, "main moved once, by the epic: {log}");
+}
+
+/// A walk over an epic with `loop.epicBranch` and `--land`: the second child's try starts from
+/// the epic's branch (the first child's work in it), and the epic lands on main once done; with
+/// a remote, a second clone's landing reads the same branches.
+#[test]
+fn a_walk_builds_each_child_on_its_epics_branch_and_lands_the_epic_through_the_remote() {
+    let env = TestEnv::new();
+    let (_remote, a, b) = env.two_clones();
+    for clone in [&a, &b] {
+        clone.git(&["config", "loop.epicBranch", "true"]);
+    }
+    let agent = env.agent(
+        "w",
+        "ls *.txt > seen.list 2>/dev/null || true\necho \"$GIT_LOOP_TASK\" > \"$GIT_LOOP_TASK.txt\"\ngit loop finish done --message 'wrote it'",
+    );
+    a.git(&["config", "loop.agent.w.command", &agent]);
+    let epic = a.add(&["Ship the parser", "--epic"]);
+    let lexer = a.add(&["Lexer", "--parent", &epic, "-p", "p0"]);
+    let grammar = a.add(&["Grammar", "--parent", &epic, "-p", "p3"]);
+    // The lexer alone first, landed on the epic's branch.
+    a.run(&["run", "--agent", "w", "--task", &lexer, "--land", "--sandbox", "off", "--checks", "true"]).ok();
+    assert_eq!(state(&a, &epic), "open");
+    b.run(&["sync"]).ok();
+    let remote_main = b.git(&["rev-parse", "origin/main"]);
+    // The grammar from the other clone: its try sees the lexer's work, and the epic lands.
+    b.git(&["config", "loop.agent.w.command", &agent]);
+    b.run(&["run", "--agent", "w", "--task", &grammar, "--land", "--sandbox", "off", "--checks", "true"]).ok();
+    let seen = b.git(&["show", &format!("loop/{grammar}:seen.list")]);
+    assert!(seen.contains(&format!("{lexer}.txt")), "the grammar's try started from the epic's branch: {seen}");
+    assert_eq!(state(&b, &epic), "done");
+    b.git(&["fetch", "-q", "origin"]);
+    let main = b.git(&["rev-parse", "origin/main"]);
+    assert_ne!(main, remote_main, "the epic landed on the remote's main");
+    for id in [&lexer, &grammar] {
+        assert!(b.git(&["show", &format!("{main}:{id}.txt")]).contains(id.as_str()), "{id}'s work is on main");
+    }
+    let log = b.git(&["log", "--first-parent", "--format=%s", &format!("{remote_main}..{main}")]);
+    assert_eq!(log.lines().count(), 1, "main moved once, by the epic: {log}");
+    a.run(&["sync"]).ok();
+    assert_eq!(state(&a, &epic), "done");
+}
