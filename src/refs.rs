@@ -13,6 +13,7 @@
 //! | `refs/heads/loop/<id>` | the task branch: the accepted work |
 //! | `refs/heads/loop-try/<id>/<n>` | try branch `n` of a task |
 //! | `refs/loop-remotes/<remote>/...` | what `sync` last fetched from a remote, mirrored |
+//! | `refs/loop-foreign/<place>/tasks/<id>` | another repository's task a task here waits for, as last read |
 //! | `refs/loop/missions/<id>` | a mission's record chain; the tip's tree holds `mission.json` |
 //! | `refs/loop/kept/<tag>/...` | a clone's side of a loop ref that diverged from the remote's, kept |
 //! | `refs/loop/settings` | the loop's shared settings: a chain of records, the tip's tree holds `settings.json` |
@@ -34,6 +35,8 @@ pub const NOTES: &str = "refs/notes/loop";
 pub const TASK_BRANCHES: &str = "refs/heads/loop/";
 pub const TRY_BRANCHES: &str = "refs/heads/loop-try/";
 pub const REMOTES: &str = "refs/loop-remotes/";
+/// Where the records of other repositories' tasks are read into (`store::foreign`).
+pub const FOREIGN: &str = "refs/loop-foreign/";
 pub const MISSIONS: &str = "refs/loop/missions/";
 pub const KEPT: &str = "refs/loop/kept/";
 pub const KEPT_BRANCHES: &str = "refs/heads/loop-kept/";

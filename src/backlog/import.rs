@@ -130,7 +130,7 @@ pub fn prepare(store: &Store, ctx: &Context, text: &str, format: Format) -> Resu
         }
         let mut deps = Vec::new();
         for dep in std::mem::take(&mut plan.change.add.after) {
-            if exists(&dep) {
+            if exists(&dep) || super::foreign::is_foreign(&dep) {
                 deps.push(dep);
             } else if format == Format::Beads {
                 lost.push(format!(
@@ -280,8 +280,18 @@ fn plan_plain(text: &str) -> Result<Vec<Planned>> {
         if let Some(pick) = &parsed.pick {
             check_pick(pick).map_err(|e| bad(e.message))?;
         }
-        for dep in parsed.after.iter().chain(&parsed.parent) {
+        for dep in &parsed.after {
+            // A task of another repository, as `export` writes it: read there on sync.
+            if super::foreign::is_foreign(dep) {
+                if super::foreign::Dep::parse(dep).is_none_or(|d| !crate::store::foreign::valid_place(&d.place)) {
+                    return Err(bad(format!("'{}' is not <remote-or-path>#<task-id>", dep.escape_debug())).into());
+                }
+                continue;
+            }
             dep.parse::<TaskId>().map_err(|e| bad(e.message))?;
+        }
+        if let Some(parent) = &parsed.parent {
+            parent.parse::<TaskId>().map_err(|e| bad(e.message))?;
         }
         let links = parsed
             .links

@@ -2,6 +2,7 @@
 //! records into what a person or an agent asks for, and never print.
 
 pub mod export;
+pub mod foreign;
 pub mod graph;
 pub mod import;
 
@@ -137,8 +138,16 @@ fn check_pick(pick: &str) -> Result<(), Refusal> {
 }
 
 /// Resolve dependency ids (unique prefixes allowed) to existing tasks.
+/// Each dependency as given: a task here (`resolve`), or one of another repository, read there
+/// (`foreign::check`).
 fn resolve_all(store: &Store, given: &[String]) -> Result<Vec<String>> {
-    given.iter().map(|g| resolve(store, g).map(|id| id.to_string())).collect()
+    given
+        .iter()
+        .map(|g| match foreign::is_foreign(g) {
+            true => foreign::check(store, g),
+            false => resolve(store, g).map(|id| id.to_string()),
+        })
+        .collect()
 }
 
 /// Add a task; returns it as stored.
@@ -275,6 +284,7 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
             if board.depends_on(dep, id.as_str()) {
                 return Err(usage(format!("'{dep}' already depends on '{id}'; adding it would make a cycle")).into());
             }
+            foreign::check_cycle(store, &board, id.as_str(), dep)?;
         }
     }
     let change = Change {
@@ -721,6 +731,8 @@ pub struct Board {
     pub now: DateTime<Utc>,
     /// Each parent's children, as positions in `tasks`: made by the first `children` call.
     by_parent: std::sync::OnceLock<HashMap<String, Vec<usize>>>,
+    /// What was last read of the tasks of other repositories tasks here wait for (`foreign`).
+    pub foreign: foreign::Read,
 }
 
 impl Board {
@@ -775,6 +787,7 @@ impl Board {
             corrupt: loaded.corrupt,
             now: ctx.now(),
             by_parent: std::sync::OnceLock::new(),
+            foreign: foreign::Read::load(store),
         }
     }
 
@@ -824,11 +837,7 @@ impl Board {
         if self.get(id).is_some_and(|r| r.epic) {
             return Readiness::Epic;
         }
-        let blocked: Vec<String> = after
-            .into_iter()
-            .filter(|dep| self.get(dep).is_none_or(|d| d.state != State::Done))
-            .map(ToOwned::to_owned)
-            .collect();
+        let blocked: Vec<String> = after.into_iter().filter(|dep| !self.met(dep)).map(ToOwned::to_owned).collect();
         if !blocked.is_empty() {
             return Readiness::Blocked(blocked);
         }
@@ -840,10 +849,33 @@ impl Board {
 
     /// `readiness(row) == Ready`, without collecting what blocks it.
     fn is_ready(&self, row: &Row) -> bool {
-        row.state == State::Open
-            && !row.epic
-            && row.after().all(|dep| self.get(dep).is_some_and(|d| d.state == State::Done))
-            && !self.is_claimed(row.id())
+        row.state == State::Open && !row.epic && row.after().all(|dep| self.met(dep)) && !self.is_claimed(row.id())
+    }
+
+    /// Dependency `dep` and where it stands, for a person: `t-1 (open)`, `lib#t-2 (done there:
+    /// Its title)`, `lib#t-2 (not read: …)`, `t-3 (missing)`.
+    pub fn dependency(&self, dep: &str) -> String {
+        match (self.get(dep), foreign::is_foreign(dep)) {
+            (Some(row), _) => format!("{dep} ({})", row.state.as_str()),
+            (None, true) => match self.foreign.task(dep) {
+                Some(t) => {
+                    let title: String = t.title.chars().take(40).collect();
+                    let more = if t.title.chars().count() > 40 { "…" } else { "" };
+                    format!("{dep} ({} there: {title}{more})", t.state.as_str())
+                }
+                None => format!("{dep} (not read: 'git loop sync' reads it)"),
+            },
+            (None, false) => format!("{dep} (missing)"),
+        }
+    }
+
+    /// Whether dependency `dep` is met: done here, or, a task of another repository, done there
+    /// when last read (`foreign`).
+    pub fn met(&self, dep: &str) -> bool {
+        match self.get(dep) {
+            Some(d) => d.state == State::Done,
+            None => foreign::is_foreign(dep) && self.foreign.done(dep),
+        }
     }
 
     pub fn readiness(&self, row: &Row) -> Readiness {

@@ -17,7 +17,8 @@ pub struct FieldArgs {
     /// Priority, p0 (most urgent) to p3.
     #[arg(short, long, value_name = "P")]
     pub priority: Option<Priority>,
-    /// A task that must be done first; repeat for several (ids or unique prefixes).
+    /// A task that must be done first; repeat for several (ids or unique prefixes). A task of
+    /// another repository is <remote-or-path>#<id>: read through its refs on sync.
     #[arg(long, value_name = "ID")]
     pub after: Vec<String>,
     /// The plan: what the agent should do.

@@ -36,6 +36,19 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         value["cost"] = super::cost::total_json(&spent);
         value["landing"] = landing.as_ref().map_or(serde_json::Value::Null, |(j, _)| j.clone());
         value["request"] = serde_json::to_value(&request)?;
+        value["elsewhere"] = snapshot
+            .task
+            .after
+            .iter()
+            .filter_map(|d| git_loop::backlog::foreign::Dep::parse(d))
+            .map(|dep| {
+                let read = board.foreign.task(&dep.to_string());
+                serde_json::json!({
+                    "after": dep.to_string(), "place": dep.place, "id": dep.id,
+                    "state": read.map(|t| t.state.as_str()), "title": read.map(|t| t.title.clone()),
+                })
+            })
+            .collect();
         value["review"] = review.as_ref().map_or(serde_json::Value::Null, |r| review_json(&id.to_string(), r));
         value["resolving"] = resolving.map_or(serde_json::Value::Null, resolving_json);
         value["summarizing"] = summarizing.map_or(serde_json::Value::Null, summarizing_json);
@@ -82,14 +95,7 @@ pub fn run(env: &Env, args: ShowArgs) -> Result<u8> {
         out.line(format!("  {:<9}{l}", if n == 0 { "answer:" } else { "" }))?;
     }
     if !t.after.is_empty() {
-        let deps: Vec<String> = t
-            .after
-            .iter()
-            .map(|d| match board.get(d) {
-                Some(row) => format!("{d} ({})", row.state.as_str()),
-                None => format!("{d} (missing)"),
-            })
-            .collect();
+        let deps: Vec<String> = t.after.iter().map(|d| board.dependency(d)).collect();
         out.line(format!("  after:   {}", deps.join(", ")))?;
     }
     if let Some(parent) = &t.parent {

@@ -15,7 +15,9 @@ use git_loop::store::sync::{self, Change};
 /// (nothing is lost, nothing is forced), and pushes what it lacks, then lists each ref that
 /// changed. Then it looks at the landing target (loop.mergeInto, else the current branch): when
 /// the remote's is ahead of ours and ours can fast-forward, it says so, and --ff does it (a
-/// worktree that has it checked out follows; one with changes is never touched).
+/// worktree that has it checked out follows; one with changes is never touched). And it reads
+/// the tasks of other repositories that open tasks wait for (--after <remote-or-path>#<id>),
+/// even without a remote of its own.
 ///
 /// Example: git loop sync --remote origin
 #[derive(Args)]
@@ -46,8 +48,20 @@ fn word(change: &Change) -> &'static str {
 
 pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     let store = env.open()?;
-    let remote = sync::choose_remote(&store, args.remote.as_deref())?;
+    let remote = match sync::choose_remote(&store, args.remote.as_deref()) {
+        Ok(remote) => remote,
+        // No remote of its own: the tasks of other repositories it waits for are still read.
+        Err(err) => {
+            let board = git_loop::backlog::Board::load(&store, &env.ctx)?;
+            if !board.tasks.iter().any(|r| r.after().any(git_loop::backlog::foreign::is_foreign)) {
+                return Err(err);
+            }
+            let read = git_loop::backlog::foreign::refresh(&store, &board)?;
+            return elsewhere(&read, args.json);
+        }
+    };
     let report = sync::sync(&store, &env.ctx, &remote)?;
+    let read = git_loop::backlog::foreign::refresh(&store, &git_loop::backlog::Board::load(&store, &env.ctx)?)?;
     // No branch to land on (a detached HEAD without loop.mergeInto): nothing to offer.
     let target = git_loop::landing::follow_remote(&store, &remote, args.ff).ok();
     let mut out = Out::new();
@@ -65,7 +79,10 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
                 json!({ "ref": c.name, "change": word(&c.change), "detail": detail })
             })
             .collect();
-        out.json(&json!({ "remote": report.remote, "refs": refs, "target": target.as_ref().map(target_json) }))?;
+        out.json(&json!({
+            "remote": report.remote, "refs": refs, "target": target.as_ref().map(target_json),
+            "elsewhere": elsewhere_json(&read),
+        }))?;
     } else {
         for c in &report.changes {
             match &c.change {
@@ -98,11 +115,44 @@ pub fn run(env: &Env, args: SyncArgs) -> Result<u8> {
     } else if let (Some((_, git_loop::landing::Standing::Behind { .. })), true) = (&target, args.ff) {
         code = super::exit::FAILED;
     }
+    if !args.json {
+        code = code.max(elsewhere(&read, false)?);
+    } else if !read.failed.is_empty() {
+        code = super::exit::FAILED;
+    }
     if troubled > 0 {
         super::output::stderr_line(format!("warning: {troubled} refs could not be synced; see above"));
         return Ok(super::exit::FAILED);
     }
     Ok(code)
+}
+
+fn elsewhere_json(read: &git_loop::backlog::foreign::Refreshed) -> serde_json::Value {
+    json!({
+        "read": read.read.iter().map(|(dep, state)| json!({ "after": dep, "state": state.map(|s| s.as_str()) })).collect::<Vec<_>>(),
+        "failed": read.failed.iter().map(|(place, why)| json!({ "place": place, "reason": why })).collect::<Vec<_>>(),
+    })
+}
+
+/// What was read of the tasks of other repositories (`--after <place>#<id>`): a line each, and
+/// a place that could not be read a warning (exit 1).
+fn elsewhere(read: &git_loop::backlog::foreign::Refreshed, json: bool) -> Result<u8> {
+    if json {
+        Out::new().json(&json!({ "elsewhere": elsewhere_json(read) }))?;
+    } else {
+        let mut out = Out::new();
+        for (dep, state) in &read.read {
+            match state {
+                Some(state) => out.line(format!("{:<15} {dep}  ({} there)", "read", state.as_str()))?,
+                None => out.line(format!("{:<15} {dep}  (no such task there)", "problem"))?,
+            }
+        }
+        for (place, why) in &read.failed {
+            let _ = place;
+            super::output::stderr_line(format!("warning: {why}"));
+        }
+    }
+    Ok(if read.failed.is_empty() { super::exit::OK } else { super::exit::FAILED })
 }
 
 /// What sync says of the landing target, and the exit code: a fast-forward asked for and not

@@ -488,24 +488,31 @@ pub fn fetch(
         let src = spec.trim_start_matches('+').split(':').next().unwrap_or_default();
         refs.iter().any(|(name, _)| src.strip_suffix('*').map_or(name == src, |prefix| name.starts_with(prefix)))
     };
-    let wanted: Vec<&String> = refspecs.iter().filter(listed_source).collect();
+    let wanted: Vec<String> = refspecs.iter().filter(listed_source).cloned().collect();
     if !wanted.is_empty() {
-        let mut args = vec![
-            "fetch".to_owned(),
-            "--quiet".to_owned(),
-            "--no-tags".to_owned(),
-            "--no-write-fetch-head".to_owned(),
-            // Only the refspecs given: without it git also moves the remote-tracking refs
-            // (refs/remotes/<remote>/*) the remote's configured refspec maps them to, and
-            // another git process updating those at the same moment fails the fetch.
-            "--refmap=".to_owned(),
-            "--".to_owned(),
-            remote.to_owned(),
-        ];
-        args.extend(wanted.into_iter().cloned());
-        run_within(dir, &args, timeout)?;
+        fetch_refspecs(dir, remote, &wanted, timeout)?;
     }
     Ok(refs)
+}
+
+/// `git fetch` of exactly `refspecs` from `remote` (a remote's name, a URL or a path), each of
+/// whose sources the remote holds; stopped after `timeout`.
+pub fn fetch_refspecs(dir: &Path, remote: &str, refspecs: &[String], timeout: Duration) -> Result<()> {
+    let mut args = vec![
+        "fetch".to_owned(),
+        "--quiet".to_owned(),
+        "--no-tags".to_owned(),
+        "--no-write-fetch-head".to_owned(),
+        // Only the refspecs given: without it git also moves the remote-tracking refs
+        // (refs/remotes/<remote>/*) the remote's configured refspec maps them to, and
+        // another git process updating those at the same moment fails the fetch.
+        "--refmap=".to_owned(),
+        "--".to_owned(),
+        remote.to_owned(),
+    ];
+    args.extend(refspecs.iter().cloned());
+    run_within(dir, &args, timeout)?;
+    Ok(())
 }
 
 /// Whether a failed `fetch` lost a race with a push (a ref moved or went away between git's

@@ -347,7 +347,8 @@ pub fn queue(
                 continue;
             }
         }
-        let mut after = task.after.clone();
+        // A task of another repository it waited for lands there, not here.
+        let mut after: Vec<String> = task.after.iter().filter(|d| !backlog::foreign::is_foreign(d)).cloned().collect();
         if epics && row.epic {
             // Its children's work must be on its branch first.
             let mut waits = Vec::new();

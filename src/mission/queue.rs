@@ -129,7 +129,20 @@ impl engine::Queue for MissionQueue<'_> {
         };
         let left: Vec<&record::Project> =
             mission.projects.iter().filter(|p| p.wave == wave && p.status != Status::Done).collect();
-        let Some(project) = left.iter().find(|p| !self.taken.contains(&p.name)) else {
+        let candidates: Vec<&&record::Project> = left.iter().filter(|p| !self.taken.contains(&p.name)).collect();
+        // A project whose tasks wait for another's of this wave (`--after <path>#<id>`) goes
+        // after it, when one that waits for none is left.
+        let waits = |p: &record::Project| -> bool {
+            let Ok(store) = Store::open(&self.commander.ctx, &self.commander.project_dir(p)) else { return false };
+            let Ok(places) = super::verify::waits_on(&store, &self.commander.ctx, &p.selection()) else { return false };
+            left.iter().filter(|o| o.name != p.name).any(|o| {
+                let dir = self.commander.project_dir(o);
+                let names = [Some(dir.to_string_lossy().into_owned()), o.url.clone()];
+                names.into_iter().flatten().any(|n| places.contains(&crate::store::foreign::normal(&n)))
+            })
+        };
+        let first_free = candidates.iter().find(|p| !waits(p)).or(candidates.first());
+        let Some(project) = first_free.copied() else {
             return Ok(None);
         };
         if self.wave != Some(wave) {

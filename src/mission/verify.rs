@@ -69,13 +69,7 @@ pub fn check(store: &Store, ctx: &Context, selection: &Selection) -> Result<Chec
                 None => format!("{id} is open but claimed, which hides it from 'next'"),
             },
             Readiness::Blocked(deps) => {
-                let deps: Vec<String> = deps
-                    .iter()
-                    .map(|d| match board.get(d) {
-                        Some(dep) => format!("{d} ({})", dep.state.as_str()),
-                        None => format!("{d} (missing)"),
-                    })
-                    .collect();
+                let deps: Vec<String> = deps.iter().map(|d| board.dependency(d)).collect();
                 format!("{id} waits for {}", deps.join(", "))
             }
             Readiness::Ready => format!("{id} is open and ready, but the walk did not take it"),
@@ -90,4 +84,23 @@ pub fn check(store: &Store, ctx: &Context, selection: &Selection) -> Result<Chec
         check.problems.push(problem);
     }
     Ok(check)
+}
+
+/// The repositories the mission's open tasks (`selection`) in the project `store` opened wait
+/// for (`--after <place>#<id>`), each as `store::foreign::normal` writes it, a remote's name read
+/// as its URL: what orders a wave's projects (`queue`).
+pub fn waits_on(store: &Store, ctx: &Context, selection: &Selection) -> Result<std::collections::HashSet<String>> {
+    let board = Board::load(store, ctx)?;
+    let chosen = |r: &&crate::store::index::Row| match selection {
+        Selection::Label(label) => r.has_label(label),
+        Selection::Tasks(ids) => ids.iter().any(|id| id == r.id()),
+    };
+    let mut out = std::collections::HashSet::new();
+    for row in board.tasks.iter().filter(|r| r.state == State::Open).filter(chosen) {
+        for dep in row.after().filter_map(crate::backlog::foreign::Dep::parse) {
+            let place = crate::store::foreign::remote_url(store.workdir(), &dep.place).unwrap_or(dep.place);
+            out.insert(crate::store::foreign::normal(&place));
+        }
+    }
+    Ok(out)
 }

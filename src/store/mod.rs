@@ -15,6 +15,7 @@ pub mod claim_record;
 pub mod events;
 pub mod flock;
 pub mod fold;
+pub mod foreign;
 pub mod index;
 pub mod journal;
 pub mod lamport;

@@ -103,11 +103,13 @@ fn get<'t, R: Entry>(tasks: &'t [R], id: &str) -> Option<&'t R> {
     tasks.binary_search_by(|r| r.id().cmp(id)).ok().map(|i| &tasks[i])
 }
 
-/// Open, not an epic, and every dependency present and done.
+/// Open, not an epic, and every dependency present and done. A dependency on a task of another
+/// repository (`<place>#<id>`) is not the rows' to judge: the set keeps the task, and
+/// `Board::ready` checks it against what was last read there.
 fn is_ready<R: Entry>(tasks: &[R], row: &R) -> bool {
     row.state() == State::Open
         && !row.is_epic()
-        && row.after().all(|dep| get(tasks, dep).is_some_and(|d| d.state() == State::Done))
+        && row.after().all(|dep| dep.contains('#') || get(tasks, dep).is_some_and(|d| d.state() == State::Done))
 }
 
 impl Ready {
@@ -116,7 +118,9 @@ impl Ready {
         let done: HashSet<&str> = tasks.iter().filter(|r| r.state() == State::Done).map(|r| r.id()).collect();
         let set = tasks
             .iter()
-            .filter(|r| r.state() == State::Open && !r.is_epic() && r.after().all(|dep| done.contains(dep)))
+            .filter(|r| {
+                r.state() == State::Open && !r.is_epic() && r.after().all(|dep| dep.contains('#') || done.contains(dep))
+            })
             .map(Key::of)
             .collect();
         Ready { set }

@@ -132,6 +132,7 @@ pub fn walk(
             Err(err) => observer.event(&Event::Warning { message: format!("could not sync with {remote}: {err:#}") }),
         }
     }
+    read_elsewhere(store, &walker);
     walker.record(
         store,
         None,
@@ -412,6 +413,26 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
     })
 }
 
+/// Read the tasks of other repositories open tasks wait for (`backlog::foreign`); a place that
+/// cannot be read is a warning (what was read before stands).
+fn read_elsewhere(store: &Store, walker: &Walker<'_>) {
+    let Ok(board) = crate::backlog::Board::load(store, &walker.ctx) else { return };
+    let waits = |r: &crate::store::index::Row| {
+        r.state == crate::store::task::State::Open && r.after().any(crate::backlog::foreign::is_foreign)
+    };
+    if !board.tasks.iter().any(waits) {
+        return;
+    }
+    match crate::backlog::foreign::refresh(store, &board) {
+        Ok(read) => {
+            for (_, why) in read.failed {
+                walker.observer.event(&Event::Warning { message: why });
+            }
+        }
+        Err(err) => walker.observer.event(&Event::Warning { message: format!("{err:#}") }),
+    }
+}
+
 /// Sync with `loop.remote`, if there is one; a failure is a warning (what it would have sent
 /// stays here for the next sync).
 fn sync_with_remote(store: &Store, walker: &Walker<'_>) {
@@ -488,6 +509,7 @@ fn heartbeat(beating: Beating<'_, '_>, store: Store, key: &ClaimKey, stop: &engi
                 last_sync = std::time::Instant::now();
                 let synced = crate::store::sync::sync(&store, &walker.ctx, remote);
                 drop(one_at_a_time);
+                read_elsewhere(&store, walker);
                 match synced {
                     Ok(report) => {
                         let incoming = report.incoming();

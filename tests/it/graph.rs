@@ -401,3 +401,83 @@ fn a_walk_builds_each_child_on_its_epics_branch_and_lands_the_epic_through_the_r
     a.run(&["sync"]).ok();
     assert_eq!(state(&a, &epic), "done");
 }
+
+/// `--after <place>#<id>`: a task waits for a task of another repository, read through that
+/// repository's refs on sync (by path or by a remote's name; a task folded there read from its
+/// archive); `show` says where it is and its state; a cycle across the two is refused, named.
+#[test]
+fn a_task_waits_for_a_task_of_another_repository_read_on_sync() {
+    let env = TestEnv::new();
+    let lib = env.repo("lib");
+    let app = env.repo("app");
+    let dates = lib.add(&["Parse dates"]);
+    let other = lib.add(&["Parse times"]);
+    let short = &dates[2..6];
+    let uses = app.add(&["Use the date parser", "--after", &format!("../lib#{short}")]);
+    let lib_path = std::fs::canonicalize(&lib.dir).expect("lib's path");
+    let dep = format!("{}#{dates}", lib_path.display());
+    let shown = show(&app, &uses);
+    assert_eq!(shown["after"], json!([dep]), "written with an absolute path and the whole id: {shown}");
+    assert_eq!(shown["elsewhere"][0]["state"], "open", "{shown}");
+    assert_eq!(shown["elsewhere"][0]["title"], "Parse dates", "{shown}");
+    assert_eq!(shown["ready"], false);
+    let text = app.run(&["show", &uses]).ok().stdout;
+    assert!(text.contains(&format!("{dep} (open there: Parse dates)")), "{text}");
+    let ready = app.run(&["list", "--ready", "--json"]).ok().json();
+    assert_eq!(ready["tasks"], json!([]), "{ready}");
+
+    // Done there: not ready here until read again, then ready.
+    lib.run(&["done", &dates]).ok();
+    assert_eq!(show(&app, &uses)["ready"], false, "not read yet");
+    let out = app.run(&["sync"]).ok().stdout;
+    assert!(out.contains(&format!("read            {dep}  (done there)")), "{out}");
+    assert_eq!(show(&app, &uses)["ready"], true);
+
+    // By a remote's name, and folded there: read from its archive.
+    app.git(&["remote", "add", "lib", lib.dir.to_str().expect("utf-8")]);
+    let times = app.add(&["Use the time parser", "--after", &format!("lib#{other}")]);
+    lib.run(&["done", &other]).ok();
+    lib.run(&["gc", "--older-than", "0"]).ok();
+    assert_eq!(lib.git(&["for-each-ref", "refs/loop/tasks"]), "", "folded in lib");
+    app.run(&["sync"]).ok();
+    assert_eq!(show(&app, &times)["ready"], true, "{}", show(&app, &times));
+
+    // A cycle across the two repositories is refused, named; nothing written.
+    let back = lib.add(&["Needs the app"]);
+    let app_path = std::fs::canonicalize(&app.dir).expect("app's path");
+    let blocked = app.add(&["Waits for lib", "--after", &format!("lib#{back}")]);
+    let out = lib.run(&["edit", &back, "--after", &format!("{}#{blocked}", app_path.display())]).code(2);
+    assert!(
+        out.stderr.contains(&format!("cycle: {back} → {}#{blocked} → lib#{back}", app_path.display()))
+            || out.stderr.contains(&format!("cycle: {back} → {}#{blocked} → {back}", app_path.display())),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(show(&lib, &back)["after"], json!([]), "nothing written");
+
+    // What cannot be a dependency: said, exit 2.
+    let out = app.run(&["add", "x", "--after", "../lib#t-zzzzzzzz"]).code(2);
+    assert!(out.stderr.contains("has no task 't-zzzzzzzz'"), "{}", out.stderr);
+    let out = app.run(&["add", "x", "--after", "../nowhere#t-zzzzzzzz"]).code(2);
+    assert!(out.stderr.contains("neither a remote of this clone nor a path"), "{}", out.stderr);
+    let out = app.run(&["add", "x", "--after", ".#t-zzzzzzzz"]).code(2);
+    assert!(out.stderr.contains("is this repository"), "{}", out.stderr);
+}
+
+/// A walk reads the tasks of other repositories when it starts: a task whose dependency there was
+/// done since the last sync is worked.
+#[test]
+fn a_walk_reads_other_repositories_when_it_starts() {
+    let env = TestEnv::new();
+    let lib = env.repo("lib");
+    let app = env.repo("app");
+    let dates = lib.add(&["Parse dates"]);
+    let uses = app.add(&["Use the date parser", "--after", &format!("../lib#{dates}")]);
+    let agent = env.agent("w", "echo used > used.txt\ngit loop finish done --message 'used it'");
+    app.git(&["config", "loop.agent.w.command", &agent]);
+    let out = app.run(&["run", "--agent", "w", "--sandbox", "off"]);
+    assert_eq!(state(&app, &uses), "open", "{}", out.stdout);
+    lib.run(&["done", &dates]).ok();
+    app.run(&["run", "--agent", "w", "--sandbox", "off"]).ok();
+    assert_eq!(state(&app, &uses), "done");
+}

@@ -518,3 +518,23 @@ fn a_session_budget_counts_over_the_whole_mission_and_stops_it_with_exit_1() {
     c.run(&["mission", "run", "m1", "--agent", "demo"]).ok();
     assert_eq!(web_ids.iter().map(|id| state(&web, id)).collect::<Vec<_>>(), ["done", "done"]);
 }
+
+/// A mission's projects may depend on each other's tasks (`--after <path>#<id>`): in one wave,
+/// the project whose tasks wait for another's is walked after it, whatever order they were
+/// added in, and reads the other's tasks when its walk starts.
+#[test]
+fn a_project_waiting_for_another_of_its_wave_is_walked_after_it() {
+    let env = TestEnv::new();
+    let (lib, lib_ids, _) = project(&env, "lib", &[("lib one", "")]);
+    let app = env.repo("app");
+    let uses = app.add(&["app one", "--label", "m1", "--after", &format!("../lib#{}", lib_ids[0])]);
+    let c = commander(&env);
+    add_project(&c, "app", &app.dir, 1);
+    add_project(&c, "lib", &lib.dir, 1);
+    let out = c.run(&["mission", "run", "m1", "--agent", "demo"]).ok();
+    assert!(out.stdout.ends_with("mission complete: every project is done\n"), "{}", out.stdout);
+    let walked: Vec<&str> = out.stdout.lines().filter(|l| l.contains(": walking ")).collect();
+    assert!(walked[0].contains("lib: walking") && walked[1].contains("app: walking"), "{walked:?}");
+    assert_eq!(state(&lib, &lib_ids[0]), "done");
+    assert_eq!(state(&app, &uses), "done");
+}

@@ -14,7 +14,8 @@ use git_loop::mission::{MissionId, ProjectName};
 /// Add a project to a mission, or change one: a repository, its wave, and which of its tasks
 /// belong to the mission.
 ///
-/// Projects of wave 1 are worked first, then wave 2 once all of wave 1 is done, and so on.
+/// Projects of wave 1 are worked first, then wave 2 once all of wave 1 is done, and so on. In a
+/// wave, a project whose tasks wait for another's (--after <path>#<id>) is walked after it.
 /// Changing a project's path, URL or tasks makes it pending again.
 ///
 /// Example: git loop mission project v2 api --path ../api --wave 1 --label v2
