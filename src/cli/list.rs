@@ -85,7 +85,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     } else {
         Vec::new()
     };
-    let mut out = Out::new();
+    let mut out = Out::bulk();
     if args.json {
         // Each task is read and written in turn (a hundred thousand of them would take
         // hundreds of megabytes as one value); the fields in the order `json!` sorts them.
@@ -103,6 +103,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
         }));
         let corrupt = board.corrupt.iter().map(|(n, p)| json!({ "ref": n, "problem": p })).collect();
         out.json(&Listing { corrupt, tasks: &tasks })?;
+        out.finish()?;
         return Ok(0);
     }
     // Columns as wide as what they hold (a state may be "needs-decision"), under a header;
@@ -110,7 +111,8 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     let mut lines = Vec::with_capacity(rows.len());
     let prefixes = tree_prefixes(&depths);
     for (i, (row, readiness)) in rows.into_iter().enumerate() {
-        let t = row.brief()?;
+        let title = row.title()?;
+        let labels: Vec<&str> = row.labels().collect();
         let id = row.id();
         let (status, note) = match &readiness {
             Readiness::Ready => ("ready", String::new()),
@@ -124,13 +126,13 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
             Readiness::Closed => (row.state.as_str(), String::new()),
         };
         let done = if row.epic { format!("  ({} done)", board.progress(id)) } else { String::new() };
-        let labels = if t.labels.is_empty() { String::new() } else { format!("  [{}]", t.labels.join(", ")) };
+        let labels = if labels.is_empty() { String::new() } else { format!("  [{}]", labels.join(", ")) };
         let tree = prefixes.get(i).map(String::as_str).unwrap_or_default();
         lines.push((
             id.to_owned(),
             row.priority.to_string(),
             status,
-            format!("{tree}{}{done}{labels}{note}", short(&t.title, 72)),
+            format!("{tree}{}{done}{labels}{note}", short(&title, 72)),
         ));
     }
     if lines.is_empty() {
@@ -142,6 +144,7 @@ pub fn run(env: &Env, args: ListArgs) -> Result<u8> {
     for (id, priority, status, rest) in lines {
         out.line(format!("{id:<id_width$}  {priority:<3}  {:<state_width$}  {rest}", paint::state(status)))?;
     }
+    out.finish()?;
     Ok(0)
 }
 

@@ -172,12 +172,24 @@ pub struct Row {
     json: Range<usize>,
 }
 
-/// What a listing shows of a task besides its row: `Row::brief`.
+/// What a listing shows of a task besides its row: `Row::title`.
 #[derive(Debug, serde::Deserialize)]
-pub struct Brief {
-    pub title: String,
-    #[serde(default)]
-    pub labels: Vec<String>,
+struct Brief {
+    title: String,
+}
+
+/// Where the title's value starts in a record as the index writes it,
+/// `{"version":N,"id":"<id>","title":…` (the order `Task` serializes in); `None` for any other.
+fn title_at(json: &[u8], id: &str) -> Option<usize> {
+    let rest = json.strip_prefix(b"{\"version\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = rest[digits..].strip_prefix(b",\"id\":\"")?;
+    let rest = rest.strip_prefix(id.as_bytes())?;
+    let rest = rest.strip_prefix(b"\",\"title\":")?;
+    Some(json.len() - rest.len())
 }
 
 /// A field of a row. Every range handed to this lies inside text checked to be UTF-8 (the rows
@@ -208,10 +220,23 @@ impl Row {
         as_str(&self.text.bytes()[self.labels.clone()]).split('\u{1f}').any(|l| l == label)
     }
 
-    /// Its title and labels alone, read from its record without building the whole task (what a
-    /// listing of a hundred thousand tasks shows of each).
-    pub fn brief(&self) -> Result<Brief> {
-        serde_json::from_slice(&self.text.bytes()[self.json.clone()])
+    /// Its labels, as the row keeps them.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        as_str(&self.text.bytes()[self.labels.clone()]).split('\u{1f}').filter(|l| !l.is_empty())
+    }
+
+    /// Its title alone, read from its record without building the whole task (what a listing of
+    /// a hundred thousand tasks shows of each): the one string read where the index's records
+    /// hold it (`title_at`), else the record parsed for it.
+    pub fn title(&self) -> Result<String> {
+        let json = &self.text.bytes()[self.json.clone()];
+        if let Some(at) = title_at(json, self.id()) {
+            if let Some(Ok(title)) = serde_json::Deserializer::from_slice(&json[at..]).into_iter::<String>().next() {
+                return Ok(title);
+            }
+        }
+        serde_json::from_slice::<Brief>(json)
+            .map(|b| b.title)
             .map_err(|err| task::corrupt_task(&format!("{}{}", refs::TASKS, self.id()), err).into())
     }
 
@@ -1109,4 +1134,24 @@ fn write_aside(path: &Path, stamp: Option<&str>, content: &Content<'_>) -> Resul
         return Err(err.into());
     }
     Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::title_at;
+
+    /// The title is read in place from a record as the index writes it (escapes and all), and
+    /// nowhere else: any other shape is parsed whole.
+    #[test]
+    fn a_title_is_found_only_where_the_index_writes_it() {
+        let json = br#"{"version":2,"id":"t-1","title":"say \"hi\" \u00e9","body":"","title2":"x"}"#;
+        let at = title_at(json, "t-1").expect("found");
+        let title: String =
+            serde_json::Deserializer::from_slice(&json[at..]).into_iter::<String>().next().expect("one").expect("read");
+        assert_eq!(title, "say \"hi\" é");
+        assert_eq!(title_at(json, "t-2"), None, "another task's id");
+        assert_eq!(title_at(br#"{"id":"t-1","version":2,"title":"x"}"#, "t-1"), None, "another order");
+        assert_eq!(title_at(b"{\n  \"version\": 2,\n  \"id\": \"t-1\"", "t-1"), None, "pretty");
+        assert_eq!(title_at(br#"{"version":,"id":"t-1","title":"x"}"#, "t-1"), None);
+    }
 }
