@@ -281,8 +281,12 @@ pub fn edit(store: &Store, ctx: &Context, id: &TaskId, fields: TaskFields, remov
     if !after.is_empty() {
         let board = Board::load(store, ctx)?;
         for dep in &after {
-            if board.depends_on(dep, id.as_str()) {
-                return Err(usage(format!("'{dep}' already depends on '{id}'; adding it would make a cycle")).into());
+            if let Some(path) = board.dependency_path(dep, id.as_str()) {
+                return Err(usage(format!(
+                    "'{dep}' already depends on '{id}'; adding it would make a cycle: {id} → {}",
+                    path.join(" → ")
+                ))
+                .into());
             }
             foreign::check_cycle(store, &board, id.as_str(), dep)?;
         }
@@ -895,20 +899,34 @@ impl Board {
 
     /// Whether `from` depends, directly or not, on `to`.
     pub fn depends_on(&self, from: &str, to: &str) -> bool {
-        let mut stack = vec![from.to_owned()];
-        let mut seen = std::collections::HashSet::new();
+        self.dependency_path(from, to).is_some()
+    }
+
+    /// How `from` depends, directly or not, on `to`: the tasks from one to the other.
+    pub fn dependency_path(&self, from: &str, to: &str) -> Option<Vec<String>> {
+        // Each task reached, by the one it was first reached from.
+        let mut came_from: HashMap<&str, &str> = HashMap::new();
+        let mut stack = vec![from];
         while let Some(id) = stack.pop() {
             if id == to {
-                return true;
+                let mut path = vec![id.to_owned()];
+                let mut at = id;
+                while at != from {
+                    at = came_from[at];
+                    path.push(at.to_owned());
+                }
+                path.reverse();
+                return Some(path);
             }
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            if let Some(row) = self.get(&id) {
-                stack.extend(row.after().map(ToOwned::to_owned));
+            let Some(row) = self.get(id) else { continue };
+            for dep in row.after() {
+                if dep != from && !came_from.contains_key(dep) {
+                    came_from.insert(dep, id);
+                    stack.push(dep);
+                }
             }
         }
-        false
+        None
     }
 }
 

@@ -103,7 +103,7 @@ fn edits_change_fields_and_refuse_dependency_cycles() {
     let cycle = repo.run(&["edit", &a, "--after", &b]).code(2);
     assert_eq!(
         cycle.stderr_with(&[(&a, "<A>"), (&b, "<B>")]),
-        "error: '<B>' already depends on '<A>'; adding it would make a cycle\n"
+        "error: '<B>' already depends on '<A>'; adding it would make a cycle: <A> → <B> → <A>\n"
     );
     repo.run(&["edit", &a]).code(2);
     let log = repo.git(&["log", "--format=%s", &format!("refs/loop/tasks/{b}")]);
