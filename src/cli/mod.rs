@@ -43,6 +43,7 @@ mod reassign;
 mod remote_error;
 mod reopen;
 mod run;
+mod serve;
 pub mod session_guard;
 mod show;
 mod status;
@@ -184,6 +185,7 @@ enum Command {
     TakeOver(take_over::TakeOverArgs),
     HandBack(hand_back::HandBackArgs),
     Board(board::BoardArgs),
+    Serve(serve::ServeArgs),
     Watch(watch::WatchArgs),
     Demo(demo::DemoArgs),
     Man(man::ManArgs),
@@ -242,7 +244,7 @@ pub fn main() -> ExitCode {
         // Likewise for a mission's commander: the first signal stops the running child walk.
         Command::Mission(ref cmd) if cmd.is_run() => interrupt_gracefully(),
         // The board polls the flag and quits, giving the terminal back.
-        Command::Board(_) => interrupt_gracefully(),
+        Command::Board(_) | Command::Serve(_) => interrupt_gracefully(),
         // A sync stops its transfer at once (its process group killed) and says how far it got.
         Command::Sync(_) => {
             interrupt_gracefully();
@@ -316,6 +318,7 @@ pub fn main() -> ExitCode {
         Command::TakeOver(args) => take_over::run(&env, args),
         Command::HandBack(args) => hand_back::run(&env, args),
         Command::Board(args) => board::run(&env, args),
+        Command::Serve(args) => serve::run(&env, args),
         Command::Watch(args) => watch::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
         Command::Man(args) => man::run(&env, args),

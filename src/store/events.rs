@@ -77,6 +77,9 @@ recorded! {
     /// A person handed a task they had taken over back to the loop (`continue`), or landed
     /// its work themselves (`keep`).
     HandedBack(HandedBack) = "handed_back",
+    /// A person acted on a task from the web board (`git loop serve`): the verb, who, and from
+    /// where, after the verb's own events (or alone, when it was refused).
+    BoardAction(BoardAction) = "board_action",
     // People.
     /// A person took a task over: its try is theirs.
     TakenOver(TakenOver) = "taken_over",
@@ -829,6 +832,25 @@ pub struct SessionEnded {
     /// child walks). Added later: absent before, and for a walk of no mission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoardAction {
+    /// `stop`, `reassign`, `take-over`, `hand-back`, `reopen`, `park`.
+    #[serde(default)]
+    pub verb: String,
+    /// Who: the person the server runs as (`backlog::person`), through the board.
+    #[serde(default)]
+    pub by: String,
+    /// The address the request came from.
+    #[serde(default)]
+    pub from: String,
+    /// What came of it, in words (its first line), or why it was refused.
+    #[serde(default)]
+    pub outcome: String,
+    /// Whether the verb was done.
+    #[serde(default)]
+    pub done: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

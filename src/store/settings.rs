@@ -129,6 +129,10 @@ pub const KEYS: &[Key] = &[
         meaning: "how long one call to a remote (a fetch, a push, a listing) may go without moving a byte before it is cut and, as a fault that may heal, tried again; a transfer still moving data is never cut (default 60s; docs/concurrency.md, \"Faults\")",
     },
     Key {
+        key: "loop.serve.token",
+        meaning: "the token `git loop serve` asks every request of its API for (`Authorization: Bearer <token>`); unset: a new one is made and printed at each start, on 127.0.0.1 only (any other address refuses to start without it). A clone's own, never shared",
+    },
+    Key {
         key: "loop.checksTimeout",
         meaning: "how long the checks (and the review, the judge) may run before they are stopped (default 10m; `run --checks-timeout`)",
     },
@@ -391,6 +395,11 @@ impl<'s> Settings<'s> {
     /// `loop.mergeInto`: the branch done work lands on.
     pub fn merge_into(&self) -> Option<String> {
         self.text("loop.mergeInto")
+    }
+
+    /// `loop.serve.token`: the web board's token, if set.
+    pub fn serve_token(&self) -> Option<String> {
+        self.text("loop.serve.token").map(|t| t.trim().to_owned())
     }
 
     /// `loop.epicBranch`: whether an epic's children land on the epic's branch.

@@ -117,6 +117,8 @@ const LOCAL_KEYS: &[&str] = &[
     "loop.holder",
     "loop.user",
     "loop.transferTimeout",
+    // The web board's secret: never another clone's word, never in a shared record.
+    "loop.serve.token",
     // Where this clone's forge token is sent: never another clone's word.
     "loop.forge",
     "loop.forge.url",

@@ -43,6 +43,7 @@ mod review;
 mod robustness;
 mod run;
 mod scale;
+mod serve;
 mod setup_notify;
 mod share;
 mod soak;

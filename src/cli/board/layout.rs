@@ -19,7 +19,7 @@ pub const COLUMNS: [(&str, Color); 6] = [
 ];
 
 /// One task on the board.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Card {
     pub id: String,
     pub title: String,
@@ -28,7 +28,7 @@ pub struct Card {
 }
 
 /// A session running on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SessionRow {
     pub task: String,
     pub session: String,

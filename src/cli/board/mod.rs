@@ -10,6 +10,9 @@
 mod keys;
 mod layout;
 
+pub(super) use keys::Verb;
+pub(super) use layout::{Card, Model, SessionRow};
+
 use std::io::IsTerminal as _;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,8 +38,8 @@ use git_loop::store::journal::{self, Filter};
 use git_loop::store::task::State;
 use git_loop::store::watch::{Changes, Watch};
 use git_loop::store::Store;
-use keys::{Keys, Outcome, Verb};
-use layout::{Card, Model, Pane, SessionRow, View};
+use keys::{Keys, Outcome};
+use layout::{Pane, View};
 
 /// A live board in the terminal: act on tasks as they move.
 ///
@@ -336,7 +339,7 @@ impl<'e> Board<'e> {
     fn reload(&mut self) -> Result<()> {
         let overview = status::overview(self.store, &self.env.ctx)?;
         let selected = self.model.card(self.view.selected).map(|c| c.id.clone());
-        self.model = self.model_of(&overview)?;
+        self.model = model(self.env, self.store, &overview, self.synced.as_deref())?;
         self.overview = Some(overview);
         // The selection follows its task to its new column.
         if let Some(at) = selected.and_then(|id| self.model.find(&id)) {
@@ -349,151 +352,10 @@ impl<'e> Board<'e> {
         Ok(())
     }
 
-    /// The board's columns and lines, from what `status` read.
-    fn model_of(&self, o: &Overview) -> Result<Model> {
-        let now = self.env.ctx.now();
-        let board = &o.board;
-        let clean = |s: &str| text::line(s).into_owned();
-        let card = |t: &git_loop::store::task::Task, note: Option<String>| Card {
-            id: t.id.clone(),
-            title: clean(&t.title),
-            note,
-        };
-        let mut model = Model::default();
-        model.columns[0] = o.ready.iter().map(|t| card(t, None)).collect();
-        model.more[0] = o.ready_count - o.ready.len();
-        for row in board.tasks.iter().filter(|r| r.state == State::Open) {
-            match board.readiness(row) {
-                Readiness::Blocked(_) => model.columns[0].push(card(&row.task()?, Some("blocked".into()))),
-                Readiness::Epic => {
-                    let progress = board.progress(row.id());
-                    model.columns[0].push(card(&row.task()?, Some(format!("epic {progress}"))));
-                }
-                _ => {}
-            }
-        }
-        for id in &o.worked_ids {
-            let agent = o.running.iter().find(|r| &r.task == id).map(|r| r.agent.clone());
-            if let Some(row) = board.get(id) {
-                model.columns[1].push(card(&row.task()?, agent));
-            }
-        }
-        for t in &o.waiting {
-            let column = if t.state == State::Failed { 5 } else { 2 };
-            let note = match o.taken.get(&t.id) {
-                // Where the person works it: its worktree.
-                Some((worktree, _)) if t.state == State::TakenOver => Some(format!("taken over · {}", clean(worktree))),
-                _ => (t.state != State::Failed).then(|| t.state.as_str().to_owned()),
-            };
-            model.columns[column].push(card(t, note));
-        }
-        let mut done: Vec<_> = board.tasks.iter().filter(|r| r.state == State::Done).collect();
-        done.sort_by_key(|r| std::cmp::Reverse(r.created_at));
-        model.more[3] = done.len().saturating_sub(500);
-        let requests = o.landing.as_ref().map(|v| v.requests.as_slice()).unwrap_or_default();
-        for row in done.into_iter().take(500) {
-            // A done task's open request on the forge: its number and CI.
-            let note = requests.iter().find(|k| k.task == row.id()).map(|k| {
-                let sign = if k.forge == "gitlab" { "!" } else { "#" };
-                format!("{sign}{} checks {}", k.number, k.checks)
-            });
-            model.columns[3].push(card(&row.task()?, note));
-        }
-        model.columns[4] = o.parked.iter().map(|t| card(t, None)).collect();
-
-        let walk = match (o.walkers.first(), &o.last_walk) {
-            (Some((w, _)), _) => format!(
-                "walk {} running since {} (pid {} on {})",
-                w.record.holder,
-                relative(w.record.acquired_at, now),
-                w.record.pid,
-                w.record.host
-            ),
-            (None, Some((e, Recorded::WalkPaused(p)))) => {
-                format!("no walk running here · the last walk paused {} ({})", relative(e.event.at, now), p.policy)
-            }
-            (None, Some((e, Recorded::WalkEnded(ended)))) => {
-                format!("no walk running here · the last walk ended {} ({})", relative(e.event.at, now), ended.stop)
-            }
-            _ => "no walk running here".to_owned(),
-        };
-        let walk = match &self.synced {
-            Some(synced) => format!("{walk} · {synced}"),
-            None => walk,
-        };
-        let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
-        let mut counts = format!(
-            "{} open ({} ready, {} blocked, {} running) · {} waiting for you · {} done · {} parked",
-            count(State::Open),
-            o.ready_count,
-            o.blocked,
-            o.worked,
-            o.waiting.len(),
-            count(State::Done),
-            count(State::Parked)
-        );
-        if o.spent.sessions > 0 {
-            counts.push_str(&format!(" · spent {}", o.spent.describe()));
-        }
-        model.header = vec![clean(&walk), counts];
-        if !o.mission_list.is_empty() {
-            let missions: Vec<String> = o
-                .mission_list
-                .iter()
-                .map(|m| {
-                    let state = match super::mission::commander(self.store, &self.env.ctx, m) {
-                        Some(held) => super::mission::commander_line(&held, now),
-                        None => m.state.as_str().to_owned(),
-                    };
-                    format!("mission {} {} · {state}", m.id, short(&m.title, 30))
-                })
-                .collect();
-            model.header.push(clean(&missions.join(" │ ")));
-        }
-        let timeline = journal::timeline(self.store, &Filter::default())?.entries;
-        model.journal = timeline[timeline.len().saturating_sub(30)..]
-            .iter()
-            .map(|entry| {
-                let e = &entry.event;
-                let summary = journal::summary(e).map(|s| format!("  {s}")).unwrap_or_default();
-                clean(&format!("{} {} {}{summary}", clock(e.at, now), e.task.as_deref().unwrap_or("-"), e.kind))
-            })
-            .collect();
-        model.sessions = self.sessions(o);
-        Ok(model)
-    }
-
-    /// The sessions running here, read again, with each task's spend so far.
-    fn sessions(&self, o: &Overview) -> Vec<SessionRow> {
-        let now = self.env.ctx.now();
-        let mut running = status::running_sessions(&o.loop_dir, &self.env.ctx);
-        running.sort_by_key(|r| r.started_at);
-        running
-            .iter()
-            .map(|r| {
-                let spent = git_loop::store::ledger::task_total(self.store, &r.task)
-                    .ok()
-                    .filter(|t| t.sessions > 0)
-                    .map(|t| t.describe())
-                    .unwrap_or_else(|| "spent –".into());
-                let last = record::tail(&record::dir(&o.loop_dir, &r.session).join("log"), 1);
-                SessionRow {
-                    task: r.task.clone(),
-                    session: r.session.clone(),
-                    agent: text::line(&r.agent).into_owned(),
-                    try_number: r.try_number,
-                    elapsed: relative(r.started_at, now).trim_end_matches(" ago").to_owned(),
-                    spent,
-                    last: text::line(&last).into_owned(),
-                }
-            })
-            .collect()
-    }
-
     /// Read the sessions and the followed output again.
     fn refresh_sessions(&mut self) {
         let Some(o) = &self.overview else { return };
-        self.model.sessions = self.sessions(o);
+        self.model.sessions = sessions(self.env, self.store, o);
         if let Some(task) = &self.following {
             self.view.pane = match super::watch::session_of(&o.loop_dir, &self.env.ctx, task) {
                 Some((r, running)) => {
@@ -551,6 +413,144 @@ impl<'e> Board<'e> {
     }
 }
 
+/// The board's columns and lines, from what `status` read.
+pub(super) fn model(env: &Env, store: &Store, o: &Overview, synced: Option<&str>) -> Result<Model> {
+    let now = env.ctx.now();
+    let board = &o.board;
+    let clean = |s: &str| text::line(s).into_owned();
+    let card =
+        |t: &git_loop::store::task::Task, note: Option<String>| Card { id: t.id.clone(), title: clean(&t.title), note };
+    let mut model = Model::default();
+    model.columns[0] = o.ready.iter().map(|t| card(t, None)).collect();
+    model.more[0] = o.ready_count - o.ready.len();
+    for row in board.tasks.iter().filter(|r| r.state == State::Open) {
+        match board.readiness(row) {
+            Readiness::Blocked(_) => model.columns[0].push(card(&row.task()?, Some("blocked".into()))),
+            Readiness::Epic => {
+                let progress = board.progress(row.id());
+                model.columns[0].push(card(&row.task()?, Some(format!("epic {progress}"))));
+            }
+            _ => {}
+        }
+    }
+    for id in &o.worked_ids {
+        let agent = o.running.iter().find(|r| &r.task == id).map(|r| r.agent.clone());
+        if let Some(row) = board.get(id) {
+            model.columns[1].push(card(&row.task()?, agent));
+        }
+    }
+    for t in &o.waiting {
+        let column = if t.state == State::Failed { 5 } else { 2 };
+        let note = match o.taken.get(&t.id) {
+            // Where the person works it: its worktree.
+            Some((worktree, _)) if t.state == State::TakenOver => Some(format!("taken over · {}", clean(worktree))),
+            _ => (t.state != State::Failed).then(|| t.state.as_str().to_owned()),
+        };
+        model.columns[column].push(card(t, note));
+    }
+    let mut done: Vec<_> = board.tasks.iter().filter(|r| r.state == State::Done).collect();
+    done.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+    model.more[3] = done.len().saturating_sub(500);
+    let requests = o.landing.as_ref().map(|v| v.requests.as_slice()).unwrap_or_default();
+    for row in done.into_iter().take(500) {
+        // A done task's open request on the forge: its number and CI.
+        let note = requests.iter().find(|k| k.task == row.id()).map(|k| {
+            let sign = if k.forge == "gitlab" { "!" } else { "#" };
+            format!("{sign}{} checks {}", k.number, k.checks)
+        });
+        model.columns[3].push(card(&row.task()?, note));
+    }
+    model.columns[4] = o.parked.iter().map(|t| card(t, None)).collect();
+
+    let walk = match (o.walkers.first(), &o.last_walk) {
+        (Some((w, _)), _) => format!(
+            "walk {} running since {} (pid {} on {})",
+            w.record.holder,
+            relative(w.record.acquired_at, now),
+            w.record.pid,
+            w.record.host
+        ),
+        (None, Some((e, Recorded::WalkPaused(p)))) => {
+            format!("no walk running here · the last walk paused {} ({})", relative(e.event.at, now), p.policy)
+        }
+        (None, Some((e, Recorded::WalkEnded(ended)))) => {
+            format!("no walk running here · the last walk ended {} ({})", relative(e.event.at, now), ended.stop)
+        }
+        _ => "no walk running here".to_owned(),
+    };
+    let walk = match synced {
+        Some(synced) => format!("{walk} · {synced}"),
+        None => walk,
+    };
+    let count = |st: State| board.tasks.iter().filter(|r| r.state == st).count();
+    let mut counts = format!(
+        "{} open ({} ready, {} blocked, {} running) · {} waiting for you · {} done · {} parked",
+        count(State::Open),
+        o.ready_count,
+        o.blocked,
+        o.worked,
+        o.waiting.len(),
+        count(State::Done),
+        count(State::Parked)
+    );
+    if o.spent.sessions > 0 {
+        counts.push_str(&format!(" · spent {}", o.spent.describe()));
+    }
+    model.header = vec![clean(&walk), counts];
+    if !o.mission_list.is_empty() {
+        let missions: Vec<String> = o
+            .mission_list
+            .iter()
+            .map(|m| {
+                let state = match super::mission::commander(store, &env.ctx, m) {
+                    Some(held) => super::mission::commander_line(&held, now),
+                    None => m.state.as_str().to_owned(),
+                };
+                format!("mission {} {} · {state}", m.id, short(&m.title, 30))
+            })
+            .collect();
+        model.header.push(clean(&missions.join(" │ ")));
+    }
+    let timeline = journal::timeline(store, &Filter::default())?.entries;
+    model.journal = timeline[timeline.len().saturating_sub(30)..]
+        .iter()
+        .map(|entry| {
+            let e = &entry.event;
+            let summary = journal::summary(e).map(|s| format!("  {s}")).unwrap_or_default();
+            clean(&format!("{} {} {}{summary}", clock(e.at, now), e.task.as_deref().unwrap_or("-"), e.kind))
+        })
+        .collect();
+    model.sessions = sessions(env, store, o);
+    Ok(model)
+}
+
+/// The sessions running here, read again, with each task's spend so far.
+pub(super) fn sessions(env: &Env, store: &Store, o: &Overview) -> Vec<SessionRow> {
+    let now = env.ctx.now();
+    let mut running = status::running_sessions(&o.loop_dir, &env.ctx);
+    running.sort_by_key(|r| r.started_at);
+    running
+        .iter()
+        .map(|r| {
+            let spent = git_loop::store::ledger::task_total(store, &r.task)
+                .ok()
+                .filter(|t| t.sessions > 0)
+                .map(|t| t.describe())
+                .unwrap_or_else(|| "spent –".into());
+            let last = record::tail(&record::dir(&o.loop_dir, &r.session).join("log"), 1);
+            SessionRow {
+                task: r.task.clone(),
+                session: r.session.clone(),
+                agent: text::line(&r.agent).into_owned(),
+                try_number: r.try_number,
+                elapsed: relative(r.started_at, now).trim_end_matches(" ago").to_owned(),
+                spent,
+                last: text::line(&last).into_owned(),
+            }
+        })
+        .collect()
+}
+
 /// What the bottom line says while a verb runs.
 fn doing(task: &str, verb: &Verb) -> String {
     match verb {
@@ -565,7 +565,7 @@ fn doing(task: &str, verb: &Verb) -> String {
 }
 
 /// Run a verb as its command does, and say what came of it.
-fn act(env: &Env, task: &str, verb: &Verb) -> Result<Vec<String>> {
+pub(super) fn act(env: &Env, task: &str, verb: &Verb) -> Result<Vec<String>> {
     let store = env.open()?;
     let ctx = &env.ctx;
     Ok(match verb {
@@ -633,7 +633,7 @@ fn act(env: &Env, task: &str, verb: &Verb) -> Result<Vec<String>> {
 }
 
 /// An error on one line, with its hint.
-fn one_line(err: &anyhow::Error) -> String {
+pub(super) fn one_line(err: &anyhow::Error) -> String {
     let line = match find_refusal(err) {
         Some(r) => match &r.hint {
             Some(hint) => format!("error: {} · hint: {hint}", r.message),
