@@ -416,6 +416,17 @@ fn the_board_in_a_browser_is_live_safe_acts_and_fits_a_phone() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // It waits for a person now: the page says why and how to answer it.
+    browser.wait(
+        "the stopped task's answers",
+        &format!(
+            "const c = {}; return c !== null && c.closest('section').getAttribute('aria-label') === 'needs you' \
+             && c.querySelector('.reason').textContent.includes('stopped') \
+             && Array.from(c.querySelectorAll('.answers li')).some((l) => l.textContent.includes('git loop reopen'))",
+            card(&long)
+        ),
+        Duration::from_secs(10),
+    );
     let journaled = || {
         let log = repo.run(&["log", "--json"]).ok().json();
         log["events"]

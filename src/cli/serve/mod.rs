@@ -434,8 +434,21 @@ fn read_board(env: &Env, store: &Store, synced: Option<String>) -> Value {
             .zip(model.columns.iter().zip(model.more))
             .map(|(name, (cards, more))| json!({ "name": name, "cards": cards, "more": more }))
             .collect();
+        // How to answer each task that waits for a person: its reason, and the ways (`show`).
+        let waiting: serde_json::Map<String, Value> = overview
+            .waiting
+            .iter()
+            .map(|t| {
+                let (answers, failure) = overview
+                    .answers
+                    .get(&t.id)
+                    .map_or((json!([]), Value::Null), |(w, f)| super::answer::json(w, f.as_ref()));
+                (t.id.clone(), json!({ "state": t.state, "reason": t.reason, "answers": answers, "failure": failure }))
+            })
+            .collect();
         Ok(json!({
             "repository": store.workdir().display().to_string(),
+            "waiting": waiting,
             "header": model.header,
             "columns": columns,
             "sessions": model.sessions,

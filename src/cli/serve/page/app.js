@@ -5,6 +5,8 @@
 const KEY = "git-loop-token";
 let token = null;
 let following = null;
+// The tasks whose ways to answer are shown: kept open across redraws.
+const opened = new Set();
 
 // The token comes in the address's fragment (never sent to a server), is kept for this tab,
 // and is taken out of the address bar.
@@ -86,12 +88,32 @@ async function act(id, verb) {
   }
 }
 
-function card(column, c) {
+function card(column, c, waiting) {
   const item = el("li", null, "card");
   item.dataset.task = c.id;
   item.appendChild(el("div", c.id, "id"));
   item.appendChild(el("div", c.title, "title"));
   if (c.note) item.appendChild(el("div", c.note, "note"));
+  // A task waiting for a person: why, and every way to answer it.
+  const wait = waiting && waiting[c.id];
+  if (wait) {
+    if (wait.reason) item.appendChild(el("div", wait.reason, "reason"));
+    if (wait.answers && wait.answers.length) {
+      const details = el("details", null, "answers");
+      details.open = opened.has(c.id);
+      details.addEventListener("toggle", () => (details.open ? opened.add(c.id) : opened.delete(c.id)));
+      details.appendChild(el("summary", "How to answer"));
+      const list = el("ul");
+      for (const a of wait.answers) {
+        const line = el("li");
+        line.appendChild(el("code", a.command));
+        line.appendChild(document.createTextNode(" " + a.does));
+        list.appendChild(line);
+      }
+      details.appendChild(list);
+      item.appendChild(details);
+    }
+  }
   const actions = el("div", null, "actions");
   for (const verb of ACTIONS[column] || []) {
     const button = el("button", LABELS[verb]);
@@ -139,7 +161,7 @@ function draw(board) {
     const count = column.cards.length + column.more;
     section.appendChild(el("h2", column.name + " (" + count + ")"));
     const list = el("ul");
-    list.replaceChildren(...column.cards.map((c) => card(column.name, c)));
+    list.replaceChildren(...column.cards.map((c) => card(column.name, c, board.waiting)));
     section.appendChild(list);
     if (column.more > 0) section.appendChild(el("p", "… and " + column.more + " more", "note"));
     return section;
