@@ -28,9 +28,13 @@ pub(super) enum May {
 pub(super) fn judge(env: &Env, cmd: &Command) -> May {
     match cmd {
         Command::Journal(super::journal::JournalCommand::Append(args)) if args.speaks_for_itself(env) => May::Run,
-        Command::Finish(_) | Command::Hook(_) | Command::Man(_) | Command::Completion(_) | Command::DemoAgent(_) => {
-            May::Run
-        }
+        // Each of its tools runs the command of its name, judged as that command.
+        Command::Finish(_)
+        | Command::Hook(_)
+        | Command::Man(_)
+        | Command::Completion(_)
+        | Command::DemoAgent(_)
+        | Command::Mcp(_) => May::Run,
         Command::Show(_)
         | Command::List(_)
         | Command::Log(_)

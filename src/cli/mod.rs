@@ -32,6 +32,7 @@ mod land;
 mod list;
 mod log;
 mod man;
+mod mcp;
 mod mission;
 mod next;
 mod output;
@@ -186,6 +187,7 @@ enum Command {
     HandBack(hand_back::HandBackArgs),
     Board(board::BoardArgs),
     Serve(serve::ServeArgs),
+    Mcp(mcp::McpArgs),
     Watch(watch::WatchArgs),
     Demo(demo::DemoArgs),
     Man(man::ManArgs),
@@ -319,6 +321,7 @@ pub fn main() -> ExitCode {
         Command::HandBack(args) => hand_back::run(&env, args),
         Command::Board(args) => board::run(&env, args),
         Command::Serve(args) => serve::run(&env, args),
+        Command::Mcp(args) => mcp::run(&env, args),
         Command::Watch(args) => watch::run(&env, args),
         Command::Demo(args) => demo::run(&env, args),
         Command::Man(args) => man::run(&env, args),

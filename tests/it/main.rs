@@ -29,6 +29,7 @@ mod interrupt;
 mod journal;
 mod land;
 mod library;
+mod mcp;
 mod mission;
 mod model_server;
 mod next_claim;

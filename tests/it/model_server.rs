@@ -35,6 +35,9 @@ pub enum Turn {
     Shell(String),
     /// Say this and end the turn.
     Say(String),
+    /// Call a tool the request offers by its name (an MCP server's, `mcp__<server>__<tool>` in
+    /// Claude Code) with this input.
+    Tool { name: String, input: Value },
     /// Never answer (until the server is dropped).
     Stall,
     /// Refuse as the vendor's API does: this HTTP status with its error body (a 429 rate or
@@ -51,6 +54,8 @@ pub struct Request {
     pub tool_results: usize,
     /// Whether the request offers tools (CLIs also make small side requests without them).
     pub has_tools: bool,
+    /// The names of the tools it offers.
+    pub tools: Vec<String>,
 }
 
 type Script = dyn Fn(&Request) -> Turn + Send + Sync;
@@ -284,7 +289,9 @@ fn anthropic_request(body: &Value) -> Request {
         }
     }
     let has_tools = body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
-    Request { user_text, tool_results, has_tools }
+    let tools =
+        body["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).map(String::from).collect();
+    Request { user_text, tool_results, has_tools, tools }
 }
 
 /// The working directory Claude Code states in its system prompt.
@@ -331,6 +338,7 @@ fn anthropic_events(body: &Value, turn: &Turn, n: usize) -> Vec<(String, String)
         Turn::Shell(command) => {
             events.extend(tool("Bash", json!({ "command": command, "description": "Run the command" })))
         }
+        Turn::Tool { name, input } => events.extend(tool(name, input.clone())),
         Turn::Say(text) => events.extend([
             ("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
             ("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}})),
@@ -388,7 +396,8 @@ fn responses_request(body: &Value) -> Request {
             _ => {}
         }
     }
-    Request { user_text, tool_results, has_tools: !tool_names(body).is_empty() }
+    let tools: Vec<String> = tool_names(body).into_iter().map(|(_, name)| name).collect();
+    Request { user_text, tool_results, has_tools: !tools.is_empty(), tools }
 }
 
 /// Every tool the request offers, as (type, name): the `tools` list and the tools the
@@ -455,6 +464,7 @@ fn responses_events(body: &Value, turn: &Turn, n: usize) -> Vec<(String, String)
         Turn::Say(text) => {
             json!({"type":"message","role":"assistant","id":format!("msg_{n}"),"content":[{"type":"output_text","text":text,"annotations":[]}]})
         }
+        Turn::Tool { name, input } => function(name, input.clone()),
         Turn::Stall | Turn::Refuse { .. } => unreachable!("a stall or a refusal has no events"),
     };
     let id = format!("resp_{n}");
