@@ -202,6 +202,7 @@ pub fn walk_options(
     crate::tries::pool::size(store)?;
     crate::tries::pool::max_bytes(store)?;
     opts.notify = store.settings().notify().filter(|c| !c.trim().is_empty());
+    opts.notify_webhook = store.settings().notify_webhook()?;
     opts.session_timeout = Some(flags.session_timeout);
     opts.checks_timeout = config::checks_timeout(store, flags.checks_timeout)?;
     opts.grace = flags.grace;

@@ -50,6 +50,10 @@ pub const KEYS: &[Key] = &[
         meaning: "a command told of a task that needs you, a walk that paused or ended and a budget spent, the event as JSON on its stdin (docs/hooks.md, \"Notifications\"); stopped after 10 s, its failure a warning",
     },
     Key {
+        key: "loop.notify.webhook",
+        meaning: "an http or https URL walks post the same notification document to (`Content-Type: application/json`; 10 s at most, its failure a warning; `git loop serve`'s page shows the same moments as browser notifications); a clone's own",
+    },
+    Key {
         key: "loop.setup",
         meaning: "a command run in each new try worktree before its first session (copy `.env` from `$GIT_LOOP_CHECKOUT`, the main checkout; install dependencies; `run`/`race --setup`); what it leaves untracked is never committed; its output heads the session's log, its failure sends the task to needs-you, and one that cannot run (the shell's 126, 127) stops the walk, exit 77",
     },
@@ -268,6 +272,16 @@ impl<'s> Settings<'s> {
     /// `loop.checks`: the default checks command.
     pub fn checks(&self) -> Option<String> {
         self.text("loop.checks")
+    }
+
+    /// `loop.notify.webhook`: a URL walks post their notifications to (http or https).
+    pub fn notify_webhook(&self) -> Result<Option<String>, Refusal> {
+        let Some(url) = self.text("loop.notify.webhook").map(|u| u.trim().to_owned()) else { return Ok(None) };
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.chars().any(char::is_whitespace) {
+            return Err(usage(format!("loop.notify.webhook '{}' is not an http or https URL", url.escape_debug()))
+                .hint("git config loop.notify.webhook https://hooks.example.com/git-loop"));
+        }
+        Ok(Some(url))
     }
 
     /// `loop.notify`: the command told of walks' events (docs/hooks.md, "Notifications").

@@ -110,6 +110,7 @@ const SHARED_SECTIONS: &[&str] = &["loop.agent.", "loop.role.", "loop.price."];
 const LOCAL_KEYS: &[&str] = &[
     "loop.remote",
     "loop.notify",
+    "loop.notify.webhook",
     "loop.worktrees",
     "loop.pool",
     "loop.pool.maxSize",

@@ -121,6 +121,8 @@ pub struct Options {
     /// A command told, as JSON on its stdin, when a task needs a person and how the walk
     /// ended (`loop.notify`; docs/hooks.md, "Notifications").
     pub notify: Option<String>,
+    /// A URL the same document is posted to (`loop.notify.webhook`).
+    pub notify_webhook: Option<String>,
     /// How sessions and checks are confined (decided when the walk starts: `sandbox`).
     pub confinement: crate::sandbox::Confinement,
     /// Obey settings changed while an unconfined session ran (`run --accept-settings`; see
@@ -170,6 +172,7 @@ impl Options {
             setup: None,
             warm: Default::default(),
             notify: None,
+            notify_webhook: None,
             confinement: crate::sandbox::Confinement::Off,
             accept_settings: false,
         }

@@ -584,13 +584,6 @@ impl Walker<'_> {
     /// "Notifications", with `fields` beside the ones every event has, on its stdin. It may run
     /// for [`NOTIFY_TIMEOUT`]; its failure is a warning, never the walk's.
     pub fn notify(&self, store: &Store, event: &str, fields: serde_json::Value) {
-        let Some(command) = self.opts.notify.clone() else { return };
-        if let Err(err) = self.try_notify(store, event, &command, fields) {
-            self.observer.event(&Event::Warning { message: format!("the notify command failed: {err:#}") });
-        }
-    }
-
-    fn try_notify(&self, store: &Store, event: &str, command: &str, fields: serde_json::Value) -> Result<()> {
         let mut doc = serde_json::json!({
             "version": NOTIFY_VERSION,
             "event": event,
@@ -601,6 +594,19 @@ impl Walker<'_> {
         if let (Some(doc), serde_json::Value::Object(fields)) = (doc.as_object_mut(), fields) {
             doc.extend(fields);
         }
+        if let Some(command) = self.opts.notify.clone() {
+            if let Err(err) = self.try_notify(store, event, &command, &doc) {
+                self.observer.event(&Event::Warning { message: format!("the notify command failed: {err:#}") });
+            }
+        }
+        if let Some(url) = &self.opts.notify_webhook {
+            if let Err(err) = post_webhook(url, &doc) {
+                self.observer.event(&Event::Warning { message: format!("the notify webhook failed: {err:#}") });
+            }
+        }
+    }
+
+    fn try_notify(&self, store: &Store, event: &str, command: &str, doc: &serde_json::Value) -> Result<()> {
         let dir = store.loop_dir()?.join("notify");
         std::fs::create_dir_all(&dir).with_context(|| format!("could not create '{}'", dir.display()))?;
         let input = dir.join(format!("{event}-{}.json", crate::ids::random_base32(8)));
@@ -652,4 +658,25 @@ impl Walker<'_> {
         }
         fresh
     }
+}
+
+/// Post a notification document to `url` (`loop.notify.webhook`), at most [`NOTIFY_TIMEOUT`];
+/// any answer but a 2xx is a failure, named with its status.
+fn post_webhook(url: &str, doc: &serde_json::Value) -> Result<()> {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(NOTIFY_TIMEOUT))
+        .user_agent(format!("git-loop/{}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let agent = ureq::Agent::new_with_config(config);
+    let response = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .send(doc.to_string().as_bytes())
+        .map_err(|err| anyhow::anyhow!("{url}: {err}"))?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        anyhow::bail!("{url} answered {status}");
+    }
+    Ok(())
 }

@@ -391,6 +391,13 @@ fn the_board_in_a_browser_is_live_safe_acts_and_fits_a_phone() {
     browser.wait("the new task", &format!("return {} !== null", card(&fresh)), Duration::from_secs(2));
     assert!(added_at.elapsed() < Duration::from_secs(2));
 
+    // Browser notifications, as a page allowed to show them would: recorded here.
+    browser.eval(
+        "window.shown = []; window.Notification = class { constructor(title, options) { \
+         window.shown.push({ title, tag: options.tag, body: options.body }); } \
+         static get permission() { return 'granted'; } static requestPermission() { return Promise.resolve('granted'); } }; \
+         return true",
+    );
     // A running session, stopped from the page.
     let mut walk = repo
         .command(&["run", "--agent", "slow", "--task", &long, "--sandbox", "off"])
@@ -425,6 +432,12 @@ fn the_board_in_a_browser_is_live_safe_acts_and_fits_a_phone() {
              && Array.from(c.querySelectorAll('.answers li')).some((l) => l.textContent.includes('git loop reopen'))",
             card(&long)
         ),
+        Duration::from_secs(10),
+    );
+    // The page told of it: on the page, and as a notification.
+    browser.wait(
+        "a notification of the stopped task",
+        &format!("return window.shown.some((n) => n.tag === '{long}' && n.title === '{long} needs you')"),
         Duration::from_secs(10),
     );
     let journaled = || {

@@ -136,6 +136,72 @@ fn a_failing_notify_command_is_a_warning_never_the_walks_failure() {
     assert_eq!(repo.run(&["show", &id, "--json"]).ok().json()["state"], "done");
 }
 
+/// `loop.notify.webhook`: the same documents posted as JSON to a URL (a listener of the test's
+/// on 127.0.0.1); one that refuses is a warning, never the walk's failure; a bad URL is refused
+/// before anything runs.
+#[test]
+fn loop_notify_webhook_posts_the_same_documents_and_a_refusal_is_a_warning() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let env = TestEnv::new();
+    let repo = env.repo("r");
+    let id = repo.add(&["Asks"]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let posted = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, serde_json::Value)>::new()));
+    let seen = posted.clone();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("request line");
+            let (mut length, mut kind) = (0, String::new());
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header).expect("header");
+                let header = header.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                let (name, value) = header.split_once(':').expect("name: value");
+                match name.to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().expect("length"),
+                    "content-type" => kind = value.trim().to_owned(),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).expect("body");
+            seen.lock().expect("lock").push((kind, serde_json::from_slice(&body).expect("JSON")));
+            // The third post is refused.
+            let status = if n == 2 { "500 Internal Server Error" } else { "204 No Content" };
+            let _ = stream
+                .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes());
+        }
+    });
+    repo.git(&["config", "loop.notify.webhook", &url]);
+    let agent = env.agent("asker", "git loop finish blocked --message 'which colour?'");
+    repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).ok();
+    let got = posted.lock().expect("lock").clone();
+    let kinds: Vec<&str> = got.iter().map(|(_, e)| e["event"].as_str().unwrap_or("")).collect();
+    assert_eq!(kinds, ["needs_you", "walk_ended"], "{got:?}");
+    assert!(got.iter().all(|(kind, _)| kind == "application/json"), "{got:?}");
+    assert_eq!((got[0].1["task"].as_str(), got[0].1["state"].as_str()), (Some(id.as_str()), Some("needs-you")));
+    // Refused: a warning, and the walk's work stands.
+    let done = repo.add(&["Done"]);
+    let agent = env.agent("done", "git loop finish done");
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1", "--task", &done]).ok();
+    assert!(
+        out.stderr.contains("warning: the notify webhook failed: ") && out.stderr.contains("500"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(repo.run(&["show", &done, "--json"]).ok().json()["state"], "done");
+    repo.git(&["config", "loop.notify.webhook", "ftp://nope"]);
+    let out = repo.run(&["run", "--agent-cmd", &agent, "--grace", "1"]).code(2);
+    assert!(out.stderr.contains("is not an http or https URL"), "{}", out.stderr);
+}
+
 #[test]
 fn the_setup_copies_from_the_checkout_and_what_it_copied_is_never_committed() {
     let env = TestEnv::new();

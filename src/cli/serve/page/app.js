@@ -7,6 +7,30 @@ let token = null;
 let following = null;
 // The tasks whose ways to answer are shown: kept open across redraws.
 const opened = new Set();
+// The tasks seen waiting for a person (null before the first board): one that joins them is told.
+let waitingSeen = null;
+
+// A task newly waiting for a person: said on the page, and as a browser notification when the
+// person allowed them (the same moments a walk tells loop.notify of).
+function tell(board) {
+  const now = new Map();
+  for (const column of board.columns) {
+    if (column.name !== "needs you" && column.name !== "failed") continue;
+    for (const c of column.cards) now.set(c.id, c);
+  }
+  if (waitingSeen !== null) {
+    for (const [id, c] of now) {
+      if (waitingSeen.has(id)) continue;
+      const wait = board.waiting && board.waiting[id];
+      const reason = wait && wait.reason ? wait.reason : "";
+      say(id + " needs you: " + c.title + (reason ? " (" + reason + ")" : ""));
+      if ("Notification" in window && Notification.permission === "granted") {
+        new Notification(id + " needs you", { body: c.title + (reason ? "\n" + reason : ""), tag: id });
+      }
+    }
+  }
+  waitingSeen = new Set(now.keys());
+}
 
 // The token comes in the address's fragment (never sent to a server), is kept for this tab,
 // and is taken out of the address bar.
@@ -141,6 +165,7 @@ function render(board) {
     say("the board could not be read: " + board.error);
     return;
   }
+  tell(board);
   // The board is drawn anew: the focus goes back to the same button, for keyboards.
   const active = document.activeElement;
   const focused = active && active.dataset ? active.dataset.key : null;
@@ -274,6 +299,15 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("login").hidden = true;
     listen();
   });
+  const notify = document.getElementById("notify");
+  if ("Notification" in window && Notification.permission !== "granted") {
+    notify.hidden = false;
+    notify.addEventListener("click", async () => {
+      const answer = await Notification.requestPermission();
+      notify.hidden = answer === "granted";
+      say(answer === "granted" ? "you will be told when a task needs you" : "notifications were not allowed");
+    });
+  }
   document.getElementById("output-close").addEventListener("click", () => {
     following = null;
     document.getElementById("output-pane").hidden = true;
