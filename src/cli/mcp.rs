@@ -46,7 +46,7 @@ pub struct McpArgs {
 pub fn run(env: &Env, args: McpArgs) -> Result<u8> {
     // The repository must be one before a client is told anything.
     let root = env.open()?.workdir().to_owned();
-    let server = Loop { exe: env.exe.clone(), root, write: args.write };
+    let server = Loop::new(env.exe.clone(), root, args.write);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     runtime.block_on(async move {
         let running = server
@@ -61,10 +61,17 @@ pub fn run(env: &Env, args: McpArgs) -> Result<u8> {
 
 /// The server: this program and the repository its tools run in.
 #[derive(Clone)]
-struct Loop {
+pub(super) struct Loop {
     exe: PathBuf,
     root: PathBuf,
     write: bool,
+}
+
+impl Loop {
+    /// The tools of the repository at `root`, run by `exe`; the writing ones with `write`.
+    pub(super) fn new(exe: PathBuf, root: PathBuf, write: bool) -> Loop {
+        Loop { exe, root, write }
+    }
 }
 
 /// One tool: its name, whether it writes, what it does, and its arguments' schema.
@@ -302,7 +309,7 @@ impl ServerHandler for Loop {
             .with_instructions(if self.write {
                 "The git-loop backlog of this repository: tasks with dependencies, epics, claims and the journal, kept in git. Tools run the command of the same name."
             } else {
-                "The git-loop backlog of this repository, read-only (start with --write to add, edit, claim and finish). Tools run the command of the same name."
+                "The git-loop backlog of this repository, read-only: this server offers no tool that writes (it would with --write; under git loop serve, --mcp-write). Tools run the command of the same name."
             })
     }
 

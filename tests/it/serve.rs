@@ -196,6 +196,56 @@ fn the_api_asks_for_the_token_streams_the_board_and_journals_actions() {
     assert_eq!(status, 400);
     assert_eq!(state(&repo, &second), "parked");
 
+    // MCP over streamable HTTP at /mcp: the token first, then a session of the SDK's service.
+    let (status, _) = call(&serving.addr, "POST", "/mcp", &[], Some(&json!({})));
+    assert_eq!(status, 401);
+    let mcp = |session: Option<&str>, message: Value| -> (Option<String>, Vec<Value>) {
+        let mut stream = TcpStream::connect(&serving.addr).expect("connect");
+        let body = message.to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
+            serving.token,
+            body.len()
+        );
+        if let Some(session) = session {
+            request.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        request.push_str(&format!("\r\n{body}"));
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("the answer");
+        let session = answer
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("mcp-session-id:").map(|_| l[15..].trim().to_owned()));
+        let messages = answer
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+        (session, messages)
+    };
+    let (session, said) = mcp(
+        None,
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } } }),
+    );
+    let session = session.expect("a session");
+    assert_eq!(said[0]["result"]["serverInfo"]["name"], "git-loop", "{said:?}");
+    mcp(Some(&session), json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let (_, said) = mcp(Some(&session), json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }));
+    let mut tools: Vec<&str> =
+        said[0]["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    tools.sort_unstable();
+    assert_eq!(tools, ["cost", "list", "next", "show", "status"], "read-only without --mcp-write");
+    let (_, said) = mcp(
+        Some(&session),
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "show", "arguments": { "id": first } } }),
+    );
+    let shown: Value =
+        serde_json::from_str(said[0]["result"]["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    assert_eq!(shown["title"], "Write the parser");
+
     let out = repo.run(&["serve", "--listen", "0.0.0.0:0"]).code(2);
     assert!(out.stderr.contains("needs a token"), "{}", out.stderr);
 }

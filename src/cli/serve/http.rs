@@ -22,6 +22,11 @@ pub struct Request {
 }
 
 impl Request {
+    /// Every header, as sent.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
     /// A header's value (names compared without case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())

@@ -16,6 +16,7 @@
 //! script alone, and the script writes what tasks hold as text, never as markup.
 
 mod http;
+mod mcp;
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,7 +41,8 @@ use git_loop::store::Store;
 /// The board's columns, the sessions running here with their output, the journal's tail, what
 /// was spent and the landing queue, kept current by server-sent events; a task's actions (stop,
 /// reassign, take over, hand back, reopen, park) run what the command line runs, each
-/// journaled as board_action with who and from where. Every request of its API needs the token:
+/// journaled as board_action with who and from where. At /mcp, the tools of 'git loop mcp' over
+/// streamable HTTP (read-only unless --mcp-write). Every request of its API needs the token:
 /// loop.serve.token, else a new one printed at start (on 127.0.0.1 only: any other address
 /// refuses to start without loop.serve.token, and warns without TLS in front). Stop it with
 /// Ctrl-C.
@@ -51,6 +53,10 @@ pub struct ServeArgs {
     /// Where to listen: host:port (port 0 takes a free one; the address is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7341")]
     listen: String,
+    /// Offer the MCP tools that write (add, edit, next with claim, finish) at /mcp, as
+    /// 'git loop mcp --write' does; without it /mcp is read-only.
+    #[arg(long)]
+    mcp_write: bool,
 }
 
 /// The page and its script and styles: static, no data in them.
@@ -99,15 +105,21 @@ pub fn run(env: &Env, args: ServeArgs) -> Result<u8> {
         ));
     }
     let token = configured.clone().unwrap_or_else(|| git_loop::ids::random_base32(32));
-    let root = store.workdir().display().to_string();
+    let root = store.workdir().to_owned();
     drop(store);
     let mut out = super::output::Out::new();
     match configured {
-        Some(_) => out.line(format!("serving the board of {root} on http://{local}/ (token: loop.serve.token)"))?,
-        None => out.line(format!("serving the board of {root} on http://{local}/#token={token}"))?,
+        Some(_) => {
+            out.line(format!("serving the board of {} on http://{local}/ (token: loop.serve.token)", root.display()))?
+        }
+        None => out.line(format!("serving the board of {} on http://{local}/#token={token}", root.display()))?,
     }
     drop(out);
-    let server = Server { env, token, hub: Hub::default(), open: AtomicUsize::new(0) };
+    let endpoint = mcp::Endpoint::new(
+        super::mcp::Loop::new(env.exe.clone(), root.clone(), args.mcp_write),
+        &local.ip().to_string(),
+    )?;
+    let server = Server { env, token, hub: Hub::default(), open: AtomicUsize::new(0), endpoint };
     std::thread::scope(|scope| {
         scope.spawn(|| server.hub.run(env));
         let result = server.accept(scope, &listener);
@@ -131,6 +143,8 @@ struct Server<'e> {
     token: String,
     hub: Hub,
     open: AtomicUsize,
+    /// MCP at /mcp.
+    endpoint: mcp::Endpoint,
 }
 
 impl<'e> Server<'e> {
@@ -183,6 +197,12 @@ impl<'e> Server<'e> {
                 return http::respond(stream, 200, "text/javascript; charset=utf-8", SCRIPT.as_bytes())
             }
             ("GET", "/app.css") => return http::respond(stream, 200, "text/css; charset=utf-8", STYLE.as_bytes()),
+            (_, "/mcp") => {
+                if !self.authorized(request) {
+                    return http::json(stream, 401, &json!({ "error": "a token is needed" }));
+                }
+                return self.endpoint.answer(stream, request);
+            }
             (_, path) if !path.starts_with("/api/") => {
                 return http::json(stream, 404, &json!({ "error": "no such page" }));
             }
