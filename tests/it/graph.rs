@@ -284,16 +284,7 @@ fn landed_on(report: &Value, on: Option<&str>) -> Vec<String> {
 }
 
 fn is_in(repo: &Repo<'_>, ancestor: &str, rev: &str) -> bool {
-    let out = repo
-        .env
-        .seal(
-            std::process::Command::new("git")
-                .args(["merge-base", "--is-ancestor", ancestor, rev])
-                .current_dir(&repo.dir),
-        )
-        .output()
-        .expect("git");
-    out.status.success()
+    crate::land::contains(repo, ancestor, rev)
 }
 
 /// `loop.epicBranch`: children land on the epic's branch with the checks run there; a child that

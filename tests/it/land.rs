@@ -28,7 +28,7 @@ fn head(repo: &Repo<'_>, rev: &str) -> String {
     repo.git(&["rev-parse", rev])
 }
 
-fn contains(repo: &Repo<'_>, ancestor: &str, rev: &str) -> bool {
+pub(crate) fn contains(repo: &Repo<'_>, ancestor: &str, rev: &str) -> bool {
     let out = repo
         .env
         .seal(

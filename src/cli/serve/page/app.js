@@ -112,6 +112,16 @@ async function act(id, verb) {
   }
 }
 
+// The button that opens a task's session output (`where` keeps its focus apart from its twin's).
+function outputButton(id, where) {
+  const button = el("button", "Output");
+  button.type = "button";
+  button.dataset.key = id + " " + where;
+  button.setAttribute("aria-label", "Output of " + id);
+  button.addEventListener("click", () => follow(id));
+  return button;
+}
+
 function card(column, c, waiting) {
   const item = el("li", null, "card");
   item.dataset.task = c.id;
@@ -148,14 +158,7 @@ function card(column, c, waiting) {
     button.addEventListener("click", () => act(c.id, verb));
     actions.appendChild(button);
   }
-  if (column === "running") {
-    const button = el("button", "Output");
-    button.type = "button";
-    button.dataset.key = c.id + " output";
-    button.setAttribute("aria-label", "Output of " + c.id);
-    button.addEventListener("click", () => follow(c.id));
-    actions.appendChild(button);
-  }
+  if (column === "running") actions.appendChild(outputButton(c.id, "output"));
   item.appendChild(actions);
   return item;
 }
@@ -195,12 +198,7 @@ function draw(board) {
     const row = el("tr");
     for (const value of [s.task, s.agent, s.try_number, s.elapsed, s.spent, s.last]) row.appendChild(el("td", value));
     const cell = el("td");
-    const button = el("button", "Output");
-    button.type = "button";
-    button.dataset.key = s.task + " session-output";
-    button.setAttribute("aria-label", "Output of " + s.task);
-    button.addEventListener("click", () => follow(s.task));
-    cell.appendChild(button);
+    cell.appendChild(outputButton(s.task, "session-output"));
     row.appendChild(cell);
     return row;
   });
