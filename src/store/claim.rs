@@ -150,8 +150,7 @@ pub const CONFIRM_STEP: std::time::Duration = std::time::Duration::from_secs(5);
 /// The record's clock is witnessed: whatever this clone writes next sorts after its writer's.
 pub fn read_record(store: &Store, key: &ClaimKey) -> Result<Option<Held>> {
     let name = refs::claim(key);
-    store.fresh_refs();
-    let target = match git::find_ref(&store.repo, &name) {
+    let target = match store.find_ref_settled(&name) {
         Ok(None) => None,
         Ok(Some(git::Found::Direct(oid))) => Some(oid),
         // A symbolic claim ref would read as free, and every claim on it lose its swap.

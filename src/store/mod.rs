@@ -181,6 +181,23 @@ impl Store {
         }
     }
 
+    /// Ref `name` as it is now, a ref `git pack-refs` moved meanwhile included: read fresh
+    /// (`fresh_refs`), and when it is not there, read again once packed-refs is looked at anew.
+    /// `git pack-refs` writes the new packed-refs before it deletes the loose files it packed,
+    /// so a loose ref found gone after the first look is in the packed-refs a second look sees;
+    /// without it a claim packed between the two read as free (a release as "not held", leaving
+    /// the live record in packed-refs: a released claim back, robustness L4).
+    pub fn find_ref_settled(&self, name: &str) -> Result<Option<git::Found>> {
+        self.fresh_refs();
+        match git::find_ref(&self.repo, name)? {
+            None => {
+                self.fresh_refs();
+                git::find_ref(&self.repo, name)
+            }
+            found => Ok(found),
+        }
+    }
+
     /// The current time, as the context's clock says.
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
         match &self.clock {

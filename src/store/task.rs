@@ -692,8 +692,7 @@ pub fn corrupt_symbolic(name: &str, to: impl std::fmt::Display) -> Refusal {
 /// The tip task ref `name` points to: `None` if there is no such ref; a corrupt-class error
 /// for a ref file that cannot be parsed or a symbolic ref.
 pub fn tip_of(store: &Store, name: &str) -> Result<Option<ObjectId>> {
-    store.fresh_refs();
-    match git::find_ref(&store.repo, name).map_err(|_| corrupt_unparsable(store, name))? {
+    match store.find_ref_settled(name).map_err(|_| corrupt_unparsable(store, name))? {
         // Folded: the archive holds its chain's tip (`store::archive`).
         None => super::archive::lookup(&store.repo, name),
         Some(git::Found::Direct(tip)) => Ok(Some(tip)),
