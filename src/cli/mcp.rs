@@ -195,6 +195,9 @@ fn argv(name: &str, args: &JsonObject, write: bool) -> Result<Vec<String>, Strin
     };
     let required = |k: &str| text(k).filter(|v| !v.trim().is_empty()).ok_or_else(|| format!("'{k}' is required"));
     let mut out: Vec<String> = vec![name.to_owned()];
+    // What a command takes by position goes last, after `--`: a title such as "--help" or
+    // "-rf" is a title, never an option.
+    let mut positional: Vec<String> = Vec::new();
     let many = |out: &mut Vec<String>, option: &str, values: Vec<String>| {
         for v in values {
             out.push(option.to_owned());
@@ -214,7 +217,7 @@ fn argv(name: &str, args: &JsonObject, write: bool) -> Result<Vec<String>, Strin
             }
             many(&mut out, "--label", list("label"));
         }
-        "show" => out.push(required("id")?),
+        "show" => positional.push(required("id")?),
         "status" => {}
         "cost" => {
             if let Some(by) = text("by") {
@@ -236,7 +239,7 @@ fn argv(name: &str, args: &JsonObject, write: bool) -> Result<Vec<String>, Strin
             many(&mut out, "--label", list("label"));
         }
         "add" => {
-            out.push(required("title")?);
+            positional.push(required("title")?);
             for (k, option) in [("body", "--body"), ("priority", "--priority"), ("parent", "--parent")] {
                 if let Some(v) = text(k) {
                     out.extend([option.into(), v]);
@@ -246,7 +249,7 @@ fn argv(name: &str, args: &JsonObject, write: bool) -> Result<Vec<String>, Strin
             many(&mut out, "--label", list("label"));
         }
         "edit" => {
-            out.push(required("id")?);
+            positional.push(required("id")?);
             for (k, option) in [("title", "--title"), ("body", "--body"), ("priority", "--priority")] {
                 if let Some(v) = text(k) {
                     out.extend([option.into(), v]);
@@ -257,12 +260,16 @@ fn argv(name: &str, args: &JsonObject, write: bool) -> Result<Vec<String>, Strin
             many(&mut out, "--remove-label", list("remove_label"));
         }
         "finish" => {
-            out.push(required("verdict")?);
+            positional.push(required("verdict")?);
             out.extend(["--message".into(), required("message")?]);
         }
         other => return Err(format!("there is no tool '{other}'")),
     }
     out.push("--json".into());
+    if !positional.is_empty() {
+        out.push("--".into());
+        out.extend(positional);
+    }
     Ok(out)
 }
 

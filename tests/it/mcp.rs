@@ -65,9 +65,14 @@ fn an_sdk_client_lists_every_tool_with_its_schema_and_calls_each() {
         let cost = ok(call(&client, "cost", json!({ "by": "agent" })).await);
         assert!(cost.is_object(), "{cost}");
         let added = ok(call(&client, "add", json!({ "title": "Ship it", "priority": "p0", "label": ["api"] })).await);
+        // A title that reads like an option is a title.
+        let odd = ok(call(&client, "add", json!({ "title": "--help" })).await);
+        let odd_id = odd["id"].as_str().expect("an id").to_owned();
+        assert_eq!(ok(call(&client, "show", json!({ "id": odd_id })).await)["title"], "--help");
         let second = added["id"].as_str().expect("an id").to_owned();
         let edited = ok(call(&client, "edit", json!({ "id": second, "title": "Ship it now" })).await);
         assert_eq!(edited["title"], "Ship it now");
+        ok(call(&client, "edit", json!({ "id": odd_id, "priority": "p3" })).await);
         let next = ok(call(&client, "next", json!({})).await);
         assert_eq!(next["id"], second.as_str(), "p0 first: {next}");
         let claimed = ok(call(&client, "next", json!({ "claim": true, "holder": "mcp-agent" })).await);
