@@ -13,7 +13,8 @@
 //!   and `git fetch` of those refs alone; a task the other repository folded is read from its
 //!   archive) into this clone's own refs, `refs/loop-foreign/<place-key>/tasks/<id>`, never
 //!   pushed. The board reads their states from there: a dependency is met when the last read
-//!   found it done. One never read, or found nowhere, waits.
+//!   found it done. One never read, or found nowhere, waits. Each read drops the mirrors no open
+//!   task waits for any more (`store::foreign::prune`).
 //! - **Cycles**: `edit --after` follows the other task's own dependencies (fetched the same
 //!   way, back into this repository when one names it by a path or URL this clone is reached
 //!   by) and refuses a dependency that would close a cycle, naming it.
@@ -111,6 +112,11 @@ pub fn refresh(store: &Store, board: &super::Board) -> Result<Refreshed> {
             wanted.entry(dep.place).or_default().insert(dep.id);
         }
     }
+    let all: Vec<Dep> = wanted
+        .iter()
+        .flat_map(|(place, ids)| ids.iter().map(|id| Dep { place: place.clone(), id: id.clone() }))
+        .collect();
+    crate::store::foreign::prune(store, &all)?;
     let mut out = Refreshed::default();
     for (place, ids) in wanted {
         let ids: Vec<String> = ids.into_iter().collect();

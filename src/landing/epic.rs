@@ -154,14 +154,13 @@ pub fn queues(store: &Store, ctx: &Context) -> Result<Vec<(String, Vec<super::Qu
         return Ok(Vec::new());
     }
     let board = Board::load(store, ctx)?;
+    let heads = super::Heads::list(store)?;
     let mut out = Vec::new();
     for row in board.tasks.iter().filter(|r| r.epic) {
-        let done: Vec<ObjectId> = board
-            .children(row.id())
-            .into_iter()
-            .filter(|c| c.state == State::Done)
-            .filter_map(|c| store.ref_target(&format!("{}{}", refs::TASK_BRANCHES, c.id())).ok().flatten())
-            .collect();
+        let mut done = Vec::new();
+        for child in board.children(row.id()).into_iter().filter(|c| c.state == State::Done) {
+            done.extend(heads.of(store, child.id())?);
+        }
         if done.is_empty() {
             continue;
         }
@@ -174,7 +173,7 @@ pub fn queues(store: &Store, ctx: &Context) -> Result<Vec<(String, Vec<super::Qu
         if done.iter().all(|h| on_branch.contains(h)) {
             continue;
         }
-        let queue = super::queue(store, ctx, &branch, tip, &[], super::Seen::Synced(&branch))?;
+        let queue = super::queue_of(store, &board, &heads, &branch, tip, &[], super::Seen::Synced)?;
         if !queue.is_empty() {
             out.push((branch, queue));
         }

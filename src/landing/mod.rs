@@ -266,12 +266,47 @@ pub fn noted_landed(store: &Store, task: &crate::store::task::Task, target: &str
 
 /// How current the target's tip given to `queue` is.
 #[derive(Debug, Clone, Copy)]
-pub enum Seen<'t> {
+pub enum Seen {
     /// Just read from where it lives (the lander's): what it contains is what has landed.
     Fetched,
-    /// As this clone last saw it (`status`, `show`): a task another clone landed on this target
-    /// (full ref name) since is known by its completion note, which every sync brings.
-    Synced(&'t str),
+    /// As this clone last saw it (`status`, `show`): a task another clone landed on the target
+    /// since is known by its completion note, which every sync brings.
+    Synced,
+}
+
+/// Every task branch's head, in one listing rather than a lookup per task (a third of 100,000
+/// tasks done was 33,000 opens of loose ref files that are not there). A ref the listing could
+/// not read is looked up alone, which says what is wrong with it.
+pub(crate) struct Heads {
+    branches: HashMap<String, ObjectId>,
+    unreadable: bool,
+}
+
+impl Heads {
+    pub(crate) fn list(store: &Store) -> Result<Heads> {
+        let mut branches = HashMap::new();
+        let mut unreadable = false;
+        for listed in store.refs_prefixed(refs::TASK_BRANCHES)? {
+            match listed {
+                git::Listed::Ref { name, target: git::Found::Direct(id) } => {
+                    branches.insert(name, id);
+                }
+                git::Listed::Ref { .. } => {}
+                git::Listed::Unreadable(_) => unreadable = true,
+            }
+        }
+        Ok(Heads { branches, unreadable })
+    }
+
+    /// Task `id`'s branch head, if it has a branch.
+    pub(crate) fn of(&self, store: &Store, id: &str) -> Result<Option<ObjectId>> {
+        let name = format!("{}{id}", refs::TASK_BRANCHES);
+        Ok(match self.branches.get(&name) {
+            Some(head) => Some(*head),
+            None if self.unreadable => store.ref_target(&name)?,
+            None => None,
+        })
+    }
 }
 
 /// The queue of `target` (full ref name) at `tip`: done tasks (of `only`, if given) whose task
@@ -284,36 +319,29 @@ pub fn queue(
     target: &str,
     tip: Option<ObjectId>,
     only: &[TaskId],
-    seen: Seen<'_>,
+    seen: Seen,
 ) -> Result<Vec<Queued>> {
     let board = Board::load(store, ctx)?;
-    // Every task branch in one listing, not a lookup per done task (a third of 100,000 tasks
-    // done was 33,000 opens of loose ref files that are not there). A ref the listing could
-    // not read is looked up alone, which says what is wrong with it.
-    let mut branches = HashMap::new();
-    let mut unreadable = false;
-    for listed in store.refs_prefixed(refs::TASK_BRANCHES)? {
-        match listed {
-            git::Listed::Ref { name, target: git::Found::Direct(id) } => {
-                branches.insert(name, id);
-            }
-            git::Listed::Ref { .. } => {}
-            git::Listed::Unreadable(_) => unreadable = true,
-        }
-    }
+    let heads = Heads::list(store)?;
+    queue_of(store, &board, &heads, target, tip, only, seen)
+}
+
+/// `queue`, of a board and task branches already read.
+fn queue_of(
+    store: &Store,
+    board: &Board,
+    branches: &Heads,
+    target: &str,
+    tip: Option<ObjectId>,
+    only: &[TaskId],
+    seen: Seen,
+) -> Result<Vec<Queued>> {
     let epics = epic::on(store);
-    let belongs = |row: &crate::store::index::Row| match epic::home(&board, row, epics) {
+    let belongs = |row: &crate::store::index::Row| match epic::home(board, row, epics) {
         Some(home) => home == target,
         None => !epics || !target.starts_with(refs::TASK_BRANCHES),
     };
-    let head_of = |id: &str| -> Result<Option<ObjectId>> {
-        let name = format!("{}{id}", refs::TASK_BRANCHES);
-        Ok(match branches.get(&name) {
-            Some(head) => Some(*head),
-            None if unreadable => store.ref_target(&name)?,
-            None => None,
-        })
-    };
+    let head_of = |id: &str| branches.of(store, id);
     let mut heads = Vec::new();
     for row in board.tasks.iter().filter(|r| r.state == State::Done && belongs(r)) {
         if let Ok(id) = row.id().parse::<TaskId>() {
@@ -341,7 +369,7 @@ pub fn queue(
         let task = row.task()?;
         // Landed by another clone, on a target this clone has not fetched since: the completion
         // note, which every sync brings, says so.
-        if let Seen::Synced(target) = seen {
+        if let Seen::Synced = seen {
             if noted_landed(store, &task, target)? {
                 landed.insert(row.id().to_owned());
                 continue;
@@ -1139,7 +1167,7 @@ pub fn view_of(store: &Store, ctx: &Context, into: String) -> Result<View> {
     let tip = known_tip(store, &into)?;
     let journal = crate::store::journal::timeline(store, &crate::store::journal::Filter::default())?;
     Ok(View {
-        queue: queue(store, ctx, &into, tip, &[], Seen::Synced(&into))?,
+        queue: queue(store, ctx, &into, tip, &[], Seen::Synced)?,
         lander: lander(store, &into)?,
         last_failure: last_failure(&journal.entries, &into),
         requests: request::known_in(&journal.entries).into_iter().filter(|k| k.state == "open").collect(),

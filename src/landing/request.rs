@@ -113,7 +113,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
             requests: Vec::new(),
         },
     };
-    let mut queued = queue(store, ctx, &target, Some(tip), &opts.only, Seen::Synced(&target))?;
+    let mut queued = queue(store, ctx, &target, Some(tip), &opts.only, Seen::Synced)?;
     // A request merged since the last run put the task's work in the target, which takes it
     // out of the queue: it is read back all the same, first (its dependants see it landed).
     let listed: std::collections::HashSet<String> = queued.iter().map(|q| q.task.clone()).collect();
@@ -121,7 +121,7 @@ pub fn land(store: &Store, ctx: &Context, opts: &Options<'_>, target: String) ->
     let merged_since: Vec<TaskId> =
         open_requests(store)?.into_iter().filter(|id| !listed.contains(id.as_str()) && wanted(id)).collect();
     if !merged_since.is_empty() {
-        let mut first = queue(store, ctx, &target, None, &merged_since, Seen::Synced(&target))?;
+        let mut first = queue(store, ctx, &target, None, &merged_since, Seen::Synced)?;
         first.append(&mut queued);
         queued = first;
     }

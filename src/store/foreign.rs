@@ -193,6 +193,22 @@ pub fn fetch(store: &Store, place: &str, ids: &[String]) -> Result<BTreeMap<Stri
     Ok(out)
 }
 
+/// Drop the mirrors no dependency in `wanted` (every open task's, `backlog::foreign::refresh`)
+/// reads any more: what this clone keeps of other repositories stays the size of what it waits
+/// for, and the board reads no record it does not need.
+pub fn prune(store: &Store, wanted: &[Dep]) -> Result<()> {
+    let mut keep: HashSet<String> = wanted.iter().map(Dep::mirror).collect();
+    keep.extend(wanted.iter().map(|d| format!("{MIRRORS}{}/archive", key(&d.place))));
+    for listed in store.refs_prefixed(MIRRORS)? {
+        let git::Listed::Ref { name, target: git::Found::Direct(tip) } = listed else { continue };
+        if !keep.contains(&name) {
+            // Changed meanwhile (a read of it): it is judged again at the next refresh.
+            let _ = super::cas::delete(store, &name, tip)?;
+        }
+    }
+    Ok(())
+}
+
 /// The task `dep` names as its mirror holds it now (read in a handle of its own: just fetched,
 /// it may be in a pack the store's handle has not seen).
 pub fn read_mirror(store: &Store, dep: &Dep) -> Result<Option<Task>> {

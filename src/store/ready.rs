@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
+use super::foreign::is_foreign;
 use super::task::State;
 use crate::ids::Priority;
 
@@ -109,7 +110,7 @@ fn get<'t, R: Entry>(tasks: &'t [R], id: &str) -> Option<&'t R> {
 fn is_ready<R: Entry>(tasks: &[R], row: &R) -> bool {
     row.state() == State::Open
         && !row.is_epic()
-        && row.after().all(|dep| dep.contains('#') || get(tasks, dep).is_some_and(|d| d.state() == State::Done))
+        && row.after().all(|dep| is_foreign(dep) || get(tasks, dep).is_some_and(|d| d.state() == State::Done))
 }
 
 impl Ready {
@@ -119,7 +120,7 @@ impl Ready {
         let set = tasks
             .iter()
             .filter(|r| {
-                r.state() == State::Open && !r.is_epic() && r.after().all(|dep| dep.contains('#') || done.contains(dep))
+                r.state() == State::Open && !r.is_epic() && r.after().all(|dep| is_foreign(dep) || done.contains(dep))
             })
             .map(Key::of)
             .collect();

@@ -417,12 +417,7 @@ fn take_singleton<'s>(store: &'s Store, ctx: &'s Context, key: &ClaimKey, holder
 /// cannot be read is a warning (what was read before stands).
 fn read_elsewhere(store: &Store, walker: &Walker<'_>) {
     let Ok(board) = crate::backlog::Board::load(store, &walker.ctx) else { return };
-    let waits = |r: &crate::store::index::Row| {
-        r.state == crate::store::task::State::Open && r.after().any(crate::backlog::foreign::is_foreign)
-    };
-    if !board.tasks.iter().any(waits) {
-        return;
-    }
+    // With nothing waiting, it reads nothing and drops what it kept (`store::foreign::prune`).
     match crate::backlog::foreign::refresh(store, &board) {
         Ok(read) => {
             for (_, why) in read.failed {

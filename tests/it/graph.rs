@@ -446,6 +446,13 @@ fn a_task_waits_for_a_task_of_another_repository_read_on_sync() {
     );
     assert_eq!(show(&lib, &back)["after"], json!([]), "nothing written");
 
+    // What no open task waits for any more is not kept: the mirrors stay the size of the waits.
+    let mirrors = || app.git(&["for-each-ref", "--format=%(refname)", "refs/loop-foreign"]);
+    assert!(mirrors().contains(&dates) && mirrors().contains(&back), "{}", mirrors());
+    app.run(&["edit", &uses, "--remove-after", &dep]).ok();
+    app.run(&["sync"]).ok();
+    assert!(!mirrors().contains(&dates) && mirrors().contains(&back), "{}", mirrors());
+
     // What cannot be a dependency: said, exit 2.
     let out = app.run(&["add", "x", "--after", "../lib#t-zzzzzzzz"]).code(2);
     assert!(out.stderr.contains("has no task 't-zzzzzzzz'"), "{}", out.stderr);
