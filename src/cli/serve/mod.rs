@@ -269,7 +269,9 @@ impl<'e> Server<'e> {
 
     /// The last output of a task's session on this machine.
     fn output(&self, id: &str) -> Value {
-        let Ok(store) = self.env.open() else { return json!({ "task": id, "lines": [] }) };
+        // A handle of its own, not the command's (`env.open` keeps each handle's writes until a
+        // publish: a page following output would grow that list every second).
+        let Ok(store) = Store::open(&self.env.ctx, &self.env.cwd) else { return json!({ "task": id, "lines": [] }) };
         let Ok(loop_dir) = store.loop_dir() else { return json!({ "task": id, "lines": [] }) };
         match super::watch::session_of(&loop_dir, &self.env.ctx, id) {
             Some((r, running)) => {
@@ -492,7 +494,7 @@ struct Sync {
 
 impl Sync {
     fn new(env: &Env) -> Sync {
-        let store = env.open().ok();
+        let store = Store::open(&env.ctx, &env.cwd).ok();
         let remote = store.as_ref().and_then(Store::arbiter);
         let every = match (&store, &remote) {
             (Some(store), Some(_)) => store.settings().sync_every().ok().flatten(),
@@ -508,7 +510,9 @@ impl Sync {
             return;
         }
         *last = Instant::now();
-        let said = match env.open().and_then(|store| git_loop::store::sync::sync(&store, &env.ctx, remote)) {
+        let said = match Store::open(&env.ctx, &env.cwd)
+            .and_then(|store| git_loop::store::sync::sync(&store, &env.ctx, remote))
+        {
             Ok(_) => {
                 format!("synced with {remote} at {}", env.ctx.now().with_timezone(&chrono::Local).format("%H:%M:%S"))
             }
